@@ -1,1 +1,42 @@
-"""approval_guard: put a person between an AI agent and its dangerous tools."""
+"""approval_guard: put a person between an AI agent and its dangerous tools.
+
+::
+
+    import approval_guard as ag
+
+    guard = ag.Guard(base_url="https://approvals.example.com", credential="...")
+
+    @guard.requires_approval(timeout="30m")
+    def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict: ...
+
+    out = issue_refund("payment_123", 4900)   # the tool's result, or an ag.NotRun
+"""
+
+from ._clock import Clock, SystemClock
+from ._guard import Guard, HarnessCall, harness_call, requires_approval
+from ._ledger import Execution, Ledger, MemoryLedger
+from ._outcome import NotRun, Reason
+from .exceptions import (
+    ApprovalGuardError,
+    ArgumentSerializationError,
+    ConfigurationError,
+    LedgerError,
+)
+
+__all__ = [
+    "ApprovalGuardError",
+    "ArgumentSerializationError",
+    "Clock",
+    "ConfigurationError",
+    "Execution",
+    "Guard",
+    "HarnessCall",
+    "Ledger",
+    "LedgerError",
+    "MemoryLedger",
+    "NotRun",
+    "Reason",
+    "SystemClock",
+    "harness_call",
+    "requires_approval",
+]

@@ -13,7 +13,7 @@ import re
 from datetime import timedelta
 from typing import Union
 
-DurationLike = Union[str, timedelta, int, float]
+DurationLike = Union[str, timedelta, int, float]  # noqa: UP007 (runtime alias on 3.10)
 
 _PART = re.compile(r"(\d+)([hms])")
 _WHOLE = re.compile(r"(?:\d+[hms])+")
@@ -50,7 +50,9 @@ def to_seconds(value: DurationLike, *, name: str = "duration") -> float:
     (5400.0, 120.0, 45.0)
     """
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be a duration such as '30m', a timedelta or seconds, not a bool")
+        raise TypeError(
+            f"{name} must be a duration such as '30m', a timedelta or seconds, not a bool"
+        )
     if isinstance(value, str):
         seconds = float(parse_duration_string(value.strip()))
     elif isinstance(value, timedelta):

@@ -56,8 +56,6 @@ def parse_http_date(value: str | None) -> datetime | None:
         parsed = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if parsed is None:
-        return None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
     return parsed.astimezone(timezone.utc)
@@ -101,7 +99,7 @@ def _require(obj: dict[str, Any], field: str, kind: type | tuple[type, ...]) -> 
     if field not in obj:
         raise WireError(f"the request object has no {field!r}")
     value = obj[field]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise WireError(f"{field!r} has the wrong type: {type(value).__name__}")
     return value
 

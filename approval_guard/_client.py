@@ -1,0 +1,281 @@
+"""The provider's three HTTP calls, error mapping and the retry policy. Knows no decorators.
+
+One :class:`ProviderClient` per :class:`~approval_guard.Guard`. Each exchange
+is a single attempt: it returns an :class:`Answer` for any HTTP status, or
+raises :class:`TransportError` when no usable answer came (reset, timeout,
+garbage, oversized). Whether and when to try again is decided by
+:class:`RetryPolicy` and carried out by the waiting loop in ``_wait.py``,
+which owns every sleep so that sync and async share one implementation.
+
+Sessions are pooled, not shared: a ``requests.Session`` is used by one
+thread at a time (psf/requests#2766), and returned to the pool afterwards so
+connections are reused across polls.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import queue
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import attrs
+import backoff
+import requests
+
+from ._clock import Clock, ClockSample
+from ._wire import parse_error, parse_http_date
+
+log = logging.getLogger("approval_guard")
+
+#: Larger answers are refused, not parsed.
+MAX_ANSWER_BYTES = 1024 * 1024
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+_POOL_SIZE = 64
+_USER_AGENT = "approval-guard/0.1"
+
+
+class TransportError(Exception):
+    """No usable answer: connection refused/reset, timeout, garbage or oversized body."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@attrs.frozen
+class Answer:
+    """One HTTP answer from the provider, decoded."""
+
+    status: int
+    body: Any
+    provider_request_id: str | None
+    sample: ClockSample
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def error(self) -> tuple[str, str]:
+        """``(type, message)`` of an error answer (``("unknown", "")`` if the body has none)."""
+        return parse_error(self.body) or ("unknown", "")
+
+    def describe(self) -> str:
+        kind, message = self.error
+        text = f"HTTP {self.status} {kind}"
+        return f"{text}: {message}" if message else text
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_base_url(base_url: str, *, allow_insecure_http: bool) -> str:
+    """Validate the provider URL; http:// only to loopback unless explicitly allowed."""
+    if not isinstance(base_url, str) or not base_url:
+        raise ValueError("base_url must be the provider's URL, e.g. 'https://approvals.example.com'")
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL with a host, got {base_url!r}")
+    if parts.username or parts.password:
+        raise ValueError("base_url must not carry credentials; pass credential= instead")
+    if parts.query or parts.fragment:
+        raise ValueError(f"base_url must not have a query or fragment, got {base_url!r}")
+    if parts.scheme == "http" and not is_loopback(parts.hostname) and not allow_insecure_http:
+        raise ValueError(
+            f"base_url {base_url!r} uses plain http to a non-loopback host; use https, "
+            "or pass allow_insecure_http=True if you really mean it"
+        )
+    return base_url.rstrip("/")
+
+
+def parse_retry_after(value: str | None, date: datetime | None, now: datetime) -> float | None:
+    """``Retry-After`` as seconds (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    moment = parse_http_date(value)
+    if moment is None:
+        return None
+    # Measure against the provider's own Date when we have it: our clocks may disagree.
+    reference = date or now
+    return max(0.0, (moment - reference).total_seconds())
+
+
+@attrs.define
+class RetryPolicy:
+    """Capped exponential backoff with full jitter, honouring ``Retry-After``."""
+
+    base: float = 0.1
+    cap: float = 5.0
+
+    def delays(self) -> Iterator[float]:
+        """Successive jittered delays for one run of retries."""
+        gen = backoff.expo(factor=self.base, max_value=self.cap)
+        next(gen)  # backoff's generators are primed with one send(None)
+        for value in gen:
+            yield backoff.full_jitter(value)
+
+    @staticmethod
+    def retryable(answer: Answer, *, creating: bool) -> bool:
+        if answer.status in RETRYABLE_STATUS:
+            return True
+        # The first create with this key is still being processed: ask again shortly.
+        return creating and answer.status == 409 and answer.error[0] == "idempotency_key_in_use"
+
+
+class ProviderClient:
+    """The HTTP calls of the provider API, one attempt each."""
+
+    def __init__(self, base_url: str, credential: str, *, clock: Clock) -> None:
+        self._base = base_url
+        self._auth = f"Bearer {credential}"
+        self._clock = clock
+        self._pool: queue.LifoQueue[requests.Session] = queue.LifoQueue(maxsize=_POOL_SIZE)
+
+    def __repr__(self) -> str:
+        return f"ProviderClient(base_url={self._base!r}, credential='***')"
+
+    def close(self) -> None:
+        """Close pooled sessions (and their connections)."""
+        while True:
+            try:
+                self._pool.get_nowait().close()
+            except queue.Empty:
+                return
+
+    @contextmanager
+    def _session(self) -> Iterator[requests.Session]:
+        try:
+            session = self._pool.get_nowait()
+        except queue.Empty:
+            session = requests.Session()
+            session.headers["User-Agent"] = _USER_AGENT
+        healthy = True
+        try:
+            yield session
+        except BaseException:
+            healthy = False
+            raise
+        finally:
+            if healthy:
+                try:
+                    self._pool.put_nowait(session)
+                except queue.Full:
+                    session.close()
+            else:
+                session.close()
+
+    def create(self, body: bytes, idempotency_key: str, *, timeout: float) -> Answer:
+        """``POST /v1/requests`` with the same key and bytes on every attempt."""
+        return self._exchange(
+            "POST",
+            "/v1/requests",
+            body=body,
+            headers={"Idempotency-Key": idempotency_key, "Content-Type": "application/json"},
+            timeout=timeout,
+        )
+
+    def read(self, request_id: str, *, wait: int, timeout: float) -> Answer:
+        """``GET /v1/requests/{id}?wait=Ns``: a long poll; ``timeout`` must outlast ``wait``."""
+        path = f"/v1/requests/{urllib.parse.quote(request_id, safe='')}?wait={max(0, wait)}s"
+        return self._exchange("GET", path, body=None, headers={}, timeout=timeout)
+
+    def cancel(self, request_id: str, *, reason: str, timeout: float) -> Answer:
+        """``POST /v1/requests/{id}/cancel`` with a reason."""
+        path = f"/v1/requests/{urllib.parse.quote(request_id, safe='')}/cancel"
+        body = json.dumps({"reason": reason}).encode()
+        return self._exchange(
+            "POST", path, body=body, headers={"Content-Type": "application/json"}, timeout=timeout
+        )
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None,
+        headers: dict[str, str],
+        timeout: float,
+    ) -> Answer:
+        headers = {**headers, "Authorization": self._auth, "Accept": "application/json"}
+        connect_timeout = min(5.0, max(0.05, timeout))
+        read_timeout = max(0.05, timeout)
+        sent = self._clock.monotonic()
+        with self._session() as session:
+            try:
+                response = session.request(
+                    method,
+                    self._base + path,
+                    data=body,
+                    headers=headers,
+                    timeout=(connect_timeout, read_timeout),
+                    stream=True,
+                    allow_redirects=False,
+                    verify=True,
+                )
+            except requests.Timeout as exc:
+                raise TransportError("timeout", f"{method} {path}: no answer in time") from exc
+            except requests.RequestException as exc:
+                raise TransportError(
+                    "connection", f"{method} {path}: {type(exc).__name__}"
+                ) from exc
+            try:
+                raw = _read_limited(response)
+            except requests.RequestException as exc:
+                raise TransportError("connection", f"{method} {path}: answer cut off") from exc
+            finally:
+                response.close()
+        received = self._clock.monotonic()
+        date = parse_http_date(response.headers.get("Date"))
+        sample = ClockSample(sent=sent, received=received, date=date)
+        try:
+            decoded = json.loads(raw) if raw else None
+        except ValueError:
+            decoded = None
+            if 200 <= response.status_code < 300:
+                raise TransportError(
+                    "garbage",
+                    f"{method} {path}: HTTP {response.status_code} with a body that is not JSON",
+                ) from None
+        if 200 <= response.status_code < 300 and not isinstance(decoded, dict):
+            raise TransportError("garbage", f"{method} {path}: the answer is not a JSON object")
+        return Answer(
+            status=response.status_code,
+            body=decoded,
+            provider_request_id=response.headers.get("X-Request-ID"),
+            sample=sample,
+            retry_after=parse_retry_after(
+                response.headers.get("Retry-After"), date, self._clock.now()
+            ),
+        )
+
+
+def _read_limited(response: requests.Response) -> bytes:
+    declared = response.headers.get("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise TransportError("too_large", f"the provider's answer is {declared} bytes; refused")
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(chunk_size=65536):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise TransportError("too_large", "the provider's answer is over 1 MiB; refused")
+        chunks.append(chunk)
+    return b"".join(chunks)

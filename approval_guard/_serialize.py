@@ -1,0 +1,125 @@
+"""Binding a call's arguments to parameter names and making them JSON.
+
+The tool is always called with the caller's original objects; this module only
+builds the JSON that is sent for approval (and compared with the provider's
+echo). Output is deterministic: the same call gives the same bytes in every
+process, so a replayed create is byte-identical.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import inspect
+import json
+import math
+import uuid
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from .exceptions import ArgumentSerializationError
+
+
+def bind(
+    signature: inspect.Signature,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    exclude: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """Bind ``args``/``kwargs`` to parameter names, defaults applied, ``exclude`` left out.
+
+    Raises ``TypeError`` (as calling the function would) when they do not fit.
+    """
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return {name: value for name, value in bound.arguments.items() if name not in exclude}
+
+
+def to_json_value(value: Any, *, path: str = "arguments") -> Any:
+    """Convert ``value`` into plain JSON types, or raise :class:`ArgumentSerializationError`.
+
+    ``Decimal`` becomes its exact string, ``datetime``/``date``/``time`` ISO 8601,
+    ``UUID`` a string, ``Enum`` its value, dataclasses and attrs instances
+    objects, tuples/lists lists, sets lists in a stable order.
+    """
+    return _convert(value, path, set())
+
+
+def _convert(value: Any, path: str, active: set[int]) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return _convert(value.value, path, active)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ArgumentSerializationError(
+                f"{path} is {value!r}, which JSON cannot represent; pass a finite number"
+            )
+        return float(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ArgumentSerializationError(f"{path} is {value!r}, which is not a finite Decimal")
+        return str(value)
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+
+    marker = id(value)
+    if marker in active:
+        raise ArgumentSerializationError(f"{path} refers to itself; it cannot be made JSON")
+    active.add(marker)
+    try:
+        return _convert_container(value, path, active)
+    finally:
+        active.discard(marker)
+
+
+def _convert_container(value: Any, path: str, active: set[int]) -> Any:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, enum.Enum):
+                key = key.value
+            if not isinstance(key, str):
+                raise ArgumentSerializationError(
+                    f"{path} has a key {key!r} of type {type(key).__name__}; "
+                    "JSON object keys must be strings"
+                )
+            out[key] = _convert(item, f"{path}[{key!r}]", active)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_convert(item, f"{path}[{i}]", active) for i, item in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        items = [_convert(item, f"{path}[*]", active) for item in value]
+        # Set order varies between processes (hash randomisation): sort for stable bytes.
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _convert(getattr(value, f.name), f"{path}.{f.name}", active)
+            for f in dataclasses.fields(value)
+        }
+    if attrs.has(type(value)):
+        return {
+            a.name: _convert(getattr(value, a.name), f"{path}.{a.name}", active)
+            for a in attrs.fields(type(value))
+        }
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):  # pydantic v2 models
+        return _convert(dump(mode="json"), path, active)
+    raise ArgumentSerializationError(
+        f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be "
+        "made JSON for the approval request; pass plain data, or exclude the parameter"
+    )
+
+
+def dumps(payload: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, no spaces, UTF-8."""
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

@@ -1,0 +1,683 @@
+"""The rules of one guarded call, written once, as a generator that asks for I/O.
+
+:func:`guarded_call` creates the approval request, long-polls it, accounts
+for every deadline, cancels what nobody will wait for, checks the decision
+and the execution record, and, last of all, the approval's expiry. It never
+does I/O itself: it *yields* operations (:class:`Blocking`, :class:`Sleep`,
+:class:`Invoke`) and a driver performs them. ``drive_sync`` and
+``drive_async`` are the only two drivers, so sync and async tools obey one
+copy of the rules.
+
+A driver reports abandonment by throwing :class:`Abandoned` into the
+generator at an abandonable operation (a poll or a backoff sleep);
+``KeyboardInterrupt`` and ``asyncio.CancelledError`` are thrown in the same
+way and re-raised after the cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import math
+import threading
+from collections.abc import Callable, Generator
+from typing import Any, Generic, TypeVar, Union
+
+import attrs
+
+from ._client import Answer, ProviderClient, RetryPolicy, TransportError
+from ._clock import Clock, ClockSample, still_valid
+from ._duration import format_duration
+from ._ledger import Ledger
+from ._outcome import NotRun, Reason
+from ._wire import (
+    APPROVED,
+    CANCELLED,
+    DENIED,
+    EXPIRED,
+    PENDING,
+    ApprovalRequest,
+    WireError,
+    format_timestamp,
+    parse_request,
+)
+from .exceptions import LedgerError
+
+log = logging.getLogger("approval_guard")
+
+T = TypeVar("T")
+
+#: How often a waiting thread looks at the harness's abandon event.
+ABANDON_CHECK_INTERVAL = 0.2
+#: A long poll's read timeout outlasts its wait by this much.
+READ_SLACK = 5.0
+#: A create's read timeout (the provider answers a create at once).
+CREATE_TIMEOUT = 10.0
+#: The best-effort cancel's timeout.
+CANCEL_TIMEOUT = 2.0
+
+
+class Abandoned(Exception):
+    """Thrown into the call by a driver when the harness abandons it."""
+
+
+@attrs.frozen
+class Blocking(Generic[T]):
+    """Run ``fn`` (blocking I/O). ``abandonable``: the harness may give up while it runs."""
+
+    fn: Callable[[], T]
+    abandonable: bool = False
+
+
+@attrs.frozen
+class Sleep:
+    """Wait ``seconds`` (abandonable)."""
+
+    seconds: float
+
+
+@attrs.frozen
+class Invoke:
+    """Start the tool now. The driver sends back its value or throws its exception."""
+
+
+Op = Union[Blocking[Any], Sleep, Invoke]  # noqa: UP007 (a runtime alias on 3.10)
+
+
+@attrs.frozen
+class Ran:
+    """The tool ran and returned ``value``."""
+
+    value: Any
+
+
+@attrs.frozen
+class CallPlan:
+    """Everything one guarded call needs to know, fixed before the first byte is sent."""
+
+    tool: str
+    arguments: dict[str, Any]  # as sent (JSON types)
+    body: bytes  # the exact bytes of every create attempt
+    idempotency_key: str
+    timeout: float  # the approval window requested, whole seconds
+    started: float  # monotonic
+    local_end: float  # monotonic: harness limit less return_margin
+    deadline_margin: float
+    poll_wait: float
+    worker: str
+
+
+Outcome = Union[NotRun, Ran]  # noqa: UP007
+CallGen = Generator[Op, Any, Outcome]
+
+
+class _Call:
+    """One call's state while the rules run."""
+
+    def __init__(
+        self,
+        plan: CallPlan,
+        client: ProviderClient,
+        ledger: Ledger,
+        clock: Clock,
+        policy: RetryPolicy,
+        abandon: threading.Event | None,
+    ) -> None:
+        self.plan = plan
+        self.abandon = abandon
+        self.client = client
+        self.ledger = ledger
+        self.clock = clock
+        self.policy = policy
+        self.request: ApprovalRequest | None = None
+        self.last_status: str | None = None
+
+    # -- outcomes ----------------------------------------------------------
+
+    def not_run(self, reason: Reason, message: str, *, note: str | None = None) -> NotRun:
+        request = self.request
+        return NotRun(
+            reason=reason,
+            message=message,
+            tool=self.plan.tool,
+            arguments=self.plan.arguments,
+            request_id=None if request is None else request.id,
+            status=self.last_status,
+            note=note,
+        )
+
+    def left(self, until: float) -> float:
+        return until - self.clock.monotonic()
+
+    # -- the whole call ----------------------------------------------------
+
+    def run(self) -> CallGen:
+        try:
+            obtained = yield from self.obtain()
+        except Abandoned:
+            yield from self.cancel("the harness abandoned the call")
+            return self.not_run(
+                Reason.CANCELLED,
+                f"The call to {self.plan.tool} was abandoned by the harness before a decision "
+                "arrived, so it did not run"
+                + ("; the pending request was cancelled." if self.request else "."),
+            )
+        except BaseException:
+            # KeyboardInterrupt, CancelledError, or a bug: nobody will wait for this request.
+            yield from self.cancel("the waiting call was interrupted")
+            raise
+        if isinstance(obtained, NotRun):
+            return obtained
+        return (yield from self.execute(obtained))
+
+    def obtain(self) -> Generator[Op, Any, NotRun | tuple[ApprovalRequest, ClockSample]]:
+        """Create and wait. Returns an approval to check and use, or why there is none."""
+        created = yield from self.create()
+        if isinstance(created, NotRun):
+            return created
+        request, sample = created
+        # Wait until the provider's deadline (plus a margin to read its final state)
+        # or our own end, whichever is first.
+        wait_end = self.plan.local_end
+        mapped = sample.to_local(request.deadline_at)
+        if mapped is not None:
+            wait_end = min(wait_end, mapped + self.plan.deadline_margin)
+        delays = self.policy.delays()
+        while request.status == PENDING:
+            left = self.left(wait_end)
+            if left <= 0:
+                return (yield from self.give_up_waiting())
+            wait = max(0, math.floor(min(self.plan.poll_wait, left - 1.0)))
+            timeout = min(wait + READ_SLACK, left)
+            request_id = request.id
+            log.debug("polling %s (%s) wait=%ss", self.plan.tool, request_id, wait)
+            try:
+                answer: Answer = yield Blocking(
+                    functools.partial(self.client.read, request_id, wait=wait, timeout=timeout),
+                    abandonable=True,
+                )
+            except TransportError as exc:
+                log.warning("poll of %s failed (%s); retrying", request_id, exc.message)
+                yield from self.pause(next(delays), None, wait_end)
+                continue
+            if not answer.ok:
+                if self.policy.retryable(answer, creating=False):
+                    log.warning("poll of %s: %s; retrying", request_id, answer.describe())
+                    yield from self.pause(next(delays), answer.retry_after, wait_end)
+                    continue
+                log.error(
+                    "the provider refused to read %s: %s", request_id, answer.describe()
+                )
+                return self.not_run(
+                    Reason.NOT_OBTAINED,
+                    f"The approval provider stopped answering for the request "
+                    f"({answer.describe()}), so {self.plan.tool} did not run.",
+                )
+            checked = self.check_echo(answer, expect_id=request_id)
+            if isinstance(checked, NotRun):
+                yield from self.cancel("the provider's answer did not match the call")
+                return checked
+            request, sample = checked, answer.sample
+            delays = self.policy.delays()
+        log.info(
+            "approval request decided: tool=%s request_id=%s status=%s",
+            self.plan.tool,
+            request.id,
+            request.status,
+        )
+        return self.decide(request, sample)
+
+    def create(self) -> Generator[Op, Any, NotRun | tuple[ApprovalRequest, ClockSample]]:
+        plan = self.plan
+        if self.abandon is not None and self.abandon.is_set():
+            raise Abandoned()
+        if plan.timeout < 1 or self.left(plan.local_end) < 1:
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"Too little of the harness's time limit was left to ask for approval, "
+                f"so {plan.tool} did not run and no request was created.",
+            )
+        delays = self.policy.delays()
+        while True:
+            left = self.left(plan.local_end)
+            if left <= 0:
+                return self.not_run(
+                    Reason.NOT_OBTAINED,
+                    f"The approval provider could not be reached in time, so {plan.tool} "
+                    "did not run.",
+                )
+            try:
+                answer: Answer = yield Blocking(
+                    functools.partial(
+                        self.client.create,
+                        plan.body,
+                        plan.idempotency_key,
+                        timeout=min(CREATE_TIMEOUT, left),
+                    )
+                )
+            except TransportError as exc:
+                log.warning(
+                    "creating a request for %s failed (%s); retrying", plan.tool, exc.message
+                )
+                if not (yield from self.pause(next(delays), None, plan.local_end)):
+                    return self.not_run(
+                        Reason.NOT_OBTAINED,
+                        f"The approval provider could not be reached ({exc.message}), so "
+                        f"{plan.tool} did not run.",
+                    )
+                continue
+            if answer.ok:
+                checked = self.check_echo(answer, expect_id=None)
+                if isinstance(checked, NotRun):
+                    yield from self.cancel("the provider's answer did not match the call")
+                    return checked
+                log.info(
+                    "approval request created: tool=%s request_id=%s deadline_at=%s "
+                    "status=%s provider_request_id=%s",
+                    plan.tool,
+                    checked.id,
+                    format_timestamp(checked.deadline_at),
+                    checked.status,
+                    answer.provider_request_id,
+                )
+                return checked, answer.sample
+            if self.policy.retryable(answer, creating=True):
+                log.warning("creating a request for %s: %s; retrying", plan.tool, answer.describe())
+                if not (yield from self.pause(next(delays), answer.retry_after, plan.local_end)):
+                    return self.not_run(
+                        Reason.NOT_OBTAINED,
+                        f"The approval provider kept answering {answer.describe()} until the "
+                        f"time limit, so {plan.tool} did not run.",
+                    )
+                continue
+            log.error(
+                "the approval provider refused the request for %s: %s (provider_request_id=%s)",
+                plan.tool,
+                answer.describe(),
+                answer.provider_request_id,
+            )
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The approval provider refused the request ({answer.describe()}), so "
+                f"{plan.tool} did not run.",
+            )
+
+    def pause(
+        self, delay: float, retry_after: float | None, until: float
+    ) -> Generator[Op, Any, bool]:
+        """Back off before a retry; False if the wait would pass ``until``."""
+        if retry_after is not None:
+            delay = retry_after
+        if delay >= self.left(until):
+            return False
+        yield Sleep(delay)
+        return True
+
+    def check_echo(self, answer: Answer, *, expect_id: str | None) -> ApprovalRequest | NotRun:
+        """Parse an answer and check it is about exactly the call we sent."""
+        try:
+            request = parse_request(answer.body)
+        except WireError as exc:
+            log.error("unusable answer from the provider: %s", exc)
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The approval provider's answer could not be understood ({exc}), so "
+                f"{self.plan.tool} did not run.",
+            )
+        mismatch = None
+        if expect_id is not None and request.id != expect_id:
+            mismatch = "a different request id"
+        elif request.tool != self.plan.tool:
+            mismatch = "a different tool name"
+        elif request.arguments != self.plan.arguments:
+            mismatch = "different arguments"
+        if self.request is None or mismatch is None:
+            self.request = request
+        self.last_status = request.status
+        if mismatch is not None:
+            log.error("the provider's answer names %s than the call sent", mismatch)
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The approval provider's answer named {mismatch} than the call sent, so "
+                f"{self.plan.tool} did not run.",
+            )
+        return request
+
+    def give_up_waiting(self) -> Generator[Op, Any, NotRun]:
+        yield from self.cancel("no decision arrived within the time the caller could wait")
+        return self.not_run(
+            Reason.NOT_OBTAINED,
+            f"No decision arrived within the time the harness allows, so {self.plan.tool} "
+            "did not run; the request was withdrawn and nobody denied it.",
+        )
+
+    def cancel(self, reason: str) -> Generator[Op, Any, None]:
+        """Best effort: withdraw a request that may still be pending; never raises."""
+        request = self.request
+        if request is None or request.status != PENDING:
+            return
+        request_id = request.id
+        try:
+            answer: Answer = yield Blocking(
+                lambda: self.client.cancel(request_id, reason=reason, timeout=CANCEL_TIMEOUT)
+            )
+        except TransportError as exc:
+            log.warning("could not cancel %s: %s", request_id, exc.message)
+            return
+        except Exception:  # a bug must not hide the outcome we are returning
+            log.exception("could not cancel %s", request_id)
+            return
+        if answer.ok:
+            self.last_status = CANCELLED
+            log.info("approval request cancelled: request_id=%s (%s)", request_id, reason)
+        else:
+            log.warning("cancel of %s: %s", request_id, answer.describe())
+            current = answer.body.get("request") if isinstance(answer.body, dict) else None
+            status = current.get("status") if isinstance(current, dict) else None
+            if isinstance(status, str):
+                self.last_status = status
+
+    def decide(
+        self, request: ApprovalRequest, sample: ClockSample
+    ) -> NotRun | tuple[ApprovalRequest, ClockSample]:
+        tool = self.plan.tool
+        decision = request.decision
+        note = decision.note if decision is not None else None
+        if request.status == APPROVED:
+            if decision is None or decision.status != APPROVED:
+                return self.not_run(
+                    Reason.NOT_OBTAINED,
+                    f"The provider reported an approval without an approved decision, so {tool} "
+                    "did not run.",
+                )
+            if decision.expires_at is None:
+                return self.not_run(
+                    Reason.NOT_OBTAINED,
+                    f"The approval carried no expiry time, so its validity could not be checked "
+                    f"and {tool} did not run.",
+                    note=note,
+                )
+            return request, sample
+        if request.status == DENIED:
+            if decision is None or decision.status != DENIED:
+                return self.not_run(
+                    Reason.NOT_OBTAINED,
+                    f"The provider reported a denial without a decision, so {tool} did not run.",
+                )
+            reason_text = f": {note}" if note else "."
+            return self.not_run(
+                Reason.DENIED, f"A person denied this call to {tool}{reason_text}", note=note
+            )
+        if request.status == EXPIRED:
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"Nobody decided on the request before its deadline, so {tool} did not run; "
+                "it was not denied.",
+            )
+        if request.status == CANCELLED:
+            return self.not_run(
+                Reason.CANCELLED,
+                f"The approval request for {tool} was cancelled at the provider, so it did "
+                "not run.",
+            )
+        return self.not_run(
+            Reason.NOT_OBTAINED,
+            f"The provider reported an unknown status {request.status!r}, so {tool} did not run.",
+        )
+
+    def execute(self, obtained: tuple[ApprovalRequest, ClockSample]) -> CallGen:
+        request, sample = obtained
+        plan = self.plan
+        decision = request.decision
+        assert decision is not None and decision.expires_at is not None
+        note = decision.note
+        try:
+            claimed = yield Blocking(
+                lambda: self.ledger.claim(request.id, tool=plan.tool, worker=plan.worker)
+            )
+        except Exception as exc:
+            log.error("the execution record could not be claimed for %s: %s", request.id, exc)
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The execution record could not be reached to confirm {plan.tool} had not "
+                "already run, so it did not run.",
+                note=note,
+            )
+        if not claimed:
+            return self.not_run(
+                Reason.ALREADY_EXECUTED,
+                f"This approved call to {plan.tool} has already started or run once, so it did "
+                "not run again.",
+                note=note,
+            )
+        # The very last check before the call: judged by the provider's clock.
+        valid, left = still_valid(decision.expires_at, sample, self.clock.monotonic())
+        if not valid:
+            yield from self.release(request.id)
+            if left is None:
+                return self.not_run(
+                    Reason.NOT_OBTAINED,
+                    f"The provider's answer had no usable Date header, so the approval's expiry "
+                    f"could not be checked and {plan.tool} did not run.",
+                    note=note,
+                )
+            return self.not_run(
+                Reason.APPROVAL_EXPIRED,
+                f"The approval for {plan.tool} expired at "
+                f"{format_timestamp(decision.expires_at)} before the call could start, so it "
+                "did not run.",
+                note=note,
+            )
+        try:
+            value = yield Invoke()
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            try:
+                yield Blocking(lambda: self.ledger.fail(request.id, error[:1000]))
+            except Exception:
+                log.exception("could not mark %s as failed in the execution record", request.id)
+            raise
+        try:
+            yield Blocking(lambda: self.ledger.finish(request.id))
+        except Exception:
+            log.exception("could not mark %s as finished in the execution record", request.id)
+        return Ran(value)
+
+    def release(self, request_id: str) -> Generator[Op, Any, None]:
+        try:
+            yield Blocking(lambda: self.ledger.release(request_id))
+        except (LedgerError, Exception):
+            # Left as "started": it then counts as run, which is safe.
+            log.exception("could not release the claim on %s", request_id)
+
+
+def guarded_call(
+    plan: CallPlan,
+    client: ProviderClient,
+    ledger: Ledger,
+    clock: Clock,
+    policy: RetryPolicy,
+    abandon: threading.Event | None = None,
+) -> CallGen:
+    """The rules of one call, as a generator of operations for a driver."""
+    return _Call(plan, client, ledger, clock, policy, abandon).run()
+
+
+def requested_timeout(tool_timeout: float, limit: float, margins: float) -> float:
+    """``min(tool timeout, harness limit - return_margin - deadline_margin)``, whole seconds."""
+    return float(math.floor(min(tool_timeout, limit - margins)))
+
+
+def describe_clamp(tool: str, asked: float, got: float) -> None:
+    log.warning(
+        "approval timeout for %s clamped from %s to %s to fit the harness's limit",
+        tool,
+        format_duration(asked),
+        format_duration(got),
+    )
+
+
+# -- drivers -------------------------------------------------------------------
+
+
+class _Result:
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+def _in_thread(fn: Callable[[], Any], result: _Result, on_done: Callable[[], None]) -> None:
+    try:
+        result.value = fn()
+    except BaseException as exc:
+        result.error = exc
+    finally:
+        result.done.set()
+        on_done()
+
+
+def _wait_abandonable(fn: Callable[[], Any], abandon: threading.Event | None) -> Any:
+    """Run ``fn`` in a helper thread; the caller waits and can give up without killing it.
+
+    A blocking read cannot be interrupted from another thread (psf/requests#5633),
+    so the waiting thread never blocks in one: it waits on an event that the
+    helper sets, and looks at ``abandon`` between short waits.
+    """
+    result = _Result()
+    thread = threading.Thread(
+        target=_in_thread, args=(fn, result, lambda: None), name="approval_guard-poll", daemon=True
+    )
+    thread.start()
+    if abandon is None:
+        result.done.wait()
+    else:
+        while not result.done.wait(ABANDON_CHECK_INTERVAL):
+            if abandon.is_set():
+                raise Abandoned()
+    if result.error is not None:
+        raise result.error
+    return result.value
+
+
+def drive_sync(
+    gen: CallGen,
+    invoke: Callable[[], Any],
+    clock: Clock,
+    abandon: threading.Event | None,
+) -> Outcome:
+    """Perform a call's operations in the calling thread (polls in a helper thread)."""
+    to_send: Any = None
+    to_throw: BaseException | None = None
+    may_abandon = True
+    while True:
+        try:
+            op = gen.send(to_send) if to_throw is None else gen.throw(to_throw)
+        except StopIteration as stop:
+            outcome: Outcome = stop.value
+            return outcome
+        if isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
+            may_abandon = False
+        to_send, to_throw = None, None
+        try:
+            if isinstance(op, Blocking):
+                if op.abandonable:
+                    to_send = _wait_abandonable(op.fn, abandon if may_abandon else None)
+                else:
+                    to_send = op.fn()
+            elif isinstance(op, Sleep):
+                if clock.sleep(op.seconds, abandon if may_abandon else None):
+                    to_throw = Abandoned()
+            else:
+                to_send = invoke()
+        except BaseException as exc:
+            to_throw = exc
+
+
+async def _await_thread(fn: Callable[[], Any]) -> Any:
+    """Run blocking ``fn`` in its own thread and await it without blocking the loop.
+
+    Not the default executor: it has a handful of workers, and hundreds of
+    calls may be waiting on long polls at once.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+    result = _Result()
+
+    def wake() -> None:
+        def settle() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        with contextlib.suppress(RuntimeError):  # the loop closed while we waited
+            loop.call_soon_threadsafe(settle)
+
+    threading.Thread(
+        target=_in_thread, args=(fn, result, wake), name="approval_guard-io", daemon=True
+    ).start()
+    await future
+    if result.error is not None:
+        raise result.error
+    return result.value
+
+
+async def _await_abandonable(awaitable: Any, abandon: threading.Event | None) -> Any:
+    task = asyncio.ensure_future(awaitable)
+    if abandon is None:
+        return await task
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=ABANDON_CHECK_INTERVAL)
+            if done:
+                return task.result()
+            if abandon.is_set():
+                raise Abandoned()
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+async def drive_async(
+    gen: CallGen,
+    invoke: Callable[[], Any],
+    abandon: threading.Event | None,
+) -> Outcome:
+    """Perform a call's operations on the running event loop, never blocking it.
+
+    Task cancellation is abandonment: the request is cancelled at the provider
+    and ``CancelledError`` propagates.
+    """
+    to_send: Any = None
+    to_throw: BaseException | None = None
+    may_abandon = True
+    while True:
+        try:
+            op = gen.send(to_send) if to_throw is None else gen.throw(to_throw)
+        except StopIteration as stop:
+            outcome: Outcome = stop.value
+            return outcome
+        if isinstance(to_throw, (Abandoned, asyncio.CancelledError, KeyboardInterrupt)):
+            may_abandon = False
+        to_send, to_throw = None, None
+        watch = abandon if may_abandon else None
+        try:
+            if isinstance(op, Blocking):
+                if op.abandonable and may_abandon:
+                    to_send = await _await_abandonable(_await_thread(op.fn), watch)
+                elif may_abandon:
+                    to_send = await _await_thread(op.fn)
+                else:
+                    # Cleanup after a cancel: shield it so a second cancel cannot cut it short.
+                    to_send = await asyncio.shield(_await_thread(op.fn))
+            elif isinstance(op, Sleep):
+                await _await_abandonable(asyncio.sleep(op.seconds), watch)
+            else:
+                to_send = invoke()
+                if asyncio.iscoroutine(to_send):
+                    to_send = await to_send
+        except BaseException as exc:
+            to_throw = exc
