@@ -53,6 +53,8 @@ T = TypeVar("T")
 ABANDON_CHECK_INTERVAL = 0.2
 #: A long poll's read timeout outlasts its wait by this much.
 READ_SLACK = 5.0
+#: The pause between wait=0 polls in the last second of a wait.
+ZERO_WAIT_PAUSE = 0.25
 #: A create's read timeout (the provider answers a create at once).
 CREATE_TIMEOUT = 10.0
 #: The best-effort cancel's timeout.
@@ -185,11 +187,18 @@ class _Call:
         if mapped is not None:
             wait_end = min(wait_end, mapped + self.plan.deadline_margin)
         delays = self.policy.delays()
+        zero_waits = 0
         while request.status == PENDING:
             left = self.left(wait_end)
             if left <= 0:
                 return (yield from self.give_up_waiting())
             wait = max(0, math.floor(min(self.plan.poll_wait, left - 1.0)))
+            if wait == 0 and zero_waits:
+                # Under a second left: a wait=0 poll returns at once; do not spin on it.
+                yield Sleep(min(ZERO_WAIT_PAUSE, left))
+                if self.left(wait_end) <= 0:
+                    continue
+            zero_waits += wait == 0
             timeout = min(wait + READ_SLACK, left)
             request_id = request.id
             log.debug("polling %s (%s) wait=%ss", self.plan.tool, request_id, wait)

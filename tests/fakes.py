@@ -175,6 +175,7 @@ class FakeProvider:
 
     def on_read(self, request: Any) -> Any:
         self.calls.append(("GET", request.url, dict(request.headers), None))
+        self.clock.advance(0.002)  # a round trip takes some time
         faulted = self._fault()
         if faulted is not None:
             return faulted
@@ -216,11 +217,13 @@ class FakeProvider:
     def install(self, rsps: responses.RequestsMock) -> None:
         rsps.add_callback(responses.POST, f"{BASE}/v1/requests", callback=self.on_create)
         rsps.add_callback(
-            responses.GET, re.compile(rf"{re.escape(BASE)}/v1/requests/[^/]+\?.*"),
+            responses.GET,
+            re.compile(rf"{re.escape(BASE)}/v1/requests/[^/]+\?.*"),
             callback=self.on_read,
         )
         rsps.add_callback(
-            responses.POST, re.compile(rf"{re.escape(BASE)}/v1/requests/[^/]+/cancel"),
+            responses.POST,
+            re.compile(rf"{re.escape(BASE)}/v1/requests/[^/]+/cancel"),
             callback=self.on_cancel,
         )
 
