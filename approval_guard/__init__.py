@@ -14,7 +14,8 @@
 
 from ._clock import Clock, SystemClock
 from ._guard import Guard, HarnessCall, harness_call, requires_approval
-from ._ledger import Execution, Ledger, MemoryLedger
+from ._ledger import Execution, Ledger, MemoryLedger, SQLiteLedger
+from ._ledger_pg import PostgresLedger
 from ._outcome import NotRun, Reason
 from .exceptions import (
     ApprovalGuardError,
@@ -35,7 +36,9 @@ __all__ = [
     "LedgerError",
     "MemoryLedger",
     "NotRun",
+    "PostgresLedger",
     "Reason",
+    "SQLiteLedger",
     "SystemClock",
     "harness_call",
     "requires_approval",
