@@ -1,0 +1,1067 @@
+"""The local provider's state: SQLite (WAL) plus in-process wake-ups for long polls.
+
+One :class:`Store` owns one ``sqlite3`` connection, used under a lock; every
+write is committed before anyone is told about it, so a ``kill -9`` loses
+nothing that was answered (WAL with ``synchronous=NORMAL`` survives a process
+crash; only an operating-system crash may lose the last transactions).
+
+Time is the store's ``now`` callable (aware UTC ``datetime``), injectable so
+tests can run the provider ahead of or behind the adapter. A request's status
+is derived from that wall clock: a ``pending`` request whose ``deadline_at`` has
+passed is ``expired``; the transition is written (with an audit event) the first
+time anyone looks, so deadlines keep running while the server is down.
+
+Public API, for the HTTP layer and the CLI::
+
+    store = Store("approvals.sqlite3")            # or ":memory:"
+    tokens = store.ensure_initial_credentials()   # FirstStartTokens | None
+    token = store.create_credential("reviewer", "alice")
+    cred = store.authenticate(token)              # Credential | None
+    result = store.create_request(owner=cred, idempotency_key=..., tool=..., arguments=...,
+                                  timeout_seconds=...)
+    request = store.poll(request_id, viewer=cred, wait=30.0)
+    store.decide(request_id, reviewer=cred, status="approved", note=None, valid_for=300)
+    store.cancel(request_id, owner=cred, reason=None)
+    store.list_requests(status="pending")
+    store.history(request_id)
+    store.wait_for_change(after=seq, timeout=25.0)
+    store.close()
+
+Errors are the exceptions at the top of this module; ``None`` means "not found".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import secrets
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+
+from approval_guard._duration import format_duration
+from approval_guard._wire import (
+    APPROVED,
+    CANCELLED,
+    DENIED,
+    EXPIRED,
+    PENDING,
+    STATUSES,
+    ApprovalRequest,
+    Decision,
+    format_timestamp,
+)
+
+logger = logging.getLogger("approval_guard.provider")
+
+Clock = Callable[[], datetime]
+
+INSTANCE = "instance"
+REVIEWER = "reviewer"
+CREDENTIAL_KINDS = (INSTANCE, REVIEWER)
+_TOKEN_PREFIX = {INSTANCE: "agi_", REVIEWER: "agr_"}
+
+#: Idempotency keys are kept at least this long (the API promises 24 hours).
+KEY_RETENTION = timedelta(hours=24)
+#: How long a review-page login session lasts.
+SESSION_LIFETIME = timedelta(hours=12)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS credentials (
+    id           TEXT PRIMARY KEY,
+    kind         TEXT NOT NULL CHECK (kind IN ('instance', 'reviewer')),
+    name         TEXT NOT NULL,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created_at   INTEGER NOT NULL,
+    revoked_at   INTEGER
+);
+CREATE TABLE IF NOT EXISTS requests (
+    id              TEXT PRIMARY KEY,
+    owner_id        TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    body_sha256     TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    arguments       TEXT NOT NULL,
+    timeout         TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    deadline_at     INTEGER NOT NULL,
+    decision_status TEXT,
+    decision_note   TEXT,
+    decided_at      INTEGER,
+    expires_at      INTEGER,
+    decided_by      TEXT,
+    cancelled_at    INTEGER,
+    cancel_reason   TEXT,
+    poll_count      INTEGER NOT NULL DEFAULT 0,
+    last_polled_at  INTEGER
+);
+CREATE INDEX IF NOT EXISTS requests_by_status ON requests (status, deadline_at);
+CREATE INDEX IF NOT EXISTS requests_by_created ON requests (created_at);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    owner_id    TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    body_sha256 TEXT NOT NULL,
+    request_id  TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (owner_id, key)
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_id TEXT NOT NULL,
+    at         INTEGER NOT NULL,
+    type       TEXT NOT NULL,
+    actor_id   TEXT,
+    detail     TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_request ON events (request_id, seq);
+CREATE TABLE IF NOT EXISTS sessions (
+    id_sha256     TEXT PRIMARY KEY,
+    credential_id TEXT NOT NULL,
+    csrf_token    TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    expires_at    INTEGER NOT NULL
+);
+"""
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class StoreError(Exception):
+    """Base of the store's refusals; the HTTP layer maps each to a status code."""
+
+
+class IdempotencyKeyReused(StoreError):
+    """The key was used before with a different body (HTTP 422)."""
+
+
+class IdempotencyKeyInUse(StoreError):
+    """The first request with this key is still being processed (HTTP 409)."""
+
+
+class NotPendingError(StoreError):
+    """The request is no longer pending (HTTP 409 ``not_pending``); carries its state."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__(f"request {request.id} is {request.status}, not pending")
+        self.request = request
+
+
+class StoreClosedError(StoreError):
+    """The store was closed (the server is stopping)."""
+
+
+# --------------------------------------------------------------------------- models
+
+
+@attrs.frozen
+class Credential:
+    """A credential as stored: never the token, only who it is."""
+
+    id: str
+    kind: str
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+    @property
+    def is_reviewer(self) -> bool:
+        return self.kind == REVIEWER
+
+
+@attrs.frozen
+class FirstStartTokens:
+    """Plaintext tokens generated on first start; shown once, never stored.
+
+    The ``repr`` hides them so they cannot leak into a log line by accident.
+    """
+
+    instance: str = attrs.field(repr=False)
+    reviewer: str = attrs.field(repr=False)
+
+
+@attrs.frozen
+class CreateResult:
+    """What :meth:`Store.create_request` did: ``created`` False means an idempotent replay."""
+
+    request: ApprovalRequest
+    created: bool
+
+
+@attrs.frozen
+class AuditEvent:
+    """One entry of a request's history. ``actor`` is a credential id and name, never a token."""
+
+    seq: int
+    at: datetime
+    type: str
+    actor: Credential | None
+    detail: dict[str, Any]
+
+
+@attrs.frozen
+class History:
+    """A request's audit trail: its events, who owns it and how often it was polled."""
+
+    request: ApprovalRequest
+    owner: Credential | None
+    poll_count: int
+    last_polled_at: datetime | None
+    events: list[AuditEvent]
+
+
+@attrs.frozen
+class Session:
+    """A review-page login session (the id itself is only known to the browser)."""
+
+    credential: Credential
+    csrf_token: str = attrs.field(repr=False)
+    expires_at: datetime
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def system_clock() -> datetime:
+    """The default clock: the system's wall time in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def _to_us(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def _from_us(value: int | None) -> datetime | None:
+    return None if value is None else _EPOCH + timedelta(microseconds=value)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: object) -> str:
+    """Key-sorted, compact JSON: equal values give equal text (used for body hashes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def body_hash(tool: str, arguments: dict[str, Any], timeout_seconds: int) -> str:
+    """The hash an idempotency key is bound to.
+
+    The timeout is hashed in canonical form, so ``"90s"`` and ``"1m30s"`` count
+    as the same body: they mean the same request.
+    """
+    body = {"tool": tool, "arguments": arguments, "timeout": format_duration(timeout_seconds)}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+class _Waiters:
+    """Per-request events that wake every waiting poll at once, without polling.
+
+    A poll registers *before* it reads the state, so a decision committed
+    between the read and the wait still wakes it.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._events: dict[str, threading.Event] = {}
+        self._refs: dict[str, int] = {}
+        self._count = 0
+
+    def register(self, key: str) -> threading.Event:
+        with self._cond:
+            event = self._events.get(key)
+            if event is None:
+                event = self._events[key] = threading.Event()
+                self._refs[key] = 0
+            self._refs[key] += 1
+            self._count += 1
+            self._cond.notify_all()
+            return event
+
+    def unregister(self, key: str, event: threading.Event) -> None:
+        with self._cond:
+            self._count -= 1
+            if self._events.get(key) is event:
+                self._refs[key] -= 1
+                if self._refs[key] == 0:
+                    del self._events[key]
+                    del self._refs[key]
+            self._cond.notify_all()
+
+    def fire(self, key: str) -> None:
+        with self._cond:
+            event = self._events.pop(key, None)
+            self._refs.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def fire_all(self) -> None:
+        with self._cond:
+            events = list(self._events.values())
+            self._events.clear()
+            self._refs.clear()
+        for event in events:
+            event.set()
+
+    @property
+    def count(self) -> int:
+        with self._cond:
+            return self._count
+
+    def wait_for_count(self, n: int, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._count >= n, timeout)
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class Store:
+    """SQLite-backed provider state. Thread-safe; one instance per process and file.
+
+    :param path: a file path (created if missing) or ``":memory:"``.
+    :param clock: returns the provider's "now" as an aware datetime; defaults to
+        the system clock. All timestamps and expiry decisions use it.
+    """
+
+    def __init__(self, path: str = "approvals.sqlite3", *, clock: Clock | None = None) -> None:
+        self.path = str(path)
+        self._clock: Clock = clock or system_clock
+        self._lock = threading.RLock()
+        self._closed = False
+        # check_same_thread=False: the connection is shared by the HTTP threads,
+        # always under self._lock. isolation_level=None: we issue BEGIN ourselves.
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        with self._lock:
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                # Two stores on one file (a test re-opening it) wait instead of failing.
+                self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (_SCHEMA_VERSION,),
+            )
+        self._waiters = _Waiters()
+        self._change = threading.Condition()
+        # Bumped by wake_all(), so change-waiters return when the server stops.
+        self._wake_generation = 0
+        self._seq = self._max_seq()
+        self._in_flight: set[tuple[str, str]] = set()
+        self._in_flight_lock = threading.Lock()
+        self.prune()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def now(self) -> datetime:
+        """The provider's current time, truncated to milliseconds (what the wire shows)."""
+        moment = self._clock().astimezone(timezone.utc)
+        return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one committed transaction, under the store's lock.
+
+        For small extensions such as :mod:`approval_guard.testing`; the HTTP
+        layer uses the methods below.
+        """
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the store is closed")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _read(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+        return self._db
+
+    def close(self) -> None:
+        """Wake every waiter and close the database. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._db.close()
+        self.wake_all()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def _is_closed(self) -> bool:
+        # A method, not the property: the flag changes under other threads' feet.
+        return self._closed
+
+    def wake_all(self) -> None:
+        """End every waiting poll and change-wait now (used when the server stops)."""
+        self._waiters.fire_all()
+        with self._change:
+            self._wake_generation += 1
+            self._change.notify_all()
+
+    def _max_seq(self) -> int:
+        with self._lock:
+            row = self._read().execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+        return int(row[0])
+
+    def _event(
+        self,
+        db: sqlite3.Connection,
+        request_id: str,
+        kind: str,
+        at: datetime,
+        actor_id: str | None,
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        cursor = db.execute(
+            "INSERT INTO events (request_id, at, type, actor_id, detail) VALUES (?, ?, ?, ?, ?)",
+            (request_id, _to_us(at), kind, actor_id, canonical_json(detail or {})),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def _changed(self, seq: int, request_ids: list[str]) -> None:
+        """After a commit: wake the polls of these requests and the change-waiters."""
+        for request_id in request_ids:
+            self._waiters.fire(request_id)
+        with self._change:
+            self._seq = max(self._seq, seq)
+            self._change.notify_all()
+
+    def prune(self) -> int:
+        """Forget idempotency keys older than :data:`KEY_RETENTION` and dead sessions."""
+        now = self.now()
+        with self.transaction() as db:
+            removed = db.execute(
+                "DELETE FROM idempotency_keys WHERE created_at < ?",
+                (_to_us(now - KEY_RETENTION),),
+            ).rowcount
+            db.execute("DELETE FROM sessions WHERE expires_at <= ?", (_to_us(now),))
+        if removed:
+            logger.info("pruned %d idempotency keys older than %s", removed, KEY_RETENTION)
+        return int(removed)
+
+    # ------------------------------------------------------------------ credentials
+
+    def create_credential(self, kind: str, name: str) -> str:
+        """Create a credential and return its plaintext token (stored only as a sha256).
+
+        ``kind`` is ``"instance"`` (an adapter: create, read, cancel its own
+        requests) or ``"reviewer"`` (a person: list and decide).
+        """
+        if kind not in CREDENTIAL_KINDS:
+            raise ValueError(f"kind must be one of {CREDENTIAL_KINDS}, not {kind!r}")
+        if not name:
+            raise ValueError("a credential needs a name")
+        token = _TOKEN_PREFIX[kind] + secrets.token_urlsafe(32)
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO credentials (id, kind, name, token_sha256, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                ("cred_" + secrets.token_hex(6), kind, name, _sha256(token), _to_us(self.now())),
+            )
+        logger.info("created %s credential %r", kind, name)
+        return token
+
+    def ensure_initial_credentials(self) -> FirstStartTokens | None:
+        """On a store with no credentials at all, create one of each kind.
+
+        Returns their plaintext tokens (to be shown once), or None if any
+        credential already existed.
+        """
+        with self._lock:
+            count = self._read().execute("SELECT COUNT(*) FROM credentials").fetchone()[0]
+            if count:
+                return None
+            return FirstStartTokens(
+                instance=self.create_credential(INSTANCE, "instance"),
+                reviewer=self.create_credential(REVIEWER, "reviewer"),
+            )
+
+    def authenticate(self, token: str) -> Credential | None:
+        """The live credential whose token this is, or None."""
+        if not token:
+            return None
+        with self._lock:
+            row = (
+                self._read()
+                .execute(
+                    "SELECT * FROM credentials WHERE token_sha256 = ? AND revoked_at IS NULL",
+                    (_sha256(token),),
+                )
+                .fetchone()
+            )
+        return None if row is None else _credential(row)
+
+    def credential(self, credential_id: str) -> Credential | None:
+        """A credential by id (revoked ones included), or None."""
+        with self._lock:
+            row = (
+                self._read()
+                .execute("SELECT * FROM credentials WHERE id = ?", (credential_id,))
+                .fetchone()
+            )
+        return None if row is None else _credential(row)
+
+    def list_credentials(self) -> list[Credential]:
+        """Every credential, oldest first (without tokens, which are not stored)."""
+        with self._lock:
+            rows = self._read().execute("SELECT * FROM credentials ORDER BY created_at").fetchall()
+        return [_credential(row) for row in rows]
+
+    def revoke_credential(self, credential_id: str) -> bool:
+        """Revoke a credential (and its review sessions). False if there was none live."""
+        with self.transaction() as db:
+            changed = db.execute(
+                "UPDATE credentials SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (_to_us(self.now()), credential_id),
+            ).rowcount
+            db.execute("DELETE FROM sessions WHERE credential_id = ?", (credential_id,))
+        return bool(changed)
+
+    # ------------------------------------------------------------------ sessions
+
+    def create_session(self, reviewer: Credential) -> tuple[str, Session]:
+        """A review-page session for a reviewer: ``(session id for the cookie, session)``."""
+        if not reviewer.is_reviewer:
+            raise ValueError("only a reviewer credential can open a review session")
+        session_id = secrets.token_urlsafe(32)
+        csrf = secrets.token_urlsafe(32)
+        now = self.now()
+        expires = now + SESSION_LIFETIME
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO sessions (id_sha256, credential_id, csrf_token, created_at, "
+                "expires_at) VALUES (?, ?, ?, ?, ?)",
+                (_sha256(session_id), reviewer.id, csrf, _to_us(now), _to_us(expires)),
+            )
+        return session_id, Session(credential=reviewer, csrf_token=csrf, expires_at=expires)
+
+    def session(self, session_id: str) -> Session | None:
+        """The live session with this id whose credential is still live, or None."""
+        if not session_id:
+            return None
+        with self._lock:
+            row = (
+                self._read()
+                .execute(
+                    "SELECT s.csrf_token, s.expires_at, c.* FROM sessions s "
+                    "JOIN credentials c ON c.id = s.credential_id "
+                    "WHERE s.id_sha256 = ? AND s.expires_at > ? AND c.revoked_at IS NULL",
+                    (_sha256(session_id), _to_us(self.now())),
+                )
+                .fetchone()
+            )
+        if row is None:
+            return None
+        expires = _from_us(row["expires_at"])
+        assert expires is not None
+        return Session(
+            credential=_credential(row), csrf_token=row["csrf_token"], expires_at=expires
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    @contextlib.contextmanager
+    def claim_key(self, owner_id: str, key: str) -> Iterator[None]:
+        """Hold ``(owner, key)`` as in flight; a second holder gets :class:`IdempotencyKeyInUse`."""
+        slot = (owner_id, key)
+        with self._in_flight_lock:
+            if slot in self._in_flight:
+                raise IdempotencyKeyInUse("a request with this Idempotency-Key is in progress")
+            self._in_flight.add(slot)
+        try:
+            yield
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.discard(slot)
+
+    def replay(
+        self, owner: Credential, idempotency_key: str, digest: str
+    ) -> ApprovalRequest | None:
+        """The current state of the request this key created, or None for a new key.
+
+        Raises :class:`IdempotencyKeyReused` when the key was used with another body.
+        """
+        with self._lock:
+            row = (
+                self._read()
+                .execute(
+                    "SELECT body_sha256, request_id FROM idempotency_keys "
+                    "WHERE owner_id = ? AND key = ?",
+                    (owner.id, idempotency_key),
+                )
+                .fetchone()
+            )
+            if row is None:
+                return None
+            if row["body_sha256"] != digest:
+                raise IdempotencyKeyReused(
+                    "this Idempotency-Key was used with a different body; nothing was created"
+                )
+            return self._get(row["request_id"])
+
+    def create_request(
+        self,
+        *,
+        owner: Credential,
+        idempotency_key: str,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_seconds: int,
+    ) -> CreateResult:
+        """Create a pending request, or replay the one this key already made.
+
+        The caller should hold :meth:`claim_key` around this (the HTTP layer
+        does) so that a concurrent duplicate gets "in use" rather than waiting.
+        """
+        digest = body_hash(tool, arguments, timeout_seconds)
+        with self._lock:
+            existing = self.replay(owner, idempotency_key, digest)
+            if existing is not None:
+                return CreateResult(request=existing, created=False)
+            now = self.now()
+            request_id = str(uuid.uuid4())
+            deadline = now + timedelta(seconds=timeout_seconds)
+            with self.transaction() as db:
+                db.execute(
+                    "INSERT INTO requests (id, owner_id, idempotency_key, body_sha256, tool, "
+                    "arguments, timeout, status, created_at, deadline_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        request_id,
+                        owner.id,
+                        idempotency_key,
+                        digest,
+                        tool,
+                        canonical_json(arguments),
+                        format_duration(timeout_seconds),
+                        PENDING,
+                        _to_us(now),
+                        _to_us(deadline),
+                    ),
+                )
+                db.execute(
+                    "INSERT INTO idempotency_keys (owner_id, key, body_sha256, request_id, "
+                    "created_at) VALUES (?, ?, ?, ?, ?)",
+                    (owner.id, idempotency_key, digest, request_id, _to_us(now)),
+                )
+                seq = self._event(db, request_id, "created", now, owner.id, {})
+            request = self._get(request_id)
+        assert request is not None
+        self._changed(seq, [request_id])
+        logger.debug("created request %s (%s)", request_id, tool)
+        return CreateResult(request=request, created=True)
+
+    def _get(self, request_id: str, owner_id: str | None = None) -> ApprovalRequest | None:
+        """Read one request, writing its expiry first if its deadline has passed."""
+        with self._lock:
+            row = (
+                self._read()
+                .execute("SELECT * FROM requests WHERE id = ?", (request_id,))
+                .fetchone()
+            )
+            if row is None or (owner_id is not None and row["owner_id"] != owner_id):
+                return None
+            if row["status"] == PENDING and row["deadline_at"] <= _to_us(self.now()):
+                self._expire([request_id])
+                row = (
+                    self._read()
+                    .execute("SELECT * FROM requests WHERE id = ?", (request_id,))
+                    .fetchone()
+                )
+            return _request(row)
+
+    def _expire(self, request_ids: list[str]) -> None:
+        """Mark these overdue pending requests expired, with an audit event each."""
+        if not request_ids:
+            return
+        seq = 0
+        expired: list[str] = []
+        with self.transaction() as db:
+            for request_id in request_ids:
+                row = db.execute(
+                    "SELECT deadline_at FROM requests WHERE id = ? AND status = ?",
+                    (request_id, PENDING),
+                ).fetchone()
+                if row is None:
+                    continue
+                db.execute("UPDATE requests SET status = ? WHERE id = ?", (EXPIRED, request_id))
+                # The event is dated at the deadline, when it really expired, even if
+                # the server was down then and only notices now.
+                deadline = _from_us(row["deadline_at"])
+                assert deadline is not None
+                seq = self._event(db, request_id, "expired", deadline, None, {})
+                expired.append(request_id)
+        if expired:
+            logger.debug("expired %d request(s)", len(expired))
+            self._changed(seq, expired)
+
+    def expire_due(self) -> datetime | None:
+        """Expire every overdue pending request; return the next pending deadline, if any."""
+        with self._lock:
+            now_us = _to_us(self.now())
+            due = [
+                row[0]
+                for row in self._read().execute(
+                    "SELECT id FROM requests WHERE status = ? AND deadline_at <= ?",
+                    (PENDING, now_us),
+                )
+            ]
+            self._expire(due)
+            row = (
+                self._read()
+                .execute("SELECT MIN(deadline_at) FROM requests WHERE status = ?", (PENDING,))
+                .fetchone()
+            )
+        return _from_us(row[0])
+
+    def get_request(
+        self, request_id: str, *, owner_id: str | None = None
+    ) -> ApprovalRequest | None:
+        """The current state of a request (None if unknown, or not ``owner_id``'s)."""
+        return self._get(request_id, owner_id)
+
+    def owner_of(self, request_id: str) -> str | None:
+        """The id of the credential that created a request, or None if unknown."""
+        with self._lock:
+            row = (
+                self._read()
+                .execute("SELECT owner_id FROM requests WHERE id = ?", (request_id,))
+                .fetchone()
+            )
+        return None if row is None else str(row[0])
+
+    def poll(
+        self,
+        request_id: str,
+        *,
+        viewer: Credential,
+        wait: float = 0.0,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> ApprovalRequest | None:
+        """Long-poll: the request once it is not pending, or when ``wait`` seconds pass.
+
+        An instance credential sees only its own requests (None otherwise) and
+        its polls are counted in the audit trail; a reviewer sees any request.
+        The wait ends early, without busy-waiting, when the request is decided
+        or cancelled (woken at once) or its deadline passes (timed wait).
+        """
+        owner_filter = None if viewer.is_reviewer else viewer.id
+        request = self._get(request_id, owner_filter)
+        if request is None:
+            return None
+        if not viewer.is_reviewer:
+            with self.transaction() as db:
+                db.execute(
+                    "UPDATE requests SET poll_count = poll_count + 1, last_polled_at = ? "
+                    "WHERE id = ?",
+                    (_to_us(self.now()), request_id),
+                )
+        end = time.monotonic() + max(0.0, wait)
+        while request.status == PENDING:
+            remaining = end - time.monotonic()
+            if remaining <= 0 or (should_stop is not None and should_stop()) or self._is_closed():
+                break
+            event = self._waiters.register(request_id)
+            try:
+                # Re-read after registering: a decision committed before we
+                # registered has already fired, and we must not sleep through it.
+                current = self._get(request_id)
+                if current is None:
+                    break
+                request = current
+                if request.status != PENDING:
+                    break
+                # Checked after registering too: a stop that fired every event
+                # just before we registered has set its flag already.
+                if should_stop is not None and should_stop():
+                    break
+                to_deadline = (request.deadline_at - self.now()).total_seconds()
+                # A millisecond past the deadline, so the next read sees it expired.
+                event.wait(min(remaining, max(0.0, to_deadline) + 0.001))
+            finally:
+                self._waiters.unregister(request_id, event)
+            if self._is_closed():
+                break
+            current = self._get(request_id)
+            if current is None:
+                break
+            request = current
+        return request
+
+    @property
+    def waiting_polls(self) -> int:
+        """How many polls are waiting right now (for tests and metrics)."""
+        return self._waiters.count
+
+    def wait_for_waiting_polls(self, n: int, timeout: float) -> bool:
+        """Block until at least ``n`` polls are waiting; False on timeout."""
+        return self._waiters.wait_for_count(n, timeout)
+
+    def decide(
+        self,
+        request_id: str,
+        *,
+        reviewer: Credential,
+        status: str,
+        note: str | None = None,
+        valid_for: float | timedelta = 300,
+        expires_at: datetime | None = None,
+    ) -> ApprovalRequest | None:
+        """Record a reviewer's decision on a pending request; None if unknown.
+
+        ``valid_for`` (seconds or a timedelta) sets ``expires_at = decided_at +
+        valid_for`` for an approval; ``expires_at`` overrides it. Neither is
+        checked for sign here, so tests can make an approval that has already
+        expired; the HTTP layer validates them. Raises :class:`NotPendingError`.
+        """
+        if status not in (APPROVED, DENIED):
+            raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
+        with self._lock:
+            current = self._get(request_id)
+            if current is None:
+                return None
+            if current.status != PENDING:
+                raise NotPendingError(current)
+            now = self.now()
+            expires: datetime | None = None
+            if status == APPROVED:
+                if expires_at is not None:
+                    expires = expires_at.astimezone(timezone.utc)
+                else:
+                    delta = (
+                        valid_for
+                        if isinstance(valid_for, timedelta)
+                        else timedelta(seconds=valid_for)
+                    )
+                    expires = now + delta
+            detail: dict[str, Any] = {"status": status, "note": note}
+            if expires is not None:
+                detail["expires_at"] = format_timestamp(expires)
+            with self.transaction() as db:
+                db.execute(
+                    "UPDATE requests SET status = ?, decision_status = ?, decision_note = ?, "
+                    "decided_at = ?, expires_at = ?, decided_by = ? WHERE id = ? AND status = ?",
+                    (
+                        status,
+                        status,
+                        note,
+                        _to_us(now),
+                        None if expires is None else _to_us(expires),
+                        reviewer.id,
+                        request_id,
+                        PENDING,
+                    ),
+                )
+                seq = self._event(db, request_id, "decided", now, reviewer.id, detail)
+            request = self._get(request_id)
+        self._changed(seq, [request_id])
+        logger.debug("request %s %s by %s", request_id, status, reviewer.name)
+        return request
+
+    def cancel(
+        self, request_id: str, *, owner: Credential, reason: str | None = None
+    ) -> ApprovalRequest | None:
+        """Cancel a pending request of ``owner``'s; None if unknown or not theirs.
+
+        Cancelling a cancelled request returns it unchanged. Raises
+        :class:`NotPendingError` if it was approved, denied or expired.
+        """
+        owner_filter = None if owner.is_reviewer else owner.id
+        with self._lock:
+            current = self._get(request_id, owner_filter)
+            if current is None:
+                return None
+            if current.status == CANCELLED:
+                return current
+            if current.status != PENDING:
+                raise NotPendingError(current)
+            now = self.now()
+            with self.transaction() as db:
+                db.execute(
+                    "UPDATE requests SET status = ?, cancelled_at = ?, cancel_reason = ? "
+                    "WHERE id = ? AND status = ?",
+                    (CANCELLED, _to_us(now), reason, request_id, PENDING),
+                )
+                seq = self._event(db, request_id, "cancelled", now, owner.id, {"reason": reason})
+            request = self._get(request_id)
+        self._changed(seq, [request_id])
+        logger.debug("request %s cancelled", request_id)
+        return request
+
+    def list_requests(
+        self, *, status: str | None = None, owner_id: str | None = None, limit: int = 1000
+    ) -> list[ApprovalRequest]:
+        """Requests, newest first, optionally only those with ``status`` or of one owner."""
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        self.expire_due()
+        query = "SELECT * FROM requests"
+        clauses: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if owner_id is not None:
+            clauses.append("owner_id = ?")
+            params.append(owner_id)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        params.append(limit)
+        with self._lock:
+            rows = self._read().execute(query, params).fetchall()
+        return [_request(row) for row in rows]
+
+    def history(self, request_id: str) -> History | None:
+        """The audit trail of a request, or None if unknown."""
+        with self._lock:
+            request = self._get(request_id)
+            if request is None:
+                return None
+            db = self._read()
+            row = db.execute(
+                "SELECT owner_id, poll_count, last_polled_at FROM requests WHERE id = ?",
+                (request_id,),
+            ).fetchone()
+            rows = db.execute(
+                "SELECT * FROM events WHERE request_id = ? ORDER BY seq", (request_id,)
+            ).fetchall()
+            actors = {cred.id: cred for cred in self.list_credentials()}
+        events = []
+        for event in rows:
+            at = _from_us(event["at"])
+            assert at is not None
+            events.append(
+                AuditEvent(
+                    seq=event["seq"],
+                    at=at,
+                    type=event["type"],
+                    actor=actors.get(event["actor_id"]) if event["actor_id"] else None,
+                    detail=json.loads(event["detail"] or "{}"),
+                )
+            )
+        return History(
+            request=request,
+            owner=actors.get(row["owner_id"]),
+            poll_count=int(row["poll_count"]),
+            last_polled_at=_from_us(row["last_polled_at"]),
+            events=events,
+        )
+
+    # ------------------------------------------------------------------ change feed
+
+    @property
+    def seq(self) -> int:
+        """The change sequence: the number of the last create/decide/cancel/expire event."""
+        with self._change:
+            return self._seq
+
+    def wait_for_change(
+        self, *, after: int, timeout: float, should_stop: Callable[[], bool] | None = None
+    ) -> int:
+        """Block until the change sequence exceeds ``after``; return it.
+
+        Returns early (with the unchanged sequence) after ``timeout`` seconds,
+        when :meth:`wake_all` is called, or when ``should_stop()`` is true
+        (checked under the same lock :meth:`wake_all` notifies with, so a stop
+        flag set before ``wake_all()`` is never missed).
+        """
+        with self._change:
+            generation = self._wake_generation
+            self._change.wait_for(
+                lambda: (
+                    self._seq > after
+                    or self._wake_generation != generation
+                    or (should_stop is not None and should_stop())
+                ),
+                max(0.0, timeout),
+            )
+            return self._seq
+
+
+def _credential(row: sqlite3.Row) -> Credential:
+    created = _from_us(row["created_at"])
+    assert created is not None
+    return Credential(
+        id=row["id"],
+        kind=row["kind"],
+        name=row["name"],
+        created_at=created,
+        revoked_at=_from_us(row["revoked_at"]),
+    )
+
+
+def _request(row: sqlite3.Row) -> ApprovalRequest:
+    decision = None
+    if row["decision_status"] is not None:
+        decided_at = _from_us(row["decided_at"])
+        assert decided_at is not None
+        decision = Decision(
+            status=row["decision_status"],
+            note=row["decision_note"],
+            decided_at=decided_at,
+            expires_at=_from_us(row["expires_at"]),
+        )
+    created = _from_us(row["created_at"])
+    deadline = _from_us(row["deadline_at"])
+    assert created is not None and deadline is not None
+    return ApprovalRequest(
+        id=row["id"],
+        tool=row["tool"],
+        arguments=json.loads(row["arguments"]),
+        timeout=row["timeout"],
+        status=row["status"],
+        created_at=created,
+        deadline_at=deadline,
+        decision=decision,
+        cancelled_at=_from_us(row["cancelled_at"]),
+    )
+
+
+__all__ = [
+    "CREDENTIAL_KINDS",
+    "INSTANCE",
+    "KEY_RETENTION",
+    "REVIEWER",
+    "AuditEvent",
+    "CreateResult",
+    "Credential",
+    "FirstStartTokens",
+    "History",
+    "IdempotencyKeyInUse",
+    "IdempotencyKeyReused",
+    "NotPendingError",
+    "Session",
+    "Store",
+    "StoreClosedError",
+    "StoreError",
+    "body_hash",
+    "canonical_json",
+    "system_clock",
+]

@@ -1,0 +1,398 @@
+"""Helpers for testing code that uses approval_guard: a real provider, in-process.
+
+:class:`LocalProvider` runs the local provider on 127.0.0.1 on a free port and
+lets a test play the reviewer::
+
+    import approval_guard.testing as ag_testing
+
+    with ag_testing.LocalProvider() as provider:
+        guard = Guard(base_url=provider.url, credential=provider.credential)
+        ...                                  # something creates a request
+        request = provider.next_request()    # blocks until it appears
+        provider.approve(request.id, note="fine")
+
+or decides by policy, in a background thread::
+
+    with ag_testing.LocalProvider(policy=ag_testing.approve_after(0.1)) as provider:
+        ...
+
+Fault injection (``provider.faults``) and exchange counters (``provider.stats``)
+are those of :class:`approval_guard.provider.Faults` and
+:class:`approval_guard.provider.Stats`.
+
+With a file ``db``, a second ``LocalProvider`` on the same file sees everything
+the first stored, credentials included: to make that possible, and only for
+databases a ``LocalProvider`` created credentials in, their plaintext tokens
+are kept in the table ``testing_credentials``. The real ``approval-guard
+serve`` never writes that table. ``stop()`` then ``start()`` simulates a
+provider restart (on a file: a fresh connection to the same database, the
+same port).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Protocol
+
+import attrs
+
+from approval_guard._duration import parse_duration_string
+from approval_guard._wire import APPROVED, DENIED, PENDING, ApprovalRequest
+from approval_guard.provider._server import DEFAULT_POLL_CAP, Faults, ProviderServer, Stats
+from approval_guard.provider._store import (
+    INSTANCE,
+    REVIEWER,
+    Credential,
+    History,
+    NotPendingError,
+    Store,
+    StoreClosedError,
+)
+
+logger = logging.getLogger("approval_guard.provider")
+
+_TESTING_TABLE = """
+CREATE TABLE IF NOT EXISTS testing_credentials (
+    kind  TEXT PRIMARY KEY,
+    token TEXT NOT NULL
+)
+"""
+
+Validity = str | timedelta | float
+
+
+class Policy(Protocol):
+    """Decides requests as they arrive; called in its own thread, once per request."""
+
+    def __call__(self, provider: LocalProvider, request: ApprovalRequest) -> None: ...
+
+
+@attrs.frozen
+class _DecideAfter:
+    """A policy: after ``delay`` seconds, approve (or deny) every new request."""
+
+    status: str
+    delay: float
+    note: str | None = None
+    valid_for: Validity = "5m"
+
+    def __call__(self, provider: LocalProvider, request: ApprovalRequest) -> None:
+        if not provider._sleep(self.delay):
+            return
+        try:
+            if self.status == APPROVED:
+                provider.approve(request.id, note=self.note, valid_for=self.valid_for)
+            else:
+                provider.deny(request.id, self.note)
+        except NotPendingError:
+            pass  # cancelled or expired first: nothing to decide
+
+
+def approve_after(
+    delay: float = 0.0, *, note: str | None = None, valid_for: Validity = "5m"
+) -> Policy:
+    """A policy that approves every new request ``delay`` seconds after it appears."""
+    return _DecideAfter(APPROVED, _check_delay(delay), note, valid_for)
+
+
+def deny_after(delay: float = 0.0, note: str | None = "denied by policy") -> Policy:
+    """A policy that denies every new request ``delay`` seconds after it appears."""
+    return _DecideAfter(DENIED, _check_delay(delay), note)
+
+
+def _check_delay(delay: float) -> float:
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay):
+        raise ValueError(f"delay must be a number of seconds, not {delay!r}")
+    if delay < 0:
+        raise ValueError(f"delay must not be negative, got {delay!r}")
+    return float(delay)
+
+
+def _validity(value: Validity) -> timedelta:
+    # Unlike the HTTP API, zero and negative validities are allowed here, so a
+    # test can make an approval that has already expired.
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, str):
+        return timedelta(seconds=parse_duration_string(value.strip()))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"valid_for must be a duration string, timedelta or seconds: {value!r}")
+    return timedelta(seconds=value)
+
+
+class LocalProvider:
+    """The local provider, running in-process on 127.0.0.1, driven by the test.
+
+    :param db: ``":memory:"`` (default) or a SQLite file path.
+    :param clock_offset: how far the provider's clock is ahead of the system's
+        (negative: behind). Settable later through :attr:`clock_offset`.
+    :param policy: decides each new request in a background thread, e.g.
+        :func:`approve_after` ``(0.1)``; settable later through :attr:`policy`.
+    :param poll_cap: the most a long poll waits, in seconds.
+
+    Public attributes: :attr:`url`, :attr:`credential` (an instance
+    credential), :attr:`reviewer_credential`, :attr:`faults`, :attr:`stats`,
+    :attr:`store`, :attr:`server`.
+    """
+
+    def __init__(
+        self,
+        db: str = ":memory:",
+        *,
+        clock_offset: timedelta = timedelta(0),
+        policy: Policy | Callable[[LocalProvider, ApprovalRequest], None] | None = None,
+        poll_cap: float = DEFAULT_POLL_CAP,
+    ) -> None:
+        self.db = str(db)
+        self.clock_offset = clock_offset
+        self.policy = policy
+        self._memory = self.db == ":memory:"
+        self._exiting = threading.Event()
+        self._running = threading.Event()
+        self._policy_thread: threading.Thread | None = None
+        self._returned: set[str] = set()
+        self._policy_seen: set[str] = set()
+        self._lock = threading.Lock()
+
+        store = Store(self.db, clock=self._now)
+        self.credential, self.reviewer_credential = _testing_credentials(store)
+        if self._memory:
+            # The server must not close an in-memory store on stop(): it is all there is.
+            self._server = ProviderServer(store, poll_cap=poll_cap)
+        else:
+            store.close()
+            self._server = ProviderServer(self.db, clock=self._now, poll_cap=poll_cap)
+        self._memory_store = store if self._memory else None
+
+    def _now(self) -> datetime:
+        return datetime.now(timezone.utc) + self.clock_offset
+
+    def __repr__(self) -> str:
+        # Never the credentials.
+        return f"LocalProvider(url={self.url!r}, db={self.db!r})"
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def url(self) -> str:
+        """The provider's base URL, ``http://127.0.0.1:PORT`` (kept across restarts)."""
+        return self._server.url
+
+    @property
+    def server(self) -> ProviderServer:
+        """The underlying :class:`~approval_guard.provider.ProviderServer`."""
+        return self._server
+
+    @property
+    def store(self) -> Store:
+        """The current store (a new object after a restart on a file)."""
+        return self._server.store
+
+    @property
+    def faults(self) -> Faults:
+        """Fault injection: ``provider.faults.add("drop_after_commit", on="create")``."""
+        return self._server.faults
+
+    @property
+    def stats(self) -> Stats:
+        """Exchange counters: ``provider.stats.creates``, ``.polls``, ``.cancels`` ..."""
+        return self._server.stats
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> LocalProvider:
+        """Start serving (again, after :meth:`stop`: same port, same database)."""
+        self._server.start()
+        self._running.set()
+        if self._policy_thread is None:
+            self._policy_thread = threading.Thread(
+                target=self._policy_loop, name="approval-guard-policy", daemon=True
+            )
+            self._policy_thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, as a killed provider would: open connections are cut."""
+        self._running.clear()
+        self._server.stop()
+
+    def close(self) -> None:
+        """Stop for good and release the database."""
+        self._exiting.set()
+        self.stop()
+        self._running.set()  # let the policy thread see _exiting
+        if self._memory_store is not None:
+            self._memory_store.close()
+        if self._policy_thread is not None:
+            self._policy_thread.join(5)
+
+    def __enter__(self) -> LocalProvider:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def requests(self, status: str | None = None) -> list[ApprovalRequest]:
+        """Every request (or those with ``status``), newest first."""
+        return self.store.list_requests(status=status)
+
+    def get(self, request_id: str) -> ApprovalRequest:
+        """The current state of one request; ``LookupError`` if unknown."""
+        request = self.store.get_request(request_id)
+        if request is None:
+            raise LookupError(f"no request {request_id!r}")
+        return request
+
+    def history(self, request_id: str) -> History:
+        """A request's audit trail; ``LookupError`` if unknown."""
+        history = self.store.history(request_id)
+        if history is None:
+            raise LookupError(f"no request {request_id!r}")
+        return history
+
+    def next_request(self, timeout: float = 5.0) -> ApprovalRequest:
+        """Block until a pending request appears that this method has not returned before.
+
+        Oldest first. Raises ``TimeoutError`` after ``timeout`` seconds.
+        """
+        return self._next_unseen(self._returned, timeout)
+
+    def wait_for_polls(self, n: int = 1, timeout: float = 5.0) -> bool:
+        """Block until at least ``n`` long polls are waiting; False on timeout."""
+        return self.store.wait_for_waiting_polls(n, timeout)
+
+    def _next_unseen(self, seen: set[str], timeout: float) -> ApprovalRequest:
+        end = time.monotonic() + timeout
+        while True:
+            store = self.store
+            seq = store.seq
+            for request in reversed(store.list_requests(status=PENDING)):
+                with self._lock:
+                    if request.id not in seen:
+                        seen.add(request.id)
+                        return request
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no new pending request within {timeout} s")
+            if not self._running.is_set():
+                raise StoreClosedError("the provider is stopped")
+            # Sleeps until something changes: no polling.
+            store.wait_for_change(
+                after=seq, timeout=remaining, should_stop=lambda: not self._running.is_set()
+            )
+
+    # ------------------------------------------------------------------ deciding
+
+    def _reviewer(self) -> Credential:
+        reviewer = self.store.authenticate(self.reviewer_credential)
+        assert reviewer is not None, "the testing reviewer credential was revoked"
+        return reviewer
+
+    def approve(
+        self,
+        request_id: str,
+        *,
+        note: str | None = None,
+        valid_for: Validity = "5m",
+        expires_at: datetime | None = None,
+    ) -> ApprovalRequest:
+        """Approve a pending request, as the testing reviewer.
+
+        ``valid_for`` is a duration string, a ``timedelta`` or seconds; zero or
+        negative makes an approval that has already expired. ``expires_at``
+        sets the expiry outright. Raises ``NotPendingError`` if not pending,
+        ``LookupError`` if unknown.
+        """
+        request = self.store.decide(
+            request_id,
+            reviewer=self._reviewer(),
+            status=APPROVED,
+            note=note,
+            valid_for=_validity(valid_for),
+            expires_at=expires_at,
+        )
+        if request is None:
+            raise LookupError(f"no request {request_id!r}")
+        return request
+
+    def deny(self, request_id: str, note: str | None = None) -> ApprovalRequest:
+        """Deny a pending request, as the testing reviewer (``NotPendingError`` if not pending)."""
+        request = self.store.decide(request_id, reviewer=self._reviewer(), status=DENIED, note=note)
+        if request is None:
+            raise LookupError(f"no request {request_id!r}")
+        return request
+
+    def cancel(self, request_id: str, reason: str | None = None) -> ApprovalRequest:
+        """Cancel a pending request, as if its instance withdrew it."""
+        request = self.store.cancel(request_id, owner=self._reviewer(), reason=reason)
+        if request is None:
+            raise LookupError(f"no request {request_id!r}")
+        return request
+
+    # ------------------------------------------------------------------ policy
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep, cut short by close(); True if the provider is still open."""
+        return not self._exiting.wait(seconds)
+
+    def _policy_loop(self) -> None:
+        while not self._exiting.is_set():
+            self._running.wait()
+            if self._exiting.is_set():
+                return
+            try:
+                request = self._next_unseen(self._policy_seen, 3600.0)
+            except (StoreClosedError, TimeoutError):
+                continue
+            except Exception:
+                logger.exception("the testing policy loop failed; retrying")
+                continue
+            policy = self.policy
+            if policy is None:
+                continue
+            threading.Thread(
+                target=self._apply_policy,
+                args=(policy, request),
+                name="approval-guard-policy-decision",
+                daemon=True,
+            ).start()
+
+    def _apply_policy(
+        self, policy: Callable[[LocalProvider, ApprovalRequest], None], request: ApprovalRequest
+    ) -> None:
+        try:
+            policy(self, request)
+        except (NotPendingError, StoreClosedError):
+            pass
+        except Exception:
+            logger.exception("a testing policy raised for request %s", request.id)
+
+
+def _testing_credentials(store: Store) -> tuple[str, str]:
+    """The testing instance and reviewer tokens of this database, made on first use."""
+    with store.transaction() as db:
+        db.execute(_TESTING_TABLE)
+        rows = dict(db.execute("SELECT kind, token FROM testing_credentials").fetchall())
+    tokens: dict[str, str] = {}
+    for kind in (INSTANCE, REVIEWER):
+        token = rows.get(kind)
+        credential = store.authenticate(token) if token else None
+        if token is None or credential is None or credential.kind != kind:
+            token = store.create_credential(kind, f"testing {kind}")
+            with store.transaction() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO testing_credentials (kind, token) VALUES (?, ?)",
+                    (kind, token),
+                )
+        tokens[kind] = token
+    return tokens[INSTANCE], tokens[REVIEWER]
+
+
+__all__ = ["LocalProvider", "Policy", "approve_after", "deny_after"]

@@ -1,0 +1,124 @@
+"""Helpers for the local provider's integration tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+REFUND = {"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}
+
+
+class Api:
+    """A thin HTTP client for one credential; returns raw ``requests`` responses."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.url = url
+        self.session = requests.Session()
+        self.token = token
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        out = {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+        out.update(extra)
+        return out
+
+    def create(
+        self,
+        *,
+        tool: str = "issue_refund",
+        arguments: dict[str, Any] | None = None,
+        timeout: str = "30m",
+        key: str | None = None,
+        body: Any = None,
+        **kwargs: Any,
+    ) -> requests.Response:
+        payload = (
+            body
+            if body is not None
+            else {
+                "tool": tool,
+                "arguments": REFUND if arguments is None else arguments,
+                "timeout": timeout,
+            }
+        )
+        headers = self.headers(**{"Idempotency-Key": key or str(uuid.uuid4())})
+        return self.session.post(
+            f"{self.url}/v1/requests", json=payload, headers=headers, timeout=10, **kwargs
+        )
+
+    def new(self, **kwargs: Any) -> dict[str, Any]:
+        response = self.create(**kwargs)
+        assert response.status_code == 201, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    def poll(self, request_id: str, wait: str | None = None, **kwargs: Any) -> requests.Response:
+        params = {} if wait is None else {"wait": wait}
+        kwargs.setdefault("timeout", 90)
+        return self.session.get(
+            f"{self.url}/v1/requests/{request_id}", params=params, headers=self.headers(), **kwargs
+        )
+
+    def cancel(self, request_id: str, body: Any = None, **kwargs: Any) -> requests.Response:
+        return self.session.post(
+            f"{self.url}/v1/requests/{request_id}/cancel",
+            json=body,
+            headers=self.headers(),
+            timeout=10,
+            **kwargs,
+        )
+
+    def decide(self, request_id: str, body: Any, **kwargs: Any) -> requests.Response:
+        return self.session.post(
+            f"{self.url}/v1/requests/{request_id}/decision",
+            json=body,
+            headers=self.headers(),
+            timeout=10,
+            **kwargs,
+        )
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("timeout", 90)
+        return self.session.get(f"{self.url}{path}", headers=self.headers(), **kwargs)
+
+    def post_raw(self, path: str, data: bytes, **headers: str) -> requests.Response:
+        return self.session.post(
+            f"{self.url}{path}", data=data, headers=self.headers(**headers), timeout=10
+        )
+
+
+def error_type(response: requests.Response) -> str:
+    body = response.json()
+    assert set(body["error"]) == {"type", "message"}
+    assert isinstance(body["error"]["message"], str)
+    result: str = body["error"]["type"]
+    return result
+
+
+def in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """Run ``call`` in a thread; its result (or exception) lands in the list."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except Exception as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """True as soon as ``condition()`` holds; False after ``timeout`` (a bounded test wait)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return bool(condition())
