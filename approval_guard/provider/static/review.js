@@ -1,0 +1,510 @@
+// approval_guard review page.
+//
+// Arguments come from a model and may carry hostile text, so the DOM is built
+// only with createElement/textContent: no innerHTML, no eval, nothing inline
+// (the page's Content-Security-Policy forbids inline scripts and styles anyway).
+// Every API call sends the session cookie plus the X-CSRF-Token header read from
+// the page's <meta name="csrf-token">; the server refuses the cookie without it.
+"use strict";
+
+(() => {
+  const CSRF_TOKEN = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+  const VALID_FOR_CHOICES = [
+    ["1m", "1 minute"],
+    ["5m", "5 minutes"],
+    ["15m", "15 minutes"],
+    ["30m", "30 minutes"],
+    ["1h", "1 hour"],
+    ["4h", "4 hours"],
+  ];
+  const DEFAULT_VALID_FOR = "5m";
+  const DONE_LIMIT = 50; // closed requests shown below the pending ones
+  const HISTORY_LIMIT = 20; // closed requests whose "decided by" we look up
+  const EVENTS_WAIT = "25s";
+  const URGENT_MS = 60 * 1000;
+  const BASE_TITLE = document.title;
+
+  const el = (id) => document.getElementById(id);
+  const pendingList = el("pending");
+  const doneList = el("done");
+
+  /** Server clock minus browser clock, in ms, so countdowns follow the provider's clock. */
+  let clockOffsetMs = 0;
+  /** id -> {card, request, countdown, buttons, note, error} for pending cards on screen. */
+  const pendingCards = new Map();
+  /** Closed requests never change, so their audit trail is fetched once. */
+  const historyCache = new Map();
+  let doneSignature = "";
+  let nextElementId = 0;
+  let refreshQueued = null;
+
+  class ApiError extends Error {
+    constructor(status, type, message) {
+      super(message);
+      this.status = status;
+      this.type = type;
+    }
+  }
+
+  // ---------------------------------------------------------------- API
+
+  async function api(method, path, body) {
+    const headers = { Accept: "application/json", "X-CSRF-Token": CSRF_TOKEN };
+    const init = { method, headers, credentials: "same-origin", cache: "no-store" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (_err) {
+      throw new ApiError(0, "network",
+        "The provider is not answering. Is `approval-guard serve` still running?");
+    }
+    noteServerClock(response);
+    const text = await response.text();
+    let data = null;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch (_err) {
+        data = null;
+      }
+    }
+    if (!response.ok) {
+      const err = (data && typeof data.error === "object" && data.error) || {};
+      const type = typeof err.type === "string" ? err.type : `http_${response.status}`;
+      let message = typeof err.message === "string" && err.message
+        ? err.message
+        : `The provider answered HTTP ${response.status}.`;
+      if (response.status === 401) {
+        message = "Your session has ended. Open the reviewer link again to sign in.";
+      }
+      throw new ApiError(response.status, type, message);
+    }
+    return data;
+  }
+
+  function noteServerClock(response) {
+    const header = response.headers.get("Date");
+    if (!header) return;
+    const server = Date.parse(header);
+    if (Number.isNaN(server)) return;
+    const offset = server - Date.now();
+    // The Date header has one-second resolution: only correct clocks that really differ.
+    clockOffsetMs = Math.abs(offset) > 1500 ? offset : 0;
+  }
+
+  function now() {
+    return Date.now() + clockOffsetMs;
+  }
+
+  function asList(data, ...keys) {
+    if (Array.isArray(data)) return data;
+    if (data && typeof data === "object") {
+      for (const key of keys) {
+        if (Array.isArray(data[key])) return data[key];
+      }
+    }
+    return [];
+  }
+
+  // ---------------------------------------------------------------- formatting
+
+  function formatLeft(ms) {
+    if (ms <= 0) return "deadline passed";
+    const total = Math.floor(ms / 1000);
+    const h = Math.floor(total / 3600);
+    const m = Math.floor((total % 3600) / 60);
+    const s = total % 60;
+    const pad = (n) => String(n).padStart(2, "0");
+    if (h > 0) return `${h}h ${pad(m)}m ${pad(s)}s left`;
+    if (m > 0) return `${m}m ${pad(s)}s left`;
+    return `${s}s left`;
+  }
+
+  function formatTime(iso) {
+    const t = Date.parse(iso);
+    if (Number.isNaN(t)) return String(iso || "");
+    const d = new Date(t);
+    const sameDay = new Date().toDateString() === d.toDateString();
+    return sameDay
+      ? d.toLocaleTimeString()
+      : `${d.toLocaleDateString()} ${d.toLocaleTimeString()}`;
+  }
+
+  function prettyArguments(args) {
+    try {
+      return JSON.stringify(args, null, 2);
+    } catch (_err) {
+      return String(args);
+    }
+  }
+
+  // ---------------------------------------------------------------- DOM helpers
+
+  function make(tag, props, ...children) {
+    const node = document.createElement(tag);
+    if (props) {
+      for (const [key, value] of Object.entries(props)) {
+        if (value === undefined || value === null) continue;
+        if (key === "text") node.textContent = String(value);
+        else if (key === "className") node.className = value;
+        else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+        else if (key in node && typeof node[key] === "boolean") node[key] = Boolean(value);
+        else node.setAttribute(key, String(value));
+      }
+    }
+    for (const child of children) {
+      if (child !== null && child !== undefined && child !== false) {
+        node.append(child); // strings become text nodes, never markup
+      }
+    }
+    return node;
+  }
+
+  function freshId(prefix) {
+    nextElementId += 1;
+    return `${prefix}-${nextElementId}`;
+  }
+
+  function showError(message) {
+    const line = el("error");
+    line.textContent = message;
+    line.hidden = false;
+  }
+
+  function clearError() {
+    const line = el("error");
+    line.textContent = "";
+    line.hidden = true;
+  }
+
+  function setLive(state) {
+    const live = el("live");
+    live.dataset.state = state;
+    live.textContent = {
+      live: "Live: updates by itself",
+      connecting: "Connecting…",
+      offline: "Offline: retrying…",
+    }[state];
+  }
+
+  function badge(status) {
+    return make("span", { className: `badge badge-${status}`, "data-testid": "status", text: status });
+  }
+
+  function metaLine(request) {
+    return make("p", { className: "meta" },
+      `Requested ${formatTime(request.created_at)} · deadline ${formatTime(request.deadline_at)}`
+      + ` · timeout ${request.timeout} · id `,
+      make("span", { className: "mono", text: request.id }));
+  }
+
+  // ---------------------------------------------------------------- pending cards
+
+  function buildPendingCard(request) {
+    const noteId = freshId("note");
+    const validId = freshId("valid");
+    const argsId = freshId("args");
+
+    const countdown = make("span", {
+      className: "countdown", role: "timer", "data-testid": "time-left",
+      "aria-label": "Time left to decide",
+    });
+    const note = make("textarea", {
+      id: noteId, rows: 2, maxlength: 2000, "data-testid": "note",
+      placeholder: "Why you approve or deny: the agent sees this note",
+    });
+    const select = make("select", { id: validId, "data-testid": "valid-for" });
+    for (const [value, label] of VALID_FOR_CHOICES) {
+      select.append(make("option", { value, text: label, selected: value === DEFAULT_VALID_FOR }));
+    }
+    const approve = make("button", {
+      type: "submit", className: "btn btn-approve", "data-testid": "approve", text: "Approve",
+    });
+    const deny = make("button", {
+      type: "button", className: "btn btn-deny", "data-testid": "deny", text: "Deny",
+    });
+    const error = make("p", { className: "card-error", role: "alert", "data-testid": "card-error", hidden: true });
+
+    const form = make("form", { className: "decide", novalidate: true },
+      make("div", { className: "field field-note" },
+        make("label", { for: noteId }, "Note ",
+          make("span", { className: "hint", text: "(optional to approve, required to deny)" })),
+        note),
+      make("div", { className: "field valid-for" },
+        make("label", { for: validId, text: "Approval stays valid for" }), select),
+      make("div", { className: "buttons" }, deny, approve),
+      error);
+
+    const card = make("li", {
+      className: "card", "data-status": "pending", "data-testid": `request-${request.id}`,
+      "data-request-id": request.id, "aria-label": `Pending request to call ${request.tool}`,
+    },
+    make("div", { className: "card-head" },
+      make("h3", { className: "tool", "data-testid": "tool", text: request.tool }),
+      countdown),
+    metaLine(request),
+    make("p", { className: "args-label", id: argsId, text: "Arguments" }),
+    make("pre", {
+      className: "args", "aria-labelledby": argsId, "data-testid": "arguments",
+      text: prettyArguments(request.arguments),
+    }),
+    form);
+
+    const entry = { card, request, countdown, buttons: [approve, deny], note, error, busy: false };
+
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      decide(entry, "approved", select.value);
+    });
+    deny.addEventListener("click", () => decide(entry, "denied", null));
+    updateCountdown(entry);
+    return entry;
+  }
+
+  function setBusy(entry, busy) {
+    entry.busy = busy;
+    for (const button of entry.buttons) button.disabled = busy || entry.pastDeadline;
+  }
+
+  function showCardError(entry, message) {
+    entry.error.textContent = message;
+    entry.error.hidden = !message;
+  }
+
+  async function decide(entry, status, validFor) {
+    if (entry.busy) return;
+    const note = entry.note.value.trim();
+    if (status === "denied" && !note) {
+      showCardError(entry, "Write a note to deny: it tells the agent why the call did not run.");
+      entry.note.focus();
+      return;
+    }
+    showCardError(entry, "");
+    setBusy(entry, true);
+    const body = { status, note: note || null };
+    if (status === "approved") body.valid_for = validFor || DEFAULT_VALID_FOR;
+    try {
+      await api("POST", `/v1/requests/${encodeURIComponent(entry.request.id)}/decision`, body);
+    } catch (err) {
+      if (err.type === "not_pending") {
+        showCardError(entry, "This request is no longer pending; refreshing.");
+      } else {
+        showCardError(entry, `Could not record the decision: ${err.message}`);
+        setBusy(entry, false);
+        return;
+      }
+    }
+    await refreshSafely();
+  }
+
+  function updateCountdown(entry) {
+    const deadline = Date.parse(entry.request.deadline_at);
+    const left = Number.isNaN(deadline) ? 0 : deadline - now();
+    entry.countdown.textContent = formatLeft(left);
+    entry.countdown.dataset.urgent = String(left < URGENT_MS);
+    const past = left <= 0;
+    if (past && !entry.pastDeadline) {
+      entry.pastDeadline = true;
+      setBusy(entry, entry.busy);
+      // The provider expires it; fetch the new state shortly after.
+      scheduleRefresh(1200);
+    }
+  }
+
+  function renderPending(requests) {
+    const wanted = new Set(requests.map((r) => r.id));
+    for (const [id, entry] of pendingCards) {
+      if (!wanted.has(id)) {
+        entry.card.remove();
+        pendingCards.delete(id);
+      }
+    }
+    // Keep existing cards in place (a half-written note survives an update);
+    // only insert new ones and fix the order if it is wrong.
+    let previous = null;
+    for (const request of requests) {
+      let entry = pendingCards.get(request.id);
+      if (!entry) {
+        entry = buildPendingCard(request);
+        pendingCards.set(request.id, entry);
+      }
+      const expectedNext = previous ? previous.nextSibling : pendingList.firstChild;
+      if (expectedNext !== entry.card) pendingList.insertBefore(entry.card, expectedNext);
+      previous = entry.card;
+    }
+    const count = requests.length;
+    el("pending-count").textContent = String(count);
+    el("pending-empty").hidden = count > 0;
+    document.title = count > 0 ? `(${count}) ${BASE_TITLE}` : BASE_TITLE;
+  }
+
+  // ---------------------------------------------------------------- closed cards
+
+  function historyEvents(data) {
+    return asList(data, "history", "events", "items");
+  }
+
+  function deciderFrom(events) {
+    // History events: {"seq", "at", "type", "actor": {"id", "name", "kind"}, "detail"}.
+    for (const event of events) {
+      if (!event || typeof event !== "object" || event.type !== "decided") continue;
+      const actor = event.actor;
+      if (actor && typeof actor === "object" && typeof actor.name === "string" && actor.name) {
+        return actor.name;
+      }
+    }
+    return null;
+  }
+
+  function outcomeLine(request, decider) {
+    const d = request.decision;
+    if ((request.status === "approved" || request.status === "denied") && d) {
+      const verb = request.status === "approved" ? "Approved" : "Denied";
+      let text = `${verb}${decider ? ` by ${decider}` : ""} at ${formatTime(d.decided_at)}`;
+      if (request.status === "approved" && d.expires_at) {
+        text += ` · the call had to start before ${formatTime(d.expires_at)}`;
+      }
+      return text;
+    }
+    if (request.status === "expired") {
+      return `Expired undecided at ${formatTime(request.deadline_at)}: the call did not run.`;
+    }
+    if (request.status === "cancelled") {
+      return `Cancelled by the agent's side${request.cancelled_at ? ` at ${formatTime(request.cancelled_at)}` : ""}: nobody was waiting any more.`;
+    }
+    return `Status: ${request.status}`;
+  }
+
+  function buildDoneCard(request, decider) {
+    const outcome = make("p", { className: "outcome", "data-testid": "outcome", text: outcomeLine(request, decider) });
+    const note = request.decision && request.decision.note;
+    return make("li", {
+      className: "card card-done", "data-status": request.status,
+      "data-testid": `request-${request.id}`, "data-request-id": request.id,
+    },
+    make("div", { className: "card-head" },
+      make("h3", { className: "tool", "data-testid": "tool", text: request.tool }),
+      badge(request.status)),
+    metaLine(request),
+    outcome,
+    note ? make("p", { className: "outcome-note", "data-testid": "decision-note", text: note }) : null,
+    make("details", { className: "args-details" },
+      make("summary", { text: "Arguments" }),
+      make("pre", { className: "args", "data-testid": "arguments", text: prettyArguments(request.arguments) })));
+  }
+
+  async function renderDone(requests) {
+    const shown = requests.slice(0, DONE_LIMIT);
+    const signature = shown.map((r) => `${r.id}:${r.status}`).join("|");
+    if (signature === doneSignature) return;
+
+    const decided = shown.filter((r) => r.decision).slice(0, HISTORY_LIMIT);
+    await Promise.all(decided.filter((r) => !historyCache.has(r.id)).map(async (r) => {
+      try {
+        const data = await api("GET", `/v1/requests/${encodeURIComponent(r.id)}/history`);
+        historyCache.set(r.id, deciderFrom(historyEvents(data)));
+      } catch (_err) {
+        historyCache.set(r.id, null); // "who decided" is a nicety; the decision itself is shown
+      }
+    }));
+
+    const open = new Set();
+    for (const card of doneList.children) {
+      const details = card.querySelector("details");
+      if (details && details.open) open.add(card.dataset.requestId);
+    }
+    const cards = shown.map((r) => {
+      const card = buildDoneCard(r, historyCache.get(r.id) || null);
+      if (open.has(r.id)) card.querySelector("details").open = true;
+      return card;
+    });
+    doneList.replaceChildren(...cards);
+    el("done-empty").hidden = cards.length > 0;
+    doneSignature = signature;
+  }
+
+  // ---------------------------------------------------------------- refresh loop
+
+  function newestFirst(a, b) {
+    const ta = Date.parse(a.created_at) || 0;
+    const tb = Date.parse(b.created_at) || 0;
+    return tb - ta;
+  }
+
+  async function refresh() {
+    const data = await api("GET", "/v1/requests");
+    const requests = asList(data, "requests", "items", "data")
+      .filter((r) => r && typeof r === "object" && typeof r.id === "string")
+      .sort(newestFirst);
+    renderPending(requests.filter((r) => r.status === "pending"));
+    await renderDone(requests.filter((r) => r.status !== "pending"));
+  }
+
+  async function refreshSafely() {
+    try {
+      await refresh();
+      clearError();
+      return true;
+    } catch (err) {
+      showError(`Could not load requests: ${err.message}`);
+      return false;
+    }
+  }
+
+  function scheduleRefresh(delayMs) {
+    if (refreshQueued) return;
+    refreshQueued = setTimeout(() => {
+      refreshQueued = null;
+      refreshSafely();
+    }, delayMs);
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  async function watch() {
+    // GET /v1/events answers {"seq": N} at once; with ?after=N it answers as soon
+    // as anything changed after N (or when the wait ends). Each new N means: reload.
+    let seq = null;
+    let failures = 0;
+    for (;;) {
+      try {
+        const path = seq === null ? "/v1/events" : `/v1/events?after=${seq}&wait=${EVENTS_WAIT}`;
+        const data = await api("GET", path);
+        const next = data && Number.isInteger(data.seq) ? data.seq : (seq ?? 0);
+        if (seq === null || next !== seq) {
+          seq = next;
+          if (!(await refreshSafely())) throw new ApiError(0, "refresh", "Could not load requests.");
+        }
+        failures = 0;
+        setLive("live");
+      } catch (err) {
+        failures += 1;
+        seq = null; // start again from "now": a restarted provider may count from scratch
+        setLive("offline");
+        if (err.type !== "refresh") showError(err.message);
+        if (err.status === 401 || err.status === 403) return; // signing in again is needed
+        await sleep(Math.min(1000 * 2 ** Math.min(failures, 4), 15000));
+      }
+    }
+  }
+
+  function tick() {
+    for (const entry of pendingCards.values()) updateCountdown(entry);
+  }
+
+  function start() {
+    setLive("connecting");
+    watch();
+    setInterval(tick, 1000);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

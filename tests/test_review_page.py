@@ -1,0 +1,333 @@
+"""The review page in a real headless browser: Debian's chromium driven by Playwright.
+
+Without playwright or chromium these tests skip, with the reason, on a
+developer's machine, and fail when ``CI`` is set: CI must not pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+import requests
+
+import approval_guard as ag
+from approval_guard.testing import LocalProvider
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("APPROVAL_GUARD_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "review-page.png"
+TIMEOUT_MS = 5_000
+HOSTILE_IMG = "<img src=x onerror=alert(1)>"
+HOSTILE_SCRIPT = "<script>window.pwned=1</script>"
+
+
+def _missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed: pip install 'approval-guard[browser]'"
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        return f"no chromium at {CHROMIUM}: apt-get install chromium"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    reason = _missing()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser tests cannot run in CI: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@attrs.define
+class Review:
+    """A browser tab on one local provider, with what the page said behind our back."""
+
+    page: Page
+    provider: LocalProvider
+    dialogs: list[str]
+    console_errors: list[str]
+
+    def open(self) -> None:
+        """Sign in with the reviewer token and wait until the page has loaded its list."""
+        self.page.goto(f"{self.provider.url}/?token={self.provider.reviewer_credential}")
+        self.page.wait_for_selector('[data-testid="live"][data-state="live"]', timeout=TIMEOUT_MS)
+
+    def card(self, request_id: str) -> Any:
+        return self.page.locator(f'[data-testid="request-{request_id}"]')
+
+
+@pytest.fixture
+def provider() -> Iterator[LocalProvider]:
+    with LocalProvider(":memory:") as local:
+        yield local
+
+
+@pytest.fixture
+def review(browser: Browser, provider: LocalProvider) -> Iterator[Review]:
+    context = browser.new_context(viewport={"width": 1100, "height": 760})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    dialogs: list[str] = []
+    console_errors: list[str] = []
+
+    def on_dialog(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    yield Review(page=page, provider=provider, dialogs=dialogs, console_errors=console_errors)
+    context.close()
+
+
+def create(provider: LocalProvider, tool: str, arguments: dict[str, Any]) -> str:
+    """Create a request directly over HTTP, as any adapter would; return its id."""
+    response = requests.post(
+        f"{provider.url}/v1/requests",
+        json={"tool": tool, "arguments": arguments, "timeout": "30m"},
+        headers={
+            "Authorization": f"Bearer {provider.credential}",
+            "Idempotency-Key": str(uuid.uuid4()),
+        },
+        timeout=5,
+    )
+    assert 201 == response.status_code, response.text
+    request_id: str = response.json()["id"]
+    return request_id
+
+
+def in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """Start ``call`` in a thread (the waiting agent); its result lands in the list."""
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(call()), daemon=True)
+    thread.start()
+    return thread, results
+
+
+def refund_tool(provider: LocalProvider) -> Callable[..., Any]:
+    guard = ag.Guard(base_url=provider.url, credential=provider.credential, poll_wait="5s")
+
+    @guard.requires_approval(timeout="30m")
+    def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
+        return {
+            "payment_id": payment_id,
+            "amount": amount,
+            "currency": currency,
+            "status": "refunded",
+        }
+
+    return issue_refund
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def test_login_page_asks_for_the_token_and_sets_a_strict_csp(review: Review) -> None:
+    """Without a session ``/`` shows the token form, under the strict Content-Security-Policy."""
+    response = review.page.goto(f"{review.provider.url}/")
+
+    assert response is not None
+    csp = response.headers.get("content-security-policy", "")
+    assert "default-src 'none'" in csp
+    assert "script-src 'self'" in csp
+    assert "frame-ancestors 'none'" in csp
+    assert review.page.get_by_label("Reviewer token").is_visible()
+    assert 0 == review.page.locator('[data-testid="pending-list"]').count()
+
+
+def test_signing_in_with_the_form_shows_the_review_page(review: Review) -> None:
+    """Typing the reviewer token into the login form leads to the review page."""
+    review.page.goto(f"{review.provider.url}/")
+    review.page.get_by_label("Reviewer token").fill(review.provider.reviewer_credential)
+    review.page.get_by_test_id("sign-in").click()
+
+    review.page.wait_for_selector('[data-testid="live"][data-state="live"]')
+    assert "token=" not in review.page.url  # the redirect drops it from the address bar
+    assert review.page.get_by_role("heading", name="Approval requests").is_visible()
+
+
+def test_approving_in_the_browser_lets_the_waiting_call_run(review: Review) -> None:
+    """A pending request shows with arguments and countdown; Approve makes the call run."""
+    issue_refund = refund_tool(review.provider)
+    thread, results = in_thread(lambda: issue_refund("payment_123", 4900))
+    request = review.provider.next_request(timeout=5.0)
+
+    review.open()
+    card = review.card(request.id)
+    card.wait_for()
+    assert "issue_refund" == card.get_by_test_id("tool").text_content()
+    assert '"payment_id": "payment_123"' in (card.get_by_test_id("arguments").text_content() or "")
+    assert re.fullmatch(
+        r"29m \d\ds left|30m 00s left", card.get_by_test_id("time-left").inner_text()
+    )
+    card.get_by_test_id("valid-for").select_option("15m")
+    card.get_by_test_id("approve").click()
+
+    thread.join(timeout=15)
+    assert [
+        {"payment_id": "payment_123", "amount": 4900, "currency": "GBP", "status": "refunded"}
+    ] == (results)
+    done = review.page.get_by_test_id("done-list").locator(f'[data-testid="request-{request.id}"]')
+    done.wait_for()
+    assert "approved" == done.get_attribute("data-status")
+    assert [] == review.dialogs
+
+
+def test_denying_with_a_note_returns_not_run_with_that_note(review: Review) -> None:
+    """Deny with a note: the waiting call returns NotRun(DENIED) carrying the note."""
+    issue_refund = refund_tool(review.provider)
+    thread, results = in_thread(lambda: issue_refund("payment_456", 1200))
+    request = review.provider.next_request(timeout=5.0)
+
+    review.open()
+    card = review.card(request.id)
+    card.get_by_label("Note").fill("Refund already issued by phone.")
+    card.get_by_test_id("deny").click()
+
+    thread.join(timeout=15)
+    [outcome] = results
+    assert isinstance(outcome, ag.NotRun)
+    assert (ag.Reason.DENIED, "Refund already issued by phone.") == (outcome.reason, outcome.note)
+    done = review.page.get_by_test_id("done-list").locator(f'[data-testid="request-{request.id}"]')
+    assert "Refund already issued by phone." == done.get_by_test_id("decision-note").text_content()
+
+
+def test_deny_without_a_note_asks_for_one_and_sends_nothing(review: Review) -> None:
+    """Deny with an empty note shows a message on the card; the request stays pending."""
+    request_id = create(review.provider, "issue_refund", {"payment_id": "p", "amount": 1})
+
+    review.open()
+    card = review.card(request_id)
+    card.get_by_test_id("deny").click()
+
+    assert "Write a note" in (card.get_by_test_id("card-error").text_content() or "")
+    assert "pending" == card.get_attribute("data-status")
+
+
+def test_hostile_arguments_show_as_literal_text(review: Review) -> None:
+    """HTML and script in a tool name or arguments is shown as text and never runs."""
+    request_id = create(
+        review.provider,
+        f"evil{HOSTILE_IMG}",
+        {"memo": HOSTILE_IMG, "html": HOSTILE_SCRIPT},
+    )
+
+    review.open()
+    card = review.card(request_id)
+    card.wait_for()
+    arguments = card.get_by_test_id("arguments").text_content() or ""
+    assert HOSTILE_IMG in arguments
+    assert HOSTILE_SCRIPT in arguments
+    assert f"evil{HOSTILE_IMG}" == card.get_by_test_id("tool").text_content()
+    assert card.get_by_text(HOSTILE_SCRIPT, exact=False).first.is_visible()
+    assert 0 == card.locator("img, script").count()
+    review.page.wait_for_timeout(300)  # give a would-be onerror handler time to fire
+    assert review.page.evaluate("window.pwned") is None
+    assert [] == review.dialogs
+
+
+def test_the_page_updates_by_itself_when_requests_arrive_and_change(review: Review) -> None:
+    """A new request appears, and a decision made elsewhere moves it, without a reload."""
+    review.open()
+    assert review.page.get_by_test_id("pending-empty").is_visible()
+    review.page.evaluate("window.__sameDocument = true")
+
+    request_id = create(review.provider, "rotate_keys", {"service": "billing"})
+    card = review.page.get_by_test_id("pending-list").locator(
+        f'[data-testid="request-{request_id}"]'
+    )
+    card.wait_for()
+    assert "1" == review.page.get_by_test_id("pending-count").text_content()
+
+    review.provider.deny(request_id, "Not during the freeze.")
+    done = review.page.get_by_test_id("done-list").locator(f'[data-testid="request-{request_id}"]')
+    done.wait_for()
+    assert review.page.get_by_test_id("pending-empty").is_visible()
+    assert review.page.evaluate("window.__sameDocument") is True  # never reloaded
+
+
+def test_api_refuses_the_session_cookie_without_the_csrf_header(review: Review) -> None:
+    """A same-browser request with the cookie but no X-CSRF-Token is refused (CSRF guard)."""
+    request_id = create(review.provider, "issue_refund", {"payment_id": "p", "amount": 1})
+    review.open()
+
+    status = review.page.evaluate(
+        """async (id) => (await fetch(`/v1/requests/${id}/decision`, {
+            method: "POST", headers: {"Content-Type": "application/json"},
+            body: JSON.stringify({status: "approved", note: null, valid_for: "5m"}),
+        })).status""",
+        request_id,
+    )
+
+    assert status in (401, 403)
+    assert "pending" == review.card(request_id).get_attribute("data-status")
+
+
+def test_the_page_runs_without_csp_violations(review: Review) -> None:
+    """Nothing on the page needs an inline script or style: the console has no CSP errors."""
+    create(review.provider, "issue_refund", {"payment_id": "p", "amount": 1})
+    review.open()
+    review.page.get_by_test_id("approve").first.wait_for()
+
+    assert [] == [m for m in review.console_errors if "Content Security Policy" in m]
+
+
+def test_screenshot_of_the_review_page(review: Review) -> None:
+    """Save docs/review-page.png: one pending refund and one denied request, for the README."""
+    earlier = create(review.provider, "delete_user", {"user_id": "u_4821", "hard_delete": True})
+    review.provider.deny(earlier, "Deletion needs a ticket from the account owner.")
+    request_id = create(
+        review.provider,
+        "issue_refund",
+        {"payment_id": "payment_123", "amount": 4900, "currency": "GBP"},
+    )
+
+    review.open()
+    review.card(request_id).wait_for()
+    review.card(earlier).wait_for()
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    review.page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+    assert SCREENSHOT.stat().st_size > 10_000
+
+
+def test_an_unreachable_provider_shows_an_error_line(review: Review) -> None:
+    """When the provider stops answering, the page says so instead of going quietly stale."""
+    review.open()
+
+    review.provider.stop()
+
+    error = review.page.get_by_test_id("error")
+    error.wait_for()
+    assert "not answering" in (error.text_content() or "")
+    assert "offline" == review.page.get_by_test_id("live").get_attribute("data-state")
