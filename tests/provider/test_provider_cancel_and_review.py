@@ -1,7 +1,6 @@
 """Cancel, the reviewer endpoints (list, decision, history, events) and routing errors."""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

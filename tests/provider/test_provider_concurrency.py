@@ -1,7 +1,6 @@
 """Hundreds of concurrent long polls: all held, all answered promptly after their decisions."""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

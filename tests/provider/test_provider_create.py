@@ -1,7 +1,6 @@
 """POST /v1/requests: creation, idempotency, validation, authentication, headers."""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

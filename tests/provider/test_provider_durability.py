@@ -1,7 +1,6 @@
 """Nothing is lost on kill -9 and restart; deadlines keep running while the provider is down."""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

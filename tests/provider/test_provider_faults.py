@@ -1,7 +1,6 @@
 """Fault injection: each kind does what it says, in order, as many times as asked."""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The review page's backend: login by token, session cookie, CSRF, static files, headers."""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

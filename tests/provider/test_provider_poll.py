@@ -1,7 +1,6 @@
 """GET /v1/requests/{id}?wait=...: reads, long polls, wake-ups, deadlines, the cap."""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """approval_guard.testing.LocalProvider and the pytest plugin's fixtures."""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 
