@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-import json
 import os
 import threading
 import uuid
@@ -23,6 +22,7 @@ import attrs
 from ._client import ProviderClient, RetryPolicy, check_base_url
 from ._clock import Clock, SystemClock
 from ._duration import DurationLike, format_duration, to_seconds
+from ._inject import injected_parameters
 from ._ledger import Ledger, MemoryLedger, default_worker
 from ._outcome import NotRun
 from ._serialize import bind, dumps, to_json_value
@@ -68,6 +68,8 @@ class HarnessCall:
     limit: float | None = None
     abandon: threading.Event | None = None
 
+
+_NO_HARNESS = HarnessCall()
 
 _HARNESS: contextvars.ContextVar[HarnessCall | None] = contextvars.ContextVar(
     "approval_guard_harness_call", default=None
@@ -147,7 +149,9 @@ def _make_spec(
         fn=fn,
         name=name,
         timeout=seconds,
-        exclude=frozenset(exclude),
+        # Parameters a framework fills in (a run context, a config) are never the
+        # model's arguments: recognised by type, they are left out like `exclude`.
+        exclude=frozenset(exclude) | injected_parameters(fn, signature),
         signature=signature,
         is_async=inspect.iscoroutinefunction(fn),
     )
@@ -290,9 +294,9 @@ class Guard:
     def _plan(self, spec: _ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
         CallPlan, threading.Event | None
     ]:
-        arguments = json.loads(dumps(to_json_value(bind(spec.signature, args, kwargs,
-                                                         exclude=spec.exclude))))
-        facts = _HARNESS.get() or HarnessCall()
+        # to_json_value builds fresh plain-JSON containers, so no JSON round trip is needed.
+        arguments = to_json_value(bind(spec.signature, args, kwargs, exclude=spec.exclude))
+        facts = _HARNESS.get() or _NO_HARNESS
         limit = facts.limit if facts.limit is not None else self._harness_limit
         timeout = _requested_timeout(
             spec.timeout, limit, self._return_margin + self._deadline_margin
@@ -367,7 +371,7 @@ class _Decorator(Generic[P, R]):
         self._tool = tool
         self._exclude = exclude
         # Validate the options now, with a stand-in, so a bad one raises at decoration.
-        _make_spec(_probe, timeout=timeout, tool=tool or "probe", exclude=())
+        _make_spec(_probe, timeout=timeout, tool="probe" if tool is None else tool, exclude=())
 
     @overload
     def __call__(
@@ -394,7 +398,8 @@ class _Decorator(Generic[P, R]):
                 return get_guard()._call_sync(spec, args, kwargs)
 
             wrapper = sync_wrapper
-        wrapper.__signature__ = spec.signature
+        # No __signature__ of our own: inspect.signature() follows __wrapped__ to
+        # fn, so eval_str=True (MCP) resolves string annotations in fn's module.
         wrapper.__approval_guard__ = spec
         return wrapper
 

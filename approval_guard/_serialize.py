@@ -120,6 +120,10 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
     )
 
 
+# One encoder for every call: json.dumps with options builds a new one each time.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(payload: Any) -> bytes:
     """Canonical JSON bytes: sorted keys, no spaces, UTF-8."""
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _CANONICAL.encode(payload).encode()

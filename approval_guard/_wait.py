@@ -57,8 +57,11 @@ READ_SLACK = 5.0
 ZERO_WAIT_PAUSE = 0.25
 #: A create's read timeout (the provider answers a create at once).
 CREATE_TIMEOUT = 10.0
-#: The best-effort cancel's timeout.
+#: The best-effort cancel's whole budget: every attempt and pause ends inside it.
 CANCEL_TIMEOUT = 2.0
+#: A failed cancel is tried again only if the pause before it ends within this
+#: long of the first attempt, so the last attempt keeps time to be answered.
+CANCEL_RETRY_WINDOW = 1.0
 
 
 class Abandoned(Exception):
@@ -163,8 +166,7 @@ class _Call:
             return self.not_run(
                 Reason.CANCELLED,
                 f"The call to {self.plan.tool} was abandoned by the harness before a decision "
-                "arrived, so it did not run"
-                + ("; the pending request was cancelled." if self.request else "."),
+                f"arrived, so it did not run{self.withdrawal()}",
             )
         except BaseException:
             # KeyboardInterrupt, CancelledError, or a bug: nobody will wait for this request.
@@ -216,9 +218,7 @@ class _Call:
                     log.warning("poll of %s: %s; retrying", request_id, answer.describe())
                     yield from self.pause(next(delays), answer.retry_after, wait_end)
                     continue
-                log.error(
-                    "the provider refused to read %s: %s", request_id, answer.describe()
-                )
+                log.error("the provider refused to read %s: %s", request_id, answer.describe())
                 return self.not_run(
                     Reason.NOT_OBTAINED,
                     f"The approval provider stopped answering for the request "
@@ -282,15 +282,16 @@ class _Call:
                 if isinstance(checked, NotRun):
                     yield from self.cancel("the provider's answer did not match the call")
                     return checked
-                log.info(
-                    "approval request created: tool=%s request_id=%s deadline_at=%s "
-                    "status=%s provider_request_id=%s",
-                    plan.tool,
-                    checked.id,
-                    format_timestamp(checked.deadline_at),
-                    checked.status,
-                    answer.provider_request_id,
-                )
+                if log.isEnabledFor(logging.INFO):  # format_timestamp is not free
+                    log.info(
+                        "approval request created: tool=%s request_id=%s deadline_at=%s "
+                        "status=%s provider_request_id=%s",
+                        plan.tool,
+                        checked.id,
+                        format_timestamp(checked.deadline_at),
+                        checked.status,
+                        answer.provider_request_id,
+                    )
                 return checked, answer.sample
             if self.policy.retryable(answer, creating=True):
                 log.warning("creating a request for %s: %s; retrying", plan.tool, answer.describe())
@@ -359,34 +360,65 @@ class _Call:
         return self.not_run(
             Reason.NOT_OBTAINED,
             f"No decision arrived within the time the harness allows, so {self.plan.tool} "
-            "did not run; the request was withdrawn and nobody denied it.",
+            f"did not run and nobody denied it{self.withdrawal()}",
         )
 
+    def withdrawal(self) -> str:
+        """The end of a sentence saying what became of a request we stopped waiting for."""
+        if self.request is None:
+            return "."
+        if self.last_status == CANCELLED:
+            return "; the pending request was cancelled."
+        if self.last_status == PENDING:
+            return "; the pending request could not be withdrawn and stays open until its deadline."
+        return "."
+
     def cancel(self, reason: str) -> Generator[Op, Any, None]:
-        """Best effort: withdraw a request that may still be pending; never raises."""
+        """Best effort: withdraw a request that may still be pending; never raises.
+
+        A lost answer, a reset, a 429 or a 5xx is tried again (the cancel is
+        idempotent) while a pause fits in ``CANCEL_RETRY_WINDOW``; every attempt
+        ends within ``CANCEL_TIMEOUT`` of the first, so giving up stays prompt
+        however the provider fails.
+        """
         request = self.request
         if request is None or request.status != PENDING:
             return
         request_id = request.id
-        try:
-            answer: Answer = yield Blocking(
-                lambda: self.client.cancel(request_id, reason=reason, timeout=CANCEL_TIMEOUT)
-            )
-        except TransportError as exc:
-            log.warning("could not cancel %s: %s", request_id, exc.message)
-            return
-        except Exception:  # a bug must not hide the outcome we are returning
-            log.exception("could not cancel %s", request_id)
-            return
-        if answer.ok:
-            self.last_status = CANCELLED
-            log.info("approval request cancelled: request_id=%s (%s)", request_id, reason)
-        else:
+        first = self.clock.monotonic()
+        end = first + CANCEL_TIMEOUT
+        retry_end = first + min(CANCEL_RETRY_WINDOW, CANCEL_TIMEOUT)
+        delays = self.policy.delays()
+        while True:
+            left = self.left(end)
+            try:
+                answer: Answer = yield Blocking(
+                    functools.partial(
+                        self.client.cancel, request_id, reason=reason, timeout=max(0.05, left)
+                    )
+                )
+            except TransportError as exc:
+                log.warning("could not cancel %s: %s", request_id, exc.message)
+                if (yield from self.pause(next(delays), None, retry_end)):
+                    continue
+                return
+            except Exception:  # a bug must not hide the outcome we are returning
+                log.exception("could not cancel %s", request_id)
+                return
+            if answer.ok:
+                self.last_status = CANCELLED
+                log.info("approval request cancelled: request_id=%s (%s)", request_id, reason)
+                return
             log.warning("cancel of %s: %s", request_id, answer.describe())
+            if self.policy.retryable(answer, creating=False):
+                if (yield from self.pause(next(delays), answer.retry_after, retry_end)):
+                    continue
+                return
             current = answer.body.get("request") if isinstance(answer.body, dict) else None
             status = current.get("status") if isinstance(current, dict) else None
             if isinstance(status, str):
                 self.last_status = status
+            return
 
     def decide(
         self, request: ApprovalRequest, sample: ClockSample
@@ -663,22 +695,39 @@ async def drive_async(
     to_send: Any = None
     to_throw: BaseException | None = None
     may_abandon = True
+    # A task cancel that arrived during an operation that must finish (a create,
+    # the record): thrown in at the next operation, so a request created in the
+    # meantime is known, and cancelled, rather than left pending for nobody.
+    deferred: asyncio.CancelledError | None = None
     while True:
         try:
             op = gen.send(to_send) if to_throw is None else gen.throw(to_throw)
         except StopIteration as stop:
+            if deferred is not None:
+                raise deferred from None
             outcome: Outcome = stop.value
             return outcome
         if isinstance(to_throw, (Abandoned, asyncio.CancelledError, KeyboardInterrupt)):
             may_abandon = False
         to_send, to_throw = None, None
+        if deferred is not None and may_abandon:
+            to_throw, deferred = deferred, None
+            continue
         watch = abandon if may_abandon else None
         try:
             if isinstance(op, Blocking):
                 if op.abandonable and may_abandon:
                     to_send = await _await_abandonable(_await_thread(op.fn), watch)
                 elif may_abandon:
-                    to_send = await _await_thread(op.fn)
+                    running = asyncio.ensure_future(_await_thread(op.fn))
+                    while True:
+                        try:
+                            to_send = await asyncio.shield(running)
+                            break
+                        except asyncio.CancelledError as exc:
+                            if running.cancelled():
+                                raise
+                            deferred = exc
                 else:
                     # Cleanup after a cancel: shield it so a second cancel cannot cut it short.
                     to_send = await asyncio.shield(_await_thread(op.fn))
