@@ -1,0 +1,449 @@
+"""Randomized fault schedules against the local provider: no schedule breaks the call rules.
+
+Each schedule is one logical guarded call against a real provider over real
+HTTP, with a fault (or none) chosen for each of its create, poll and cancel
+exchanges (lost answer after commit, reset before, 5xx, 429 with Retry-After,
+garbage body, delay past the read timeout), a reviewer's action (approve,
+approve already expired, deny, cancel at the provider, nothing) at a random
+moment, a provider clock up to ten minutes off, a small harness limit, and
+sometimes an abandonment. Whatever happens, these hold:
+
+- the tool runs at most once, only after an approval of exactly the arguments
+  sent, and before that approval's ``expires_at`` by the provider's clock;
+- ``DENIED`` only when the reviewer denied;
+- at most one request per logical call, whatever was lost;
+- the call returns within the harness limit;
+- a call that gives up (limit reached, abandoned) leaves no request pending,
+  unless no answer to its create ever arrived (so it never learnt the id).
+
+Speed: ``poll_wait`` is 1 s and the limits are a few seconds, and the read
+timeouts are cut down for this module (``READ_SLACK`` 0.3 s instead of 5 s,
+``CREATE_TIMEOUT`` 0.5 s, ``CANCEL_TIMEOUT`` 1.5 s,
+``CANCEL_RETRY_WINDOW`` 1.2 s) so that "a delay past the
+read timeout" costs well under two seconds. Schedules run in batches, each
+schedule of a batch on its own provider at the same time; hypothesis draws
+and shrinks whole batches. Counts go to ``benchmarks/results/fault_schedules.json``
+and to the terminal summary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import approval_guard as ag
+from approval_guard import _wait
+from approval_guard._wire import APPROVED, CANCELLED, DENIED, PENDING, ApprovalRequest
+from approval_guard.provider._store import NotPendingError
+from approval_guard.testing import LocalProvider
+
+BATCH = 30  # schedules per hypothesis example, run at once on BATCH providers
+EXAMPLES = 10  # hypothesis examples: BATCH * EXAMPLES = 300 schedules per run
+READ_SLACK = 0.3
+CREATE_TIMEOUT = 0.5
+CANCEL_TIMEOUT = 1.5  # the cancel's whole budget
+CANCEL_RETRY_WINDOW = 1.2  # room for a Retry-After of 1 s after a quick first attempt
+POLL_WAIT = 1
+RETURN_MARGIN = 1.75  # > CANCEL_TIMEOUT, as the defaults are (5 s > 2 s)
+DEADLINE_MARGIN = 0.25
+#: Scheduling slack on a loaded 2-CPU CI machine for "returns within the limit".
+LIMIT_TOLERANCE = 0.5
+#: How long past the read timeout an injected delay lasts, per exchange.
+DELAYS = {
+    "create": CREATE_TIMEOUT + 0.1,
+    "poll": POLL_WAIT + READ_SLACK + 0.1,
+    "cancel": CANCEL_TIMEOUT + 0.1,
+}
+RESULTS = Path(__file__).parent.parent / "benchmarks" / "results" / "fault_schedules.json"
+
+# --------------------------------------------------------------------------- schedules
+
+FAULT = st.one_of(
+    st.just(("ok",)),
+    st.just(("drop_after_commit",)),
+    st.just(("reset_before",)),
+    st.tuples(st.just("5xx"), st.sampled_from([500, 502, 503, 504])),
+    st.tuples(st.just("429"), st.sampled_from([0, 1])),
+    st.just(("garbage",)),
+    st.just(("delay",)),
+)
+
+
+@attrs.frozen
+class Schedule:
+    creates: tuple[tuple[Any, ...], ...]  # what happens to the 1st, 2nd, ... create
+    polls: tuple[tuple[Any, ...], ...]
+    cancels: tuple[tuple[Any, ...], ...]
+    decision: str  # approve / approve_expired / deny / cancel / none
+    valid_for: float
+    decide_after: float
+    clock_offset: float  # seconds the provider's clock is ahead
+    limit: float
+    abandon_after: float | None
+
+
+SCHEDULE = st.builds(
+    Schedule,
+    creates=st.lists(FAULT, max_size=4).map(tuple),
+    polls=st.lists(FAULT, max_size=5).map(tuple),
+    cancels=st.lists(FAULT, max_size=2).map(tuple),
+    decision=st.sampled_from(["approve", "approve", "approve_expired", "deny", "cancel", "none"]),
+    valid_for=st.sampled_from([1.0, 2.0, 5.0, 60.0, 300.0]),
+    decide_after=st.sampled_from([0.0, 0.05, 0.3, 0.8, 1.5]),
+    clock_offset=st.sampled_from([0.0, 0.0, -600.0, -90.0, -2.0, 2.0, 90.0, 600.0]),
+    # 1.5 s is too little to ask at all (margins 2 s): nothing may be created.
+    limit=st.sampled_from([1.5, 3.0, 3.0, 3.5, 4.0]),
+    abandon_after=st.one_of(st.none(), st.none(), st.none(), st.sampled_from([0.0, 0.3, 1.0])),
+)
+
+
+def _queue(provider: LocalProvider, exchange: str, plan: tuple[tuple[Any, ...], ...]) -> None:
+    """Queue one fault per planned exchange, in order; "ok" is a zero delay (no effect)."""
+    for step in plan:
+        kind = step[0]
+        if kind == "ok":
+            provider.faults.add("delay", on=exchange, delay=0.0)
+        elif kind == "5xx":
+            provider.faults.add("status", on=exchange, status=step[1])
+        elif kind == "429":
+            provider.faults.add("status", on=exchange, status=429, retry_after=step[1])
+        elif kind == "delay":
+            provider.faults.add("delay", on=exchange, delay=DELAYS[exchange])
+        else:
+            provider.faults.add(kind, on=exchange)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@attrs.define
+class Tally:
+    schedules: int = 0
+    violations: list[str] = attrs.Factory(list)
+    faults: Counter[str] = attrs.Factory(Counter)
+    outcomes: Counter[str] = attrs.Factory(Counter)
+    decisions: Counter[str] = attrs.Factory(Counter)
+    abandoned: int = 0
+    longest_overrun: float = -math.inf
+    seconds: float = 0.0
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+
+
+@attrs.define
+class Bench:
+    provider: LocalProvider
+    guard: ag.Guard
+
+
+@pytest.fixture(scope="module")
+def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
+    """Counts across the module; written to JSON and the terminal when it ends."""
+    counts = Tally()
+    started = time.monotonic()
+    yield counts
+    counts.seconds = time.monotonic() - started
+    summary = {
+        "schedules": counts.schedules,
+        "violations": len(counts.violations),
+        "violation_details": counts.violations[:20],
+        "faults_injected": dict(sorted(counts.faults.items())),
+        "outcomes": dict(sorted(counts.outcomes.items())),
+        "reviewer_acted_before_the_call_returned": dict(sorted(counts.decisions.items())),
+        "abandoned": counts.abandoned,
+        "worst_return_vs_limit_seconds": round(counts.longest_overrun, 3),
+        "seconds": round(counts.seconds, 1),
+        "settings": {
+            "batch": BATCH,
+            "hypothesis_examples": EXAMPLES,
+            "poll_wait": POLL_WAIT,
+            "read_slack": READ_SLACK,
+            "create_timeout": CREATE_TIMEOUT,
+            "cancel_timeout": CANCEL_TIMEOUT,
+            "cancel_retry_window": CANCEL_RETRY_WINDOW,
+            "return_margin": RETURN_MARGIN,
+            "deadline_margin": DEADLINE_MARGIN,
+        },
+    }
+    if counts.schedules:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
+    line = (
+        f"fault schedules: {counts.schedules} run, "
+        f"{sum(counts.faults.values())} faults injected "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(counts.faults.items()))}), "
+        f"outcomes {dict(sorted(counts.outcomes.items()))}, "
+        f"violations: {len(counts.violations)}"
+    )
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        # Straight to the terminal, whatever -s says: the counts are part of the result.
+        with capture.global_and_fixture_disabled():
+            reporter.write_line("")
+            reporter.write_line(line)
+    else:
+        print(line)
+
+
+@pytest.fixture(scope="module")
+def benches() -> Iterator[list[Bench]]:
+    """BATCH providers, each with its Guard, shared by every example; read timeouts cut down."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_wait, "READ_SLACK", READ_SLACK)
+        mp.setattr(_wait, "CREATE_TIMEOUT", CREATE_TIMEOUT)
+        mp.setattr(_wait, "CANCEL_TIMEOUT", CANCEL_TIMEOUT)
+        mp.setattr(_wait, "CANCEL_RETRY_WINDOW", CANCEL_RETRY_WINDOW)
+        providers = [LocalProvider().start() for _ in range(BATCH)]
+        try:
+            yield [
+                Bench(
+                    provider=p,
+                    guard=ag.Guard(
+                        base_url=p.url,
+                        credential=p.credential,
+                        harness_limit="1m",
+                        poll_wait=POLL_WAIT,
+                        return_margin=RETURN_MARGIN,
+                        deadline_margin=DEADLINE_MARGIN,
+                    ),
+                )
+                for p in providers
+            ]
+        finally:
+            for p in providers:
+                p.close()
+
+
+# --------------------------------------------------------------------------- one schedule
+
+
+def _find(provider: LocalProvider, case: str) -> list[ApprovalRequest]:
+    return [r for r in provider.requests() if r.arguments.get("case") == case]
+
+
+def _decide(
+    provider: LocalProvider, schedule: Schedule, case: str, returned: threading.Event
+) -> str | None:
+    """Play the reviewer: act ``decide_after`` s after the request appears, if still waited on."""
+    end = time.monotonic() + schedule.limit + 1
+    request = None
+    while request is None:
+        if returned.is_set() or time.monotonic() > end:
+            return None
+        pending = [r for r in _find(provider, case) if r.status == PENDING]
+        request = pending[0] if pending else None
+        if request is None:
+            time.sleep(0.01)
+    if returned.wait(schedule.decide_after):
+        return None  # the call is over: nobody acts on it any more
+    try:
+        if schedule.decision == "approve":
+            provider.approve(request.id, valid_for=schedule.valid_for)
+        elif schedule.decision == "approve_expired":
+            provider.approve(request.id, valid_for=-schedule.valid_for)
+        elif schedule.decision == "deny":
+            provider.deny(request.id, note="no")
+        elif schedule.decision == "cancel":
+            provider.cancel(request.id, reason="withdrawn at the provider")
+        else:
+            return None
+    except NotPendingError:
+        return None  # expired or withdrawn first
+    return schedule.decision
+
+
+def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str, Any]]:
+    """Run one schedule; return the broken invariants (none, we hope) and what happened."""
+    provider, guard = bench.provider, bench.guard
+    case = uuid.uuid4().hex
+    provider.clock_offset = timedelta(seconds=schedule.clock_offset)
+    provider.faults.clear()
+    provider.stats.reset()
+    _queue(provider, "create", schedule.creates)
+    _queue(provider, "poll", schedule.polls)
+    _queue(provider, "cancel", schedule.cancels)
+
+    runs: list[datetime] = []
+
+    @guard.requires_approval(timeout="30m", tool="fault_tool")
+    def fault_tool(case: str, amount: int) -> str:
+        runs.append(provider.store.now())  # the provider's clock, as the tool starts
+        return "ran"
+
+    returned = threading.Event()
+    abandon = threading.Event()
+    acted: list[str | None] = []
+    reviewer = threading.Thread(
+        target=lambda: acted.append(_decide(provider, schedule, case, returned)), daemon=True
+    )
+    abandoner = None
+    if schedule.abandon_after is not None:
+        delay = schedule.abandon_after
+
+        def _abandon() -> None:
+            if not returned.wait(delay):
+                abandon.set()
+
+        abandoner = threading.Thread(target=_abandon, daemon=True)
+    reviewer.start()
+    if abandoner is not None:
+        abandoner.start()
+    started = time.monotonic()
+    with ag.harness_call(limit=schedule.limit, abandon=abandon):
+        out = fault_tool(case, 4900)
+    elapsed = time.monotonic() - started
+    returned.set()
+    reviewer.join(5)
+    if abandoner is not None:
+        abandoner.join(5)
+
+    # Let delayed exchanges the guard gave up on finish before judging the store.
+    log = provider.faults.log
+    settle = 0.0
+    for record in log:
+        if record.kind == "delay":
+            extra = POLL_WAIT + 0.05 if record.exchange == "poll" else 0.05
+            settle = max(settle, record.at + DELAYS[record.exchange] + extra)
+    time.sleep(max(0.0, settle - time.monotonic()))
+    provider.faults.clear()
+
+    # Which planned steps were actually used: faults are taken in order per exchange.
+    used: Counter[str] = Counter()
+    used_on: Counter[str] = Counter()
+    taken: Counter[str] = Counter()
+    plans = {"create": schedule.creates, "poll": schedule.polls, "cancel": schedule.cancels}
+    for record in log:
+        step = plans[record.exchange][taken[record.exchange]]
+        taken[record.exchange] += 1
+        if step[0] != "ok":
+            used[f"{step[0]} on {record.exchange}"] += 1
+            used_on[record.exchange] += 1
+
+    stored = _find(provider, case)
+    request = stored[0] if stored else None
+    action = acted[0] if acted else None
+    bad: list[str] = []
+    is_not_run = isinstance(out, ag.NotRun)
+    reason = out.reason if isinstance(out, ag.NotRun) else None
+
+    if len(runs) > 1:
+        bad.append(f"the tool ran {len(runs)} times")
+    if len(stored) > 1:
+        bad.append(f"{len(stored)} requests were created for one call")
+    if runs:
+        if out != "ran":
+            bad.append(f"the tool ran but the call returned {out!r}")
+        if request is None or request.status != APPROVED or action != "approve":
+            bad.append(f"the tool ran without an approval (action {action}, {request})")
+        else:
+            assert request.decision is not None and request.decision.expires_at is not None
+            if request.tool != "fault_tool" or request.arguments != {
+                "case": case,
+                "amount": 4900,
+            }:
+                bad.append(f"the tool ran on an approval of something else: {request}")
+            if runs[0] >= request.decision.expires_at:
+                bad.append(
+                    f"the tool started at {runs[0]} (provider clock), after the approval "
+                    f"expired at {request.decision.expires_at}"
+                )
+    elif not is_not_run:
+        bad.append(f"the tool did not run but the call returned {out!r}")
+    if reason == ag.Reason.DENIED and (
+        action != "deny" or request is None or request.status != DENIED
+    ):
+        bad.append(f"DENIED without a person's denial (action {action}, {request})")
+    if reason == ag.Reason.ALREADY_EXECUTED:
+        bad.append("ALREADY_EXECUTED for a call that never ran")
+    if reason == ag.Reason.CANCELLED and not abandon.is_set() and action != "cancel":
+        bad.append("CANCELLED although nobody abandoned or withdrew the call")
+    if reason == ag.Reason.APPROVAL_EXPIRED and (request is None or request.status != APPROVED):
+        bad.append(f"APPROVAL_EXPIRED without an approval: {request}")
+    if elapsed > schedule.limit + LIMIT_TOLERANCE:
+        bad.append(f"returned after {elapsed:.2f} s, limit {schedule.limit} s")
+    if (
+        reason in (ag.Reason.NOT_OBTAINED, ag.Reason.CANCELLED)
+        and request is not None
+        and request.status == PENDING
+        and isinstance(out, ag.NotRun)
+        and out.request_id is not None
+    ):
+        # The one excuse: the provider failed every cancel attempt, and a Retry-After
+        # of 1 s among them left no room in the cancel's budget for another.
+        sent = provider.stats.cancels
+        excused = sent >= 1 and sent == used_on["cancel"] and ("429", 1) in schedule.cancels
+        if not excused:
+            bad.append(f"{reason.value}: request {request.id} left pending (cancels sent: {sent})")
+        if "could not be withdrawn" not in out.message:
+            bad.append(f"the message hides that the request stays pending: {out.message!r}")
+    if (
+        isinstance(out, ag.NotRun)
+        and "request was cancelled" in out.message
+        and (request is None or request.status != CANCELLED)
+    ):
+        bad.append(f"the message says cancelled, the request is {request}")
+    if (
+        isinstance(out, ag.NotRun)
+        and out.request_id is not None
+        and (request is None or out.request_id != request.id)
+    ):
+        bad.append(f"NotRun names request {out.request_id}, not the one created")
+
+    facts = {
+        "outcome": "ran" if runs else (reason.value if reason else "?"),
+        "faults": used,
+        "action": action or "none",
+        "abandoned": abandon.is_set(),
+        "overrun": elapsed - schedule.limit,
+    }
+    if bad:
+        bad = [f"{b} [schedule {schedule}, outcome {out!r}, faults {log}]" for b in bad]
+    return bad, facts
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    # Shrinking a batch of concurrent, timed schedules is slow and rarely helps: each
+    # violation already names its whole schedule.
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+)
+@given(batch=st.lists(SCHEDULE, min_size=BATCH, max_size=BATCH))
+def test_no_fault_schedule_breaks_the_call_rules(
+    benches: list[Bench], tally: Tally, batch: list[Schedule]
+) -> None:
+    """Runs at most once, only when validly approved; never a false DENIED; one request; bounded."""
+    with ThreadPoolExecutor(max_workers=BATCH) as pool:
+        results = list(pool.map(run_schedule, benches, batch))
+    violations = [v for bad, _ in results for v in bad]
+    with tally.lock:
+        for _, facts in results:
+            tally.schedules += 1
+            tally.faults.update(facts["faults"])
+            tally.outcomes[facts["outcome"]] += 1
+            tally.decisions[facts["action"]] += 1
+            tally.abandoned += facts["abandoned"]
+            tally.longest_overrun = max(tally.longest_overrun, facts["overrun"])
+        tally.violations.extend(violations)
+    assert not violations, "\n".join(violations[:5])
