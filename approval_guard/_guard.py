@@ -318,6 +318,7 @@ class Guard:
             timeout=timeout,
             started=started,
             local_end=started + limit - self._return_margin,
+            harness_end=started + limit,
             deadline_margin=self._deadline_margin,
             poll_wait=self._poll_wait,
             worker=self._worker,

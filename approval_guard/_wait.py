@@ -62,6 +62,8 @@ CANCEL_TIMEOUT = 2.0
 #: A failed cancel is tried again only if the pause before it ends within this
 #: long of the first attempt, so the last attempt keeps time to be answered.
 CANCEL_RETRY_WINDOW = 1.0
+#: Kept back from the harness limit when cancelling, to return the outcome.
+CANCEL_RESERVE = 0.1
 
 
 class Abandoned(Exception):
@@ -88,7 +90,12 @@ class Invoke:
     """Start the tool now. The driver sends back its value or throws its exception."""
 
 
-Op = Union[Blocking[Any], Sleep, Invoke]  # noqa: UP007 (a runtime alias on 3.10)
+@attrs.frozen
+class Checkpoint:
+    """No I/O: a point where a driver may deliver an interruption it had to hold back."""
+
+
+Op = Union[Blocking[Any], Sleep, Invoke, Checkpoint]  # noqa: UP007 (a runtime alias on 3.10)
 
 
 @attrs.frozen
@@ -109,6 +116,7 @@ class CallPlan:
     timeout: float  # the approval window requested, whole seconds
     started: float  # monotonic
     local_end: float  # monotonic: harness limit less return_margin
+    harness_end: float  # monotonic: the harness limit itself
     deadline_margin: float
     poll_wait: float
     worker: str
@@ -386,8 +394,9 @@ class _Call:
             return
         request_id = request.id
         first = self.clock.monotonic()
-        end = first + CANCEL_TIMEOUT
-        retry_end = first + min(CANCEL_RETRY_WINDOW, CANCEL_TIMEOUT)
+        # Never past the harness's own limit: return_margin is the cancel's time too.
+        end = min(first + CANCEL_TIMEOUT, self.plan.harness_end - CANCEL_RESERVE)
+        retry_end = min(first + CANCEL_RETRY_WINDOW, end)
         delays = self.policy.delays()
         while True:
             left = self.left(end)
@@ -493,6 +502,13 @@ class _Call:
                 "not run again.",
                 note=note,
             )
+        try:
+            # A task cancelled while the claim was being written is told so here,
+            # before the call: the claim is given back, since nothing started.
+            yield Checkpoint()
+        except BaseException:
+            yield from self.release(request.id)
+            raise
         # The very last check before the call: judged by the provider's clock.
         valid, left = still_valid(decision.expires_at, sample, self.clock.monotonic())
         if not valid:
@@ -633,7 +649,7 @@ def drive_sync(
             elif isinstance(op, Sleep):
                 if clock.sleep(op.seconds, abandon if may_abandon else None):
                     to_throw = Abandoned()
-            else:
+            elif isinstance(op, Invoke):
                 to_send = invoke()
         except BaseException as exc:
             to_throw = exc
@@ -733,7 +749,7 @@ async def drive_async(
                     to_send = await asyncio.shield(_await_thread(op.fn))
             elif isinstance(op, Sleep):
                 await _await_abandonable(asyncio.sleep(op.seconds), watch)
-            else:
+            elif isinstance(op, Invoke):
                 to_send = invoke()
                 if asyncio.iscoroutine(to_send):
                     to_send = await to_send

@@ -73,6 +73,7 @@ class FakeProvider:
         self.calls: list[tuple[str, str, dict[str, str], bytes | None]] = []
         self.created_at_mono: dict[str, float] = {}
         self.send_date = True
+        self.cancel_fault: Callable[[Any], Any] | None = None  # answers every cancel when set
 
     # -- provider time ----------------------------------------------------------
 
@@ -197,6 +198,8 @@ class FakeProvider:
 
     def on_cancel(self, request: Any) -> Any:
         self.calls.append(("POST", request.url, dict(request.headers), request.body))
+        if self.cancel_fault is not None:
+            return self.cancel_fault(request)
         faulted = self._fault()
         if faulted is not None:
             return faulted

@@ -358,3 +358,39 @@ def test_fifty_concurrent_async_calls_each_run_once(
     assert list(range(50)) == asyncio.run(main())
     assert {n: 1 for n in range(50)} == dict(runs)
     assert 50 == approval_provider.stats.created
+
+
+def test_cancelling_during_the_claim_gives_the_claim_back(
+    approval_provider: LocalProvider,
+) -> None:
+    """A cancel that lands while the record is claimed: the tool does not run, nor count as run."""
+    claiming = threading.Event()
+
+    class SlowLedger(ag.MemoryLedger):
+        def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
+            claiming.set()
+            time.sleep(0.3)
+            return super().claim(request_id, tool=tool, worker=worker)
+
+    ledger = SlowLedger()
+    guard = ag.Guard(base_url=approval_provider.url, credential=approval_provider.credential,
+                     ledger=ledger)
+    approval_provider.policy = approve_after(0.0)
+    ran: list[str] = []
+
+    @guard.requires_approval(timeout="1m")
+    async def refund(payment_id: str) -> str:
+        ran.append(payment_id)
+        return "refunded"
+
+    async def main() -> None:
+        task = asyncio.create_task(refund("payment_1"))
+        while not claiming.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert [] == ran
+    assert [] == ledger.recent()  # released: a retry with the same key may still run it

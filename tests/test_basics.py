@@ -291,3 +291,23 @@ def test_not_run_is_easy_to_hand_to_a_model() -> None:
     assert not out
     assert '"reason": "denied"' in out.to_json()
     assert "denied" == ag.Reason.DENIED == str(ag.Reason.DENIED)
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(1970, 1, 2), max_value=datetime(9998, 12, 31), timezones=st.none()
+    ),
+    st.sampled_from(
+        ["%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ", "ms", "%Y-%m-%dT%H:%M:%S+02:00"]
+    ),
+)
+def test_timestamp_parsing_agrees_with_rfc3339(moment: datetime, form: str) -> None:
+    """The fast path and the general parser read every RFC 3339 form the same way."""
+    from dateutil.parser import isoparse
+
+    from approval_guard._wire import parse_timestamp
+
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z" if (
+        form == "ms"
+    ) else moment.strftime(form)
+    assert isoparse(text).astimezone(timezone.utc) == parse_timestamp(text, field="t")

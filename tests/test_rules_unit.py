@@ -509,3 +509,34 @@ def test_not_run_carries_no_secret(fake: FakeProvider, unit_guard: ag.Guard) -> 
     fake.faults = [status_fault(401, "unauthorized")]
     out = make_tool(unit_guard, [])("p", 1)
     assert SECRET not in repr(out) and SECRET not in out.to_json()
+
+
+def test_give_up_cancel_stays_inside_the_harness_limit(
+    clock: ManualClock, fake: FakeProvider
+) -> None:
+    """A failing cancel is retried, but never past the harness's own limit."""
+    guard = ag.Guard(
+        base_url=BASE,
+        credential=SECRET,
+        harness_limit="1m",
+        return_margin="1s",
+        deadline_margin="1s",
+        clock=clock,
+    )
+    # Creates retried for 20 s, so our limit comes before the provider's deadline;
+    # then every cancel attempt fails.
+    fake.faults = [status_fault(503, "unavailable", "10")] * 2 + [None] * 200
+
+    def failing_cancel(request: Any) -> Any:
+        _, read_timeout = request.req_kwargs["timeout"]
+        clock.advance(min(0.3, read_timeout))  # slow, but a timeout cuts it short
+        return 503, {}, json.dumps({"error": {"type": "unavailable", "message": "down"}})
+
+    fake.cancel_fault = failing_cancel
+    start = clock.monotonic()
+    with ag.harness_call(limit="1m"):
+        out = make_tool(guard, [])("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    assert clock.monotonic() - start <= 60
+    assert "could not be withdrawn" in out.message
+    assert 2 <= len(fake.cancels)  # retried, within the budget
