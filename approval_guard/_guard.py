@@ -32,6 +32,8 @@ from .exceptions import ConfigurationError
 
 P = ParamSpec("P")
 R = TypeVar("R")
+#: What a guarded call returns instead of a NotRun (NotRun itself unless on_not_run is given).
+N = TypeVar("N")
 
 #: The longest approval window the provider API allows.
 MAX_TIMEOUT = 24 * 3600
@@ -122,13 +124,26 @@ class _ToolSpec:
     exclude: frozenset[str]
     signature: inspect.Signature
     is_async: bool
+    on_not_run: Callable[[NotRun], Any] | None = None
+
+    def result(self, outcome: Ran | NotRun) -> Any:
+        if isinstance(outcome, Ran):
+            return outcome.value
+        return outcome if self.on_not_run is None else self.on_not_run(outcome)
 
 
 def _make_spec(
-    fn: Callable[..., Any], *, timeout: DurationLike, tool: str | None, exclude: Collection[str]
+    fn: Callable[..., Any],
+    *,
+    timeout: DurationLike,
+    tool: str | None,
+    exclude: Collection[str],
+    on_not_run: Callable[[NotRun], Any] | None = None,
 ) -> _ToolSpec:
     if not callable(fn):
         raise TypeError(f"requires_approval decorates a function, not {type(fn).__name__}")
+    if on_not_run is not None and not callable(on_not_run):
+        raise ConfigurationError("on_not_run must be a callable taking a NotRun, such as str")
     seconds = _seconds(timeout, "timeout")
     if seconds != int(seconds) or not 1 <= seconds <= MAX_TIMEOUT:
         raise ConfigurationError(
@@ -154,6 +169,7 @@ def _make_spec(
         exclude=frozenset(exclude) | injected_parameters(fn, signature),
         signature=signature,
         is_async=inspect.iscoroutinefunction(fn),
+        on_not_run=on_not_run,
     )
 
 
@@ -267,7 +283,20 @@ class Guard:
         timeout: DurationLike = "30m",
         tool: str | None = None,
         exclude: Collection[str] = (),
-    ) -> _Decorator[Any, Any]: ...
+        on_not_run: None = None,
+    ) -> _Decorator[NotRun]: ...
+
+    @overload
+    def requires_approval(
+        self,
+        fn: None = None,
+        /,
+        *,
+        timeout: DurationLike = "30m",
+        tool: str | None = None,
+        exclude: Collection[str] = (),
+        on_not_run: Callable[[NotRun], N],
+    ) -> _Decorator[N]: ...
 
     def requires_approval(
         self,
@@ -277,15 +306,18 @@ class Guard:
         timeout: DurationLike = "30m",
         tool: str | None = None,
         exclude: Collection[str] = (),
+        on_not_run: Callable[[NotRun], Any] | None = None,
     ) -> Any:
         """Guard a tool: each call waits for a person's approval, then runs or returns NotRun.
 
         - ``timeout``: the approval window to ask for (clamped to fit the harness's limit).
         - ``tool``: the name the reviewer sees (default: the function's name).
         - ``exclude``: parameters not sent for approval (framework-injected context).
+        - ``on_not_run``: what to return instead of a ``NotRun``, made from it: ``str``
+          for the plain sentence, or a framework's own result type (see the README).
         """
-        decorator: _Decorator[Any, Any] = _Decorator(
-            lambda: self, timeout=timeout, tool=tool, exclude=exclude
+        decorator: _Decorator[Any] = _Decorator(
+            lambda: self, timeout=timeout, tool=tool, exclude=exclude, on_not_run=on_not_run
         )
         return decorator if fn is None else decorator(fn)
 
@@ -337,7 +369,7 @@ class Guard:
                 _HARNESS.reset(token)
 
         outcome = drive_sync(gen, invoke, self._clock, abandon)
-        return outcome.value if isinstance(outcome, Ran) else outcome
+        return spec.result(outcome)
 
     async def _call_async(
         self, spec: _ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -353,11 +385,15 @@ class Guard:
                 _HARNESS.reset(token)
 
         outcome = await drive_async(gen, invoke, abandon)
-        return outcome.value if isinstance(outcome, Ran) else outcome
+        return spec.result(outcome)
 
 
-class _Decorator(Generic[P, R]):
-    """What ``requires_approval(...)`` returns: validated options waiting for a function."""
+class _Decorator(Generic[N]):
+    """What ``requires_approval(...)`` returns: validated options waiting for a function.
+
+    ``N`` is what a call that did not run returns: ``NotRun``, or what
+    ``on_not_run`` makes of it.
+    """
 
     def __init__(
         self,
@@ -366,24 +402,38 @@ class _Decorator(Generic[P, R]):
         timeout: DurationLike,
         tool: str | None,
         exclude: Collection[str],
+        on_not_run: Callable[[NotRun], N] | None = None,
     ) -> None:
         self._guard = guard
         self._timeout = timeout
         self._tool = tool
         self._exclude = exclude
+        self._on_not_run = on_not_run
         # Validate the options now, with a stand-in, so a bad one raises at decoration.
-        _make_spec(_probe, timeout=timeout, tool="probe" if tool is None else tool, exclude=())
+        _make_spec(
+            _probe,
+            timeout=timeout,
+            tool="probe" if tool is None else tool,
+            exclude=(),
+            on_not_run=on_not_run,
+        )
 
     @overload
     def __call__(
         self, fn: Callable[P, Coroutine[Any, Any, R]]
-    ) -> Callable[P, Coroutine[Any, Any, R | NotRun]]: ...
+    ) -> Callable[P, Coroutine[Any, Any, R | N]]: ...
 
     @overload
-    def __call__(self, fn: Callable[P, R]) -> Callable[P, R | NotRun]: ...
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R | N]: ...
 
     def __call__(self, fn: Callable[..., Any]) -> Any:
-        spec = _make_spec(fn, timeout=self._timeout, tool=self._tool, exclude=self._exclude)
+        spec = _make_spec(
+            fn,
+            timeout=self._timeout,
+            tool=self._tool,
+            exclude=self._exclude,
+            on_not_run=self._on_not_run,
+        )
         get_guard = self._guard
         if spec.is_async:
 
@@ -455,7 +505,20 @@ def requires_approval(
     timeout: DurationLike = "30m",
     tool: str | None = None,
     exclude: Collection[str] = (),
-) -> _Decorator[Any, Any]: ...
+    on_not_run: None = None,
+) -> _Decorator[NotRun]: ...
+
+
+@overload
+def requires_approval(
+    fn: None = None,
+    /,
+    *,
+    timeout: DurationLike = "30m",
+    tool: str | None = None,
+    exclude: Collection[str] = (),
+    on_not_run: Callable[[NotRun], N],
+) -> _Decorator[N]: ...
 
 
 def requires_approval(
@@ -465,6 +528,7 @@ def requires_approval(
     timeout: DurationLike = "30m",
     tool: str | None = None,
     exclude: Collection[str] = (),
+    on_not_run: Callable[[NotRun], Any] | None = None,
 ) -> Any:
     """Guard a tool with the default Guard, configured from the environment at call time.
 
@@ -477,7 +541,7 @@ def requires_approval(
     ``APPROVAL_GUARD_CREDENTIAL``, ``APPROVAL_GUARD_HARNESS_LIMIT``) is read when
     the tool is called. See :meth:`Guard.requires_approval`.
     """
-    decorator: _Decorator[Any, Any] = _Decorator(
-        default_guard, timeout=timeout, tool=tool, exclude=exclude
+    decorator: _Decorator[Any] = _Decorator(
+        default_guard, timeout=timeout, tool=tool, exclude=exclude, on_not_run=on_not_run
     )
     return decorator if fn is None else decorator(fn)

@@ -1,12 +1,12 @@
 """A guarded refund tool on an MCP server (MCP Python SDK 2.x ``MCPServer``).
 
-The tool is registered with ``server.tool()`` as usual, with one choice to make:
-``structured_output=False``. A guarded tool returns either its own value or a
-``NotRun``; with an output schema declared, MCP would validate a ``NotRun``
-against it, fail, and send the model a bare "Error executing tool". Unstructured,
-the ``NotRun`` arrives as text content carrying its message. The ``Context``
-parameter is filled in by MCP and, recognised by its type, never sent for
-approval.
+The tool is registered with ``server.tool()`` as usual. A guarded tool returns
+either its own value or a ``NotRun``; MCP validates return values against the
+output schema it derives from the annotation, so ``on_not_run`` hands MCP its
+own ``CallToolResult`` instead: the model reads the one-sentence reason, flagged
+``isError`` (the call did not happen), and calls that ran keep their structured
+output. The ``Context`` parameter is filled in by MCP and, recognised by its
+type, never sent for approval.
 
 Runs without a language model: it starts a local provider whose policy approves
 (then denies) every request a moment after it appears, and calls the tool
@@ -22,23 +22,27 @@ call ``server.run()`` (stdio).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import TextContent
+from mcp.types import CallToolResult, TextContent
 
 import approval_guard as ag
 from approval_guard.testing import LocalProvider, approve_after, deny_after
+
+
+def did_not_run(not_run: ag.NotRun) -> CallToolResult:
+    """A call that did not run, as MCP's own result: the reason, flagged as not a success."""
+    return CallToolResult(content=[TextContent(type="text", text=str(not_run))], is_error=True)
 
 
 def build(guard: ag.Guard) -> MCPServer:
     """An MCP server with one tool, each call guarded by ``guard``."""
     server = MCPServer("refunds")
 
-    @server.tool(structured_output=False)
-    @guard.requires_approval(timeout="30m")
+    @server.tool()
+    @guard.requires_approval(timeout="30m", on_not_run=did_not_run)
     def issue_refund(payment_id: str, amount: int, ctx: Context) -> str:
         """Refund part of a payment; amount is in minor units (4900 is 49.00 GBP)."""
         return f"refunded {amount} of {payment_id} (MCP request {ctx.request_id})"
@@ -63,9 +67,7 @@ async def main() -> int:
         print(f"reviewer saw: {provider.requests()[0].arguments}")
 
         provider.policy = deny_after(0.2, "refunds over 40 GBP need a manager")
-        # A non-str value is sent as JSON text: for a NotRun, its message as a JSON string.
-        text = await call(server, payment_id="payment_456", amount=9900)
-        print("denied:", json.loads(text))
+        print("denied:", await call(server, payment_id="payment_456", amount=9900))
     return 0
 
 

@@ -540,3 +540,21 @@ def test_give_up_cancel_stays_inside_the_harness_limit(
     assert clock.monotonic() - start <= 60
     assert "could not be withdrawn" in out.message
     assert 2 <= len(fake.cancels)  # retried, within the budget
+
+
+def test_on_not_run_turns_the_outcome_into_what_the_caller_wants(
+    fake: FakeProvider, unit_guard: ag.Guard
+) -> None:
+    """on_not_run=str returns the plain sentence; a call that ran is untouched."""
+    ran: list[Any] = []
+    tool = make_tool(unit_guard, ran, on_not_run=str)
+    fake.script[0] = ("deny", "no")
+    assert "A person denied this call to issue_refund: no" == tool("p", 1)
+    fake.script[0] = ("approve", 300)
+    assert {"refunded": 2} == tool("p", 2)
+
+
+def test_on_not_run_must_be_callable(unit_guard: ag.Guard) -> None:
+    """A bad on_not_run raises at decoration."""
+    with pytest.raises(ValueError, match="on_not_run"):
+        unit_guard.requires_approval(on_not_run="str")  # type: ignore[call-overload]

@@ -137,3 +137,34 @@ def test_context_is_not_sent_for_approval(
     assert "refunded p_1 on refunds" == _text(result)
     [request] = approval_provider.requests()
     assert {"payment_id": "p_1"} == request.arguments
+
+
+def test_on_not_run_str_gives_plain_text(approval_provider: LocalProvider, guard: ag.Guard) -> None:
+    """With on_not_run=str the model reads the sentence itself, not a JSON string."""
+    approval_provider.policy = deny_after(0.05, "not this customer")
+    guarded = guard.requires_approval(timeout="1m", on_not_run=str)(issue_refund)
+    server = _server(guarded, structured_output=False)
+    result = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 4900})
+    assert not result.is_error
+    assert "A person denied this call to issue_refund: not this customer" == _text(result)
+
+
+def _as_tool_result(not_run: ag.NotRun) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=str(not_run))], is_error=True)
+
+
+def test_structured_tools_carry_a_not_run_as_a_tool_error_with_its_message(
+    approval_provider: LocalProvider, guard: ag.Guard
+) -> None:
+    """Structured output kept: on_not_run returns MCP's own result, marked as not run."""
+    guarded = guard.requires_approval(timeout="1m", on_not_run=_as_tool_result)(issue_refund)
+    server = _server(guarded)
+    assert _listed(server)["output"] is not None
+    approval_provider.policy = deny_after(0.05, "not this customer")
+    denied = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 1})
+    assert denied.is_error
+    assert "A person denied this call to issue_refund: not this customer" == _text(denied)
+    approval_provider.policy = approve_after(0.05)
+    ran = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 1})
+    assert not ran.is_error
+    assert {"refunded": 1, "payment_id": "p_1", "currency": "GBP"} == ran.structured_content
