@@ -50,7 +50,16 @@ def to_json_value(value: Any, *, path: str = "arguments") -> Any:
     return _convert(value, path, set())
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def _convert(value: Any, path: str, active: set[int]) -> Any:
+    # Exact plain types first: most arguments are, and isinstance chains are not free.
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):
@@ -83,7 +92,7 @@ def _convert(value: Any, path: str, active: set[int]) -> Any:
 
 
 def _convert_container(value: Any, path: str, active: set[int]) -> Any:
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if isinstance(key, enum.Enum):
