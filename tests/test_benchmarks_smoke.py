@@ -1,4 +1,4 @@
-"""The benchmarks still work: CI runs them in their quick smoke mode (figures live in benchmarks/)."""
+"""The benchmarks still work: CI runs them in quick smoke mode (the figures live in benchmarks/)."""
 
 from __future__ import annotations
 

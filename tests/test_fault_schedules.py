@@ -29,8 +29,8 @@ and shrinks whole batches. Counts go to the terminal summary, and to
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import threading
 import time
 import uuid
