@@ -14,12 +14,13 @@ connections are reused across polls.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
 import queue
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -27,7 +28,9 @@ from typing import Any
 import attrs
 import backoff
 import requests
+import requests.auth
 
+from . import _threads
 from ._clock import Clock, ClockSample
 from ._wire import parse_error, parse_http_date
 
@@ -140,12 +143,26 @@ class RetryPolicy:
         return creating and answer.status == 409 and answer.error[0] == "idempotency_key_in_use"
 
 
+class _Bearer(requests.auth.AuthBase):
+    """``Authorization: Bearer``, set as requests' auth so that no ``.netrc`` replaces it."""
+
+    def __init__(self, credential: str) -> None:
+        self._header = f"Bearer {credential}"
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = self._header
+        return request
+
+    def __repr__(self) -> str:
+        return "_Bearer('***')"
+
+
 class ProviderClient:
     """The HTTP calls of the provider API, one attempt each."""
 
     def __init__(self, base_url: str, credential: str, *, clock: Clock) -> None:
         self._base = base_url
-        self._auth = f"Bearer {credential}"
+        self._auth = _Bearer(credential)
         self._clock = clock
         self._pool: queue.LifoQueue[requests.Session] = queue.LifoQueue(maxsize=_POOL_SIZE)
 
@@ -183,27 +200,55 @@ class ProviderClient:
                 session.close()
 
     def create(self, body: bytes, idempotency_key: str, *, timeout: float) -> Answer:
-        """``POST /v1/requests`` with the same key and bytes on every attempt."""
-        return self._exchange(
-            "POST",
-            "/v1/requests",
-            body=body,
-            headers={"Idempotency-Key": idempotency_key, "Content-Type": "application/json"},
-            timeout=timeout,
+        """``POST /v1/requests`` with the same key and bytes on every attempt.
+
+        Returns within ``timeout`` (plus a fraction of a second), however slowly
+        the provider answers.
+        """
+        return self._bounded(
+            functools.partial(
+                self._exchange,
+                "POST",
+                "/v1/requests",
+                body=body,
+                headers={"Idempotency-Key": idempotency_key, "Content-Type": "application/json"},
+                timeout=timeout,
+            ),
+            timeout,
         )
 
     def read(self, request_id: str, *, wait: int, timeout: float) -> Answer:
-        """``GET /v1/requests/{id}?wait=Ns``: a long poll; ``timeout`` must outlast ``wait``."""
+        """``GET /v1/requests/{id}?wait=Ns``: a long poll; ``timeout`` must outlast ``wait``.
+
+        Runs in the calling thread: the waiting loop already runs polls in a
+        helper thread and stops waiting for one at its deadline.
+        """
         path = f"/v1/requests/{urllib.parse.quote(request_id, safe='')}?wait={max(0, wait)}s"
         return self._exchange("GET", path, body=None, headers={}, timeout=timeout)
 
     def cancel(self, request_id: str, *, reason: str, timeout: float) -> Answer:
-        """``POST /v1/requests/{id}/cancel`` with a reason."""
+        """``POST /v1/requests/{id}/cancel`` with a reason, within ``timeout``."""
         path = f"/v1/requests/{urllib.parse.quote(request_id, safe='')}/cancel"
         body = json.dumps({"reason": reason}).encode()
-        return self._exchange(
-            "POST", path, body=body, headers={"Content-Type": "application/json"}, timeout=timeout
+        return self._bounded(
+            functools.partial(
+                self._exchange,
+                "POST",
+                path,
+                body=body,
+                headers={"Content-Type": "application/json"},
+                timeout=timeout,
+            ),
+            timeout,
         )
+
+    def _bounded(self, exchange: Callable[[], Answer], timeout: float) -> Answer:
+        """Run ``exchange`` in a helper thread and stop waiting for it after ``timeout``."""
+        outcome = _threads.start(exchange, name="approval_guard-http")
+        if not outcome.done.wait(max(0.0, timeout)):
+            raise TransportError("timeout", "no complete answer in time")
+        answer: Answer = outcome.result()
+        return answer
 
     def _exchange(
         self,
@@ -214,10 +259,11 @@ class ProviderClient:
         headers: dict[str, str],
         timeout: float,
     ) -> Answer:
-        headers = {**headers, "Authorization": self._auth, "Accept": "application/json"}
+        headers = {**headers, "Accept": "application/json"}
         connect_timeout = min(5.0, max(0.05, timeout))
         read_timeout = max(0.05, timeout)
         sent = self._clock.monotonic()
+        deadline = sent + max(0.05, timeout)
         with self._session() as session:
             try:
                 response = session.request(
@@ -225,21 +271,22 @@ class ProviderClient:
                     self._base + path,
                     data=body,
                     headers=headers,
+                    auth=self._auth,
                     timeout=(connect_timeout, read_timeout),
                     stream=True,
                     allow_redirects=False,
                     verify=True,
                 )
-            except requests.Timeout as exc:
-                raise TransportError("timeout", f"{method} {path}: no answer in time") from exc
+            # `from None`: requests' exceptions hold the request, Authorization included.
+            except requests.Timeout:
+                raise TransportError("timeout", f"{method} {path}: no answer in time") from None
             except requests.RequestException as exc:
-                raise TransportError(
-                    "connection", f"{method} {path}: {type(exc).__name__}"
-                ) from exc
+                kind = type(exc).__name__
+                raise TransportError("connection", f"{method} {path}: {kind}") from None
             try:
-                raw = _read_limited(response)
-            except requests.RequestException as exc:
-                raise TransportError("connection", f"{method} {path}: answer cut off") from exc
+                raw = _read_limited(response, deadline, self._clock)
+            except requests.RequestException:
+                raise TransportError("connection", f"{method} {path}: answer cut off") from None
             finally:
                 response.close()
         received = self._clock.monotonic()
@@ -267,13 +314,15 @@ class ProviderClient:
         )
 
 
-def _read_limited(response: requests.Response) -> bytes:
+def _read_limited(response: requests.Response, deadline: float, clock: Clock) -> bytes:
     declared = response.headers.get("Content-Length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
         raise TransportError("too_large", f"the provider's answer is {declared} bytes; refused")
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_content(chunk_size=65536):
+    for chunk in response.iter_content(chunk_size=8192):
+        if clock.monotonic() > deadline:
+            raise TransportError("timeout", "the provider's answer did not finish in time")
         size += len(chunk)
         if size > MAX_ANSWER_BYTES:
             raise TransportError("too_large", "the provider's answer is over 1 MiB; refused")

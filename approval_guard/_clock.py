@@ -89,7 +89,10 @@ def still_valid(
     Returns ``(valid, seconds_left)``; ``seconds_left`` is None when it cannot be told
     (no usable Date header), which callers treat as not valid.
     """
-    upper = sample.provider_now_upper(monotonic_now)
+    try:
+        upper = sample.provider_now_upper(monotonic_now)
+    except OverflowError:  # a Date near the end of time: nothing can be judged from it
+        return False, None
     if upper is None:
         return False, None
     left = (expires_at - upper).total_seconds()

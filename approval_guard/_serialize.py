@@ -102,6 +102,12 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
                     f"{path} has a key {key!r} of type {type(key).__name__}; "
                     "JSON object keys must be strings"
                 )
+            if key in out:
+                # Two keys that become one (an Enum and its value) would hide one
+                # entry from the reviewer while the tool still gets both.
+                raise ArgumentSerializationError(
+                    f"{path} has two keys that both become {key!r} in JSON"
+                )
             out[key] = _convert(item, f"{path}[{key!r}]", active)
         return out
     if isinstance(value, (list, tuple)):
@@ -120,9 +126,16 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
             a.name: _convert(getattr(value, a.name), f"{path}.{a.name}", active)
             for a in attrs.fields(type(value))
         }
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):  # pydantic v2 models
-        return _convert(dump(mode="json"), path, active)
+    fields = getattr(type(value), "model_fields", None)
+    if isinstance(fields, dict) and callable(getattr(value, "model_dump", None)):
+        # A pydantic v2 model: every field as the tool will see it, read directly;
+        # model_dump() would honour exclude=True and custom serialisers, and show
+        # the reviewer less (or other) than the tool receives.
+        extra = getattr(value, "__pydantic_extra__", None) or {}
+        names = [*fields, *(name for name in extra if name not in fields)]
+        return {
+            name: _convert(getattr(value, name), f"{path}.{name}", active) for name in names
+        }
     raise ArgumentSerializationError(
         f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be "
         "made JSON for the approval request; pass plain data, or exclude the parameter"

@@ -22,11 +22,13 @@ import functools
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar, Union
 
 import attrs
 
+from . import _threads
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
 from ._clock import Clock, ClockSample, still_valid
 from ._duration import format_duration
@@ -72,17 +74,24 @@ class Abandoned(Exception):
 
 @attrs.frozen
 class Blocking(Generic[T]):
-    """Run ``fn`` (blocking I/O). ``abandonable``: the harness may give up while it runs."""
+    """Run ``fn`` (blocking I/O).
+
+    ``abandonable``: the harness may give up while it runs. ``limit``: seconds
+    after which the driver stops waiting for it and throws
+    ``TransportError("timeout")`` instead (it then runs in a helper thread).
+    """
 
     fn: Callable[[], T]
     abandonable: bool = False
+    limit: float | None = None
 
 
 @attrs.frozen
 class Sleep:
-    """Wait ``seconds`` (abandonable)."""
+    """Wait ``seconds``; ``abandonable``: the harness may give up meanwhile."""
 
     seconds: float
+    abandonable: bool = True
 
 
 @attrs.frozen
@@ -146,6 +155,9 @@ class _Call:
         self.policy = policy
         self.request: ApprovalRequest | None = None
         self.last_status: str | None = None
+        # A create was sent whose answer never came: the request may exist unseen.
+        self.maybe_created = False
+        self.lost_create = False
 
     # -- outcomes ----------------------------------------------------------
 
@@ -169,6 +181,8 @@ class _Call:
     def run(self) -> CallGen:
         try:
             obtained = yield from self.obtain()
+        except GeneratorExit:
+            raise  # the generator is being closed: no more operations may be asked for
         except Abandoned:
             yield from self.cancel("the harness abandoned the call")
             return self.not_run(
@@ -216,15 +230,18 @@ class _Call:
                 answer: Answer = yield Blocking(
                     functools.partial(self.client.read, request_id, wait=wait, timeout=timeout),
                     abandonable=True,
+                    limit=timeout,
                 )
             except TransportError as exc:
                 log.warning("poll of %s failed (%s); retrying", request_id, exc.message)
-                yield from self.pause(next(delays), None, wait_end)
+                if not (yield from self.pause(next(delays), None, wait_end)):
+                    return (yield from self.give_up_waiting())
                 continue
             if not answer.ok:
                 if self.policy.retryable(answer, creating=False):
                     log.warning("poll of %s: %s; retrying", request_id, answer.describe())
-                    yield from self.pause(next(delays), answer.retry_after, wait_end)
+                    if not (yield from self.pause(next(delays), answer.retry_after, wait_end)):
+                        return (yield from self.give_up_waiting())
                     continue
                 log.error("the provider refused to read %s: %s", request_id, answer.describe())
                 return self.not_run(
@@ -260,11 +277,14 @@ class _Call:
         while True:
             left = self.left(plan.local_end)
             if left <= 0:
+                yield from self.cancel("no answer to the create arrived in time")
                 return self.not_run(
                     Reason.NOT_OBTAINED,
                     f"The approval provider could not be reached in time, so {plan.tool} "
-                    "did not run.",
+                    f"did not run{self.withdrawal()}",
                 )
+            # Until an answer says otherwise, this attempt may have created the request.
+            self.maybe_created = True
             try:
                 answer: Answer = yield Blocking(
                     functools.partial(
@@ -275,16 +295,22 @@ class _Call:
                     )
                 )
             except TransportError as exc:
+                self.lost_create = True
                 log.warning(
                     "creating a request for %s failed (%s); retrying", plan.tool, exc.message
                 )
                 if not (yield from self.pause(next(delays), None, plan.local_end)):
+                    yield from self.cancel("no answer to the create arrived in time")
                     return self.not_run(
                         Reason.NOT_OBTAINED,
                         f"The approval provider could not be reached ({exc.message}), so "
-                        f"{plan.tool} did not run.",
+                        f"{plan.tool} did not run{self.withdrawal()}",
                     )
                 continue
+            if not answer.ok:
+                # An HTTP error answer means this attempt created nothing (earlier
+                # attempts whose answers were lost still may have).
+                self.maybe_created = self.lost_create
             if answer.ok:
                 checked = self.check_echo(answer, expect_id=None)
                 if isinstance(checked, NotRun):
@@ -304,10 +330,11 @@ class _Call:
             if self.policy.retryable(answer, creating=True):
                 log.warning("creating a request for %s: %s; retrying", plan.tool, answer.describe())
                 if not (yield from self.pause(next(delays), answer.retry_after, plan.local_end)):
+                    yield from self.cancel("no answer to the create arrived in time")
                     return self.not_run(
                         Reason.NOT_OBTAINED,
                         f"The approval provider kept answering {answer.describe()} until the "
-                        f"time limit, so {plan.tool} did not run.",
+                        f"time limit, so {plan.tool} did not run{self.withdrawal()}",
                     )
                 continue
             log.error(
@@ -323,14 +350,14 @@ class _Call:
             )
 
     def pause(
-        self, delay: float, retry_after: float | None, until: float
+        self, delay: float, retry_after: float | None, until: float, *, abandonable: bool = True
     ) -> Generator[Op, Any, bool]:
         """Back off before a retry; False if the wait would pass ``until``."""
         if retry_after is not None:
             delay = retry_after
         if delay >= self.left(until):
             return False
-        yield Sleep(delay)
+        yield Sleep(delay, abandonable=abandonable)
         return True
 
     def check_echo(self, answer: Answer, *, expect_id: str | None) -> ApprovalRequest | NotRun:
@@ -349,7 +376,7 @@ class _Call:
             mismatch = "a different request id"
         elif request.tool != self.plan.tool:
             mismatch = "a different tool name"
-        elif request.arguments != self.plan.arguments:
+        elif not same_json(request.arguments, self.plan.arguments):
             mismatch = "different arguments"
         if self.request is None or mismatch is None:
             self.request = request
@@ -365,9 +392,17 @@ class _Call:
 
     def give_up_waiting(self) -> Generator[Op, Any, NotRun]:
         yield from self.cancel("no decision arrived within the time the caller could wait")
+        tool = self.plan.tool
+        if self.last_status in (APPROVED, DENIED, EXPIRED):
+            # Decided (or expired) just as the wait ended: say so, and what we know.
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"No decision reached the call within the time the harness allows, so {tool} "
+                f"did not run; the provider now reports the request as {self.last_status}.",
+            )
         return self.not_run(
             Reason.NOT_OBTAINED,
-            f"No decision arrived within the time the harness allows, so {self.plan.tool} "
+            f"No decision arrived within the time the harness allows, so {tool} "
             f"did not run and nobody denied it{self.withdrawal()}",
         )
 
@@ -389,14 +424,16 @@ class _Call:
         ends within ``CANCEL_TIMEOUT`` of the first, so giving up stays prompt
         however the provider fails.
         """
-        request = self.request
-        if request is None or request.status != PENDING:
-            return
-        request_id = request.id
         first = self.clock.monotonic()
         # Never past the harness's own limit: return_margin is the cancel's time too.
         end = min(first + CANCEL_TIMEOUT, self.plan.harness_end - CANCEL_RESERVE)
         retry_end = min(first + CANCEL_RETRY_WINDOW, end)
+        if self.request is None and self.maybe_created:
+            yield from self.recover(end)
+        request = self.request
+        if request is None or request.status != PENDING:
+            return
+        request_id = request.id
         delays = self.policy.delays()
         while True:
             left = self.left(end)
@@ -408,7 +445,7 @@ class _Call:
                 )
             except TransportError as exc:
                 log.warning("could not cancel %s: %s", request_id, exc.message)
-                if (yield from self.pause(next(delays), None, retry_end)):
+                if (yield from self.pause(next(delays), None, retry_end, abandonable=False)):
                     continue
                 return
             except Exception:  # a bug must not hide the outcome we are returning
@@ -420,7 +457,9 @@ class _Call:
                 return
             log.warning("cancel of %s: %s", request_id, answer.describe())
             if self.policy.retryable(answer, creating=False):
-                if (yield from self.pause(next(delays), answer.retry_after, retry_end)):
+                if (yield from self.pause(
+                    next(delays), answer.retry_after, retry_end, abandonable=False
+                )):
                     continue
                 return
             current = answer.body.get("request") if isinstance(answer.body, dict) else None
@@ -428,6 +467,42 @@ class _Call:
             if isinstance(status, str):
                 self.last_status = status
             return
+
+    def recover(self, end: float) -> Generator[Op, Any, None]:
+        """Learn the id of a request whose create answer was lost: replay the create.
+
+        The same key and bytes return the request made the first time (the
+        provider keeps keys for a day), so it can be cancelled. A create still
+        in flight at the provider answers 409 ``idempotency_key_in_use``: asked
+        again after a pause, within ``end``.
+        """
+        plan = self.plan
+        delays = self.policy.delays()
+        while True:
+            try:
+                answer: Answer = yield Blocking(
+                    functools.partial(
+                        self.client.create,
+                        plan.body,
+                        plan.idempotency_key,
+                        timeout=max(0.05, self.left(end)),
+                    )
+                )
+            except TransportError as exc:
+                log.warning("could not recover the request for %s: %s", plan.tool, exc.message)
+                retry_after = None
+            except Exception:  # a bug must not hide the outcome we are returning
+                log.exception("could not recover the request for %s", plan.tool)
+                return
+            else:
+                if answer.ok:
+                    self.check_echo(answer, expect_id=None)
+                    return
+                if not self.policy.retryable(answer, creating=True):
+                    return
+                retry_after = answer.retry_after
+            if not (yield from self.pause(next(delays), retry_after, end, abandonable=False)):
+                return
 
     def decide(
         self, request: ApprovalRequest, sample: ClockSample
@@ -483,6 +558,8 @@ class _Call:
         decision = request.decision
         assert decision is not None and decision.expires_at is not None
         note = decision.note
+        if self.abandoned():
+            return self.abandoned_after_approval()
         try:
             claimed = yield Blocking(
                 lambda: self.ledger.claim(request.id, tool=plan.tool, worker=plan.worker)
@@ -506,9 +583,14 @@ class _Call:
             # A task cancelled while the claim was being written is told so here,
             # before the call: the claim is given back, since nothing started.
             yield Checkpoint()
+        except GeneratorExit:
+            raise
         except BaseException:
             yield from self.release(request.id)
             raise
+        if self.abandoned():
+            yield from self.release(request.id)
+            return self.abandoned_after_approval()
         # The very last check before the call: judged by the provider's clock.
         valid, left = still_valid(decision.expires_at, sample, self.clock.monotonic())
         if not valid:
@@ -529,6 +611,8 @@ class _Call:
             )
         try:
             value = yield Invoke()
+        except GeneratorExit:
+            raise
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             try:
@@ -542,12 +626,37 @@ class _Call:
             log.exception("could not mark %s as finished in the execution record", request.id)
         return Ran(value)
 
+    def abandoned(self) -> bool:
+        return self.abandon is not None and self.abandon.is_set()
+
+    def abandoned_after_approval(self) -> NotRun:
+        return self.not_run(
+            Reason.CANCELLED,
+            f"The call to {self.plan.tool} was approved, but the harness had abandoned it "
+            "before it could start, so it did not run.",
+        )
+
     def release(self, request_id: str) -> Generator[Op, Any, None]:
         try:
             yield Blocking(lambda: self.ledger.release(request_id))
         except (LedgerError, Exception):
             # Left as "started": it then counts as run, which is safe.
             log.exception("could not release the claim on %s", request_id)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1``; ``5`` and ``5.0`` are the same number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    if a is None or b is None:
+        return a is b
+    return type(a) is type(b) is str and a == b
 
 
 def guarded_call(
@@ -579,46 +688,29 @@ def describe_clamp(tool: str, asked: float, got: float) -> None:
 # -- drivers -------------------------------------------------------------------
 
 
-class _Result:
-    __slots__ = ("done", "error", "value")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-
-def _in_thread(fn: Callable[[], Any], result: _Result, on_done: Callable[[], None]) -> None:
-    try:
-        result.value = fn()
-    except BaseException as exc:
-        result.error = exc
-    finally:
-        result.done.set()
-        on_done()
-
-
-def _wait_abandonable(fn: Callable[[], Any], abandon: threading.Event | None) -> Any:
+def _wait_abandonable(
+    fn: Callable[[], Any], abandon: threading.Event | None, limit: float | None
+) -> Any:
     """Run ``fn`` in a helper thread; the caller waits and can give up without killing it.
 
     A blocking read cannot be interrupted from another thread (psf/requests#5633),
-    so the waiting thread never blocks in one: it waits on an event that the
-    helper sets, and looks at ``abandon`` between short waits.
+    and a provider that drips its answer never trips a per-read timeout, so the
+    waiting thread never blocks in one: it waits on an event that the helper
+    sets, looks at ``abandon`` between short waits, and stops at ``limit``.
     """
-    result = _Result()
-    thread = threading.Thread(
-        target=_in_thread, args=(fn, result, lambda: None), name="approval_guard-poll", daemon=True
-    )
-    thread.start()
-    if abandon is None:
-        result.done.wait()
-    else:
-        while not result.done.wait(ABANDON_CHECK_INTERVAL):
-            if abandon.is_set():
-                raise Abandoned()
-    if result.error is not None:
-        raise result.error
-    return result.value
+    outcome = _threads.start(fn, name="approval_guard-poll")
+    end = None if limit is None else time.monotonic() + limit
+    while True:
+        left = None if end is None else end - time.monotonic()
+        if left is not None and left <= 0:
+            raise TransportError("timeout", "no complete answer in time")
+        slice_ = left
+        if abandon is not None:
+            slice_ = ABANDON_CHECK_INTERVAL if left is None else min(ABANDON_CHECK_INTERVAL, left)
+        if outcome.done.wait(slice_):
+            return outcome.result()
+        if abandon is not None and abandon.is_set():
+            raise Abandoned()
 
 
 def drive_sync(
@@ -637,17 +729,19 @@ def drive_sync(
         except StopIteration as stop:
             outcome: Outcome = stop.value
             return outcome
-        if isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
-            may_abandon = False
-        to_send, to_throw = None, None
         try:
+            if isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
+                may_abandon = False
+            to_send, to_throw = None, None
             if isinstance(op, Blocking):
-                if op.abandonable:
-                    to_send = _wait_abandonable(op.fn, abandon if may_abandon else None)
+                if op.abandonable or op.limit is not None:
+                    watch = abandon if may_abandon and op.abandonable else None
+                    to_send = _wait_abandonable(op.fn, watch, op.limit)
                 else:
                     to_send = op.fn()
             elif isinstance(op, Sleep):
-                if clock.sleep(op.seconds, abandon if may_abandon else None):
+                watch = abandon if may_abandon and op.abandonable else None
+                if clock.sleep(op.seconds, watch):
                     to_throw = Abandoned()
             elif isinstance(op, Invoke):
                 to_send = invoke()
@@ -655,15 +749,15 @@ def drive_sync(
             to_throw = exc
 
 
-async def _await_thread(fn: Callable[[], Any]) -> Any:
+async def _await_thread(fn: Callable[[], Any], limit: float | None = None) -> Any:
     """Run blocking ``fn`` in its own thread and await it without blocking the loop.
 
     Not the default executor: it has a handful of workers, and hundreds of
-    calls may be waiting on long polls at once.
+    calls may be waiting on long polls at once. Past ``limit`` seconds it stops
+    waiting and raises ``TransportError("timeout")``.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[None] = loop.create_future()
-    result = _Result()
 
     def wake() -> None:
         def settle() -> None:
@@ -673,13 +767,15 @@ async def _await_thread(fn: Callable[[], Any]) -> Any:
         with contextlib.suppress(RuntimeError):  # the loop closed while we waited
             loop.call_soon_threadsafe(settle)
 
-    threading.Thread(
-        target=_in_thread, args=(fn, result, wake), name="approval_guard-io", daemon=True
-    ).start()
-    await future
-    if result.error is not None:
-        raise result.error
-    return result.value
+    outcome = _threads.start(fn, name="approval_guard-io", on_done=wake)
+    if limit is None:
+        await future
+    else:
+        done, _ = await asyncio.wait({future}, timeout=limit)
+        if not done:
+            future.cancel()
+            raise TransportError("timeout", "no complete answer in time")
+    return outcome.result()
 
 
 async def _await_abandonable(awaitable: Any, abandon: threading.Event | None) -> Any:
@@ -729,13 +825,13 @@ async def drive_async(
         if deferred is not None and may_abandon:
             to_throw, deferred = deferred, None
             continue
-        watch = abandon if may_abandon else None
         try:
             if isinstance(op, Blocking):
+                watch = abandon if may_abandon and op.abandonable else None
                 if op.abandonable and may_abandon:
-                    to_send = await _await_abandonable(_await_thread(op.fn), watch)
+                    to_send = await _await_abandonable(_await_thread(op.fn, op.limit), watch)
                 elif may_abandon:
-                    running = asyncio.ensure_future(_await_thread(op.fn))
+                    running = asyncio.ensure_future(_await_thread(op.fn, op.limit))
                     while True:
                         try:
                             to_send = await asyncio.shield(running)
@@ -746,12 +842,17 @@ async def drive_async(
                             deferred = exc
                 else:
                     # Cleanup after a cancel: shield it so a second cancel cannot cut it short.
-                    to_send = await asyncio.shield(_await_thread(op.fn))
+                    to_send = await asyncio.shield(_await_thread(op.fn, op.limit))
             elif isinstance(op, Sleep):
+                watch = abandon if may_abandon and op.abandonable else None
                 await _await_abandonable(asyncio.sleep(op.seconds), watch)
             elif isinstance(op, Invoke):
                 to_send = invoke()
                 if asyncio.iscoroutine(to_send):
                     to_send = await to_send
+        except GeneratorExit:
+            # This coroutine is being closed (never to be resumed): close the rules too.
+            gen.close()
+            raise
         except BaseException as exc:
             to_throw = exc

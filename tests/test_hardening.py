@@ -1,0 +1,326 @@
+"""Hostile and unlucky conditions: a dripping provider, closed generators, lost creates."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import approval_guard as ag
+import approval_guard._wait as wait_module
+from approval_guard._serialize import to_json_value
+from approval_guard._wait import same_json
+from approval_guard._wire import format_http_date, format_timestamp
+from approval_guard.testing import LocalProvider, approve_after, deny_after
+from tests.test_integration import finish, in_thread, make_guard, refund_tool
+
+
+class DrippingProvider:
+    """A provider on a raw socket that answers creates at once and drips chosen answers."""
+
+    def __init__(self, drip: str) -> None:
+        self.drip = drip  # "create" or "poll": which answer comes a byte at a time
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.methods: list[str] = []
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, rest = data.partition(b"\r\n\r\n")
+            line = head.split(b"\r\n", 1)[0].decode()
+            length = next(
+                (int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                 if h.lower().startswith(b"content-length:")),
+                0,
+            )
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            method, path = line.split()[:2]
+            self.methods.append(f"{method} {path.split('?')[0].rsplit('/', 1)[-1]}")
+            now = datetime.now(timezone.utc)
+            request = {
+                "id": "r1", "tool": "issue_refund",
+                "arguments": {"payment_id": "p", "amount": 1, "currency": "GBP"},
+                "timeout": "1m", "status": "pending",
+                "created_at": format_timestamp(now),
+                "deadline_at": format_timestamp(now + timedelta(minutes=1)),
+            }
+            if path.endswith("/cancel"):
+                request["status"] = "cancelled"
+                request["cancelled_at"] = format_timestamp(now)
+            body = json.dumps(request).encode()
+            kind = "create" if path == "/v1/requests" else "poll" if method == "GET" else "cancel"
+            status = "201 Created" if kind == "create" else "200 OK"
+            header = (
+                f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                f"Date: {format_http_date(now)}\r\nX-Request-ID: {uuid.uuid4()}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode()
+            try:
+                conn.sendall(header)
+                if kind == self.drip:
+                    for byte in body:
+                        if self.stop.wait(0.3):
+                            return
+                        conn.sendall(bytes([byte]))
+                else:
+                    conn.sendall(body)
+            except OSError:
+                return
+
+
+@pytest.fixture(params=["create", "poll"])
+def dripping(request: pytest.FixtureRequest) -> Iterator[DrippingProvider]:
+    provider = DrippingProvider(request.param)
+    yield provider
+    provider.stop.set()
+    provider.sock.close()
+
+
+def test_a_dripping_answer_cannot_stretch_the_wait(dripping: DrippingProvider) -> None:
+    """An answer sent a byte at a time (each read within its timeout) still ends on time."""
+    guard = ag.Guard(base_url=dripping.url, credential="agi_x", harness_limit="4s",
+                     poll_wait="1s", return_margin="1s", deadline_margin="1s")
+    ran: list[Any] = []
+    started = time.monotonic()
+    out = refund_tool(guard, ran)("p", 1)
+    assert time.monotonic() - started < 4.0
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    assert [] == ran
+
+
+def test_retry_after_longer_than_the_wait_ends_it_without_spinning(
+    approval_provider: LocalProvider,
+) -> None:
+    """A poll answered 429 Retry-After: 100 gives up at once instead of polling in a loop."""
+    approval_provider.faults.add("status", on="poll", status=429, retry_after=100, times=10_000)
+    guard = make_guard(approval_provider, harness_limit="8s", poll_wait="1s")
+    started = time.monotonic()
+    out = refund_tool(guard, [])("p", 1)
+    assert time.monotonic() - started < 8
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    assert approval_provider.stats.polls <= 2
+    assert "cancelled" == approval_provider.requests()[0].status
+
+
+def test_lost_create_answers_are_recovered_and_withdrawn(
+    approval_provider: LocalProvider,
+) -> None:
+    """A create answer lost, then no answer in time: the request made is found and cancelled."""
+    approval_provider.faults.add("drop_after_commit", on="create")
+    approval_provider.faults.add("status", on="create", status=503, retry_after=30)
+    guard = make_guard(approval_provider, harness_limit="4s")
+    out = refund_tool(guard, [])("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    [request] = approval_provider.requests()
+    assert "cancelled" == request.status
+    assert request.id == out.request_id
+
+
+def test_ctrl_c_during_the_create_still_withdraws_the_request(
+    approval_provider: LocalProvider,
+) -> None:
+    """KeyboardInterrupt while the create is in flight: the request it made is cancelled."""
+    approval_provider.faults.add("delay", on="create", delay=1.0)
+    tool = refund_tool(make_guard(approval_provider), [])
+    timer = threading.Timer(0.4, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tool("p", 1)
+    finally:
+        timer.cancel()
+    [request] = approval_provider.requests()
+    assert "cancelled" == request.status
+
+
+def test_a_recovered_approval_does_not_run_once_the_harness_has_abandoned_it(
+    approval_provider: LocalProvider,
+) -> None:
+    """Abandoned while the (already approved) create answer was on its way: not run."""
+    approval_provider.policy = approve_after(0.0)
+    ran: list[Any] = []
+    first = refund_tool(make_guard(approval_provider), ran)
+    with ag.harness_call(idempotency_key="tc_abandon"):
+        first("p", 1)
+    # A restarted worker (its own record) replays the key, and the harness gives up meanwhile.
+    tool = refund_tool(make_guard(approval_provider, ledger=ag.MemoryLedger()), ran)
+    approval_provider.faults.add("delay", on="create", delay=1.0)
+    gone = threading.Event()
+    threading.Timer(0.3, gone.set).start()
+    with ag.harness_call(idempotency_key="tc_abandon", abandon=gone):
+        out = tool("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
+    assert 1 == len(ran)
+
+
+def test_closing_a_waiting_generator_is_clean(approval_provider: LocalProvider) -> None:
+    """A call's rules closed mid-wait (an orphaned generator) end without RuntimeError."""
+    guard = make_guard(approval_provider)
+    spec = refund_tool(guard, []).__approval_guard__  # type: ignore[attr-defined]
+    plan, _ = guard._plan(spec, ("p", 1), {})
+    gen = wait_module.guarded_call(plan, guard._client, guard.ledger, guard._clock,
+                                   guard._policy)
+    op = gen.send(None)
+    while not (isinstance(op, wait_module.Blocking) and op.abandonable):
+        op = gen.send(op.fn())  # type: ignore[union-attr]
+    gen.close()  # must not raise "generator ignored GeneratorExit"
+
+
+def test_closing_a_waiting_coroutine_is_clean(approval_provider: LocalProvider) -> None:
+    """An async guarded call closed while suspended ends without RuntimeError."""
+    guard = make_guard(approval_provider)
+
+    @guard.requires_approval(timeout="1m")
+    async def refund(payment_id: str) -> str:
+        return payment_id
+
+    async def main() -> None:
+        coro = refund("p")
+        coro.send(None)  # started: suspended in its first operation
+        coro.close()  # must not raise "coroutine ignored GeneratorExit"
+
+    asyncio.run(main())
+
+
+def test_denial_seen_while_giving_up_is_not_called_undenied(
+    approval_provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel answered 'already denied' never yields the words 'nobody denied it'."""
+    approval_provider.faults.add("status", on="create", status=503, retry_after=2)
+    tool = refund_tool(make_guard(approval_provider, poll_wait="1s"), [])
+
+    original = approval_provider.server.store.cancel
+
+    def deny_first(request_id: str, **kwargs: Any) -> Any:
+        approval_provider.deny(request_id, "no")
+        return original(request_id, **kwargs)
+
+    monkeypatch.setattr(approval_provider.server.store, "cancel", deny_first)
+    with ag.harness_call(limit="5s"):
+        out = tool("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    assert "nobody denied" not in out.message and "denied" in out.message
+
+
+@pytest.mark.parametrize(
+    ("sent", "echoed", "same"),
+    [
+        ({"confirm": True}, {"confirm": 1}, False),
+        ({"ids": [1, 2]}, {"ids": [True, 2.0]}, False),
+        ({"amount": 5}, {"amount": 5.0}, True),
+        ({"a": None}, {"a": 0}, False),
+        ({"a": "1"}, {"a": 1}, False),
+        ({"a": [1]}, {"a": [1, 2]}, False),
+        ({"a": {"b": 1}}, {"a": {"b": 1, "c": 2}}, False),
+    ],
+)
+def test_echo_is_compared_as_json(sent: Any, echoed: Any, same: bool) -> None:
+    """true is not 1 and lists are compared whole; 5 and 5.0 are one JSON number."""
+    assert same == same_json(sent, echoed)
+
+
+def test_netrc_does_not_replace_the_credential(
+    approval_provider: LocalProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A .netrc entry for the provider's host does not replace the Bearer credential."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password elsewhere\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    approval_provider.policy = approve_after(0.0)
+    assert {"refund_id": "re_1", "amount": 1} == refund_tool(make_guard(approval_provider), [])(
+        "p", 1
+    )
+
+
+def test_enum_key_that_collides_with_a_string_key_is_refused() -> None:
+    """{Colour.RED: ..., "red": ...} would show the reviewer one entry; it is refused."""
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    with pytest.raises(TypeError, match="two keys"):
+        to_json_value({Colour.RED: "refund 10", "red": "refund 99999"})
+
+
+def test_pydantic_fields_excluded_from_dumps_are_still_shown() -> None:
+    """Every field the tool receives is sent for approval, exclude=True or not."""
+    pydantic = pytest.importorskip("pydantic")
+
+    class Order(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        amount: int
+        account: str = pydantic.Field(default="own", exclude=True)
+
+    assert {"amount": 5, "account": "elsewhere"} == to_json_value(
+        Order(amount=5, account="elsewhere")
+    )
+
+
+def test_a_date_header_at_the_end_of_time_fails_closed() -> None:
+    """A Date so far ahead that the arithmetic overflows: not valid, no exception."""
+    from approval_guard._clock import ClockSample, still_valid
+
+    sample = ClockSample(sent=0.0, received=0.0,
+                         date=datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc))
+    assert (False, None) == still_valid(datetime(9999, 12, 31, tzinfo=timezone.utc), sample, 5.0)
+
+
+def test_deny_policy_helper_is_importable() -> None:
+    """deny_after is part of the testing helpers used above."""
+    assert callable(deny_after(0.0, "no"))
+
+
+def test_abandon_checked_again_after_the_claim(approval_provider: LocalProvider) -> None:
+    """The abandon event is looked at between the claim and the call."""
+    approval_provider.policy = approve_after(0.0)
+    gone = threading.Event()
+
+    class AbandonWhileClaiming(ag.MemoryLedger):
+        def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
+            gone.set()
+            return super().claim(request_id, tool=tool, worker=worker)
+
+    ledger = AbandonWhileClaiming()
+    ran: list[Any] = []
+    tool = refund_tool(make_guard(approval_provider, ledger=ledger), ran)
+    thread, box = in_thread(lambda: _with_abandon(gone, tool))
+    out = finish(thread, box)
+    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
+    assert [] == ran
+    assert [] == ledger.recent()
+
+
+def _with_abandon(gone: threading.Event, tool: Any) -> Any:
+    with ag.harness_call(abandon=gone):
+        return tool("p", 1)
