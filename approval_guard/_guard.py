@@ -25,7 +25,7 @@ from ._duration import DurationLike, format_duration, to_seconds
 from ._inject import injected_parameters
 from ._ledger import Ledger, MemoryLedger, default_worker
 from ._outcome import NotRun
-from ._serialize import bind, dumps, to_json_value
+from ._serialize import Binder, binder, dumps, to_json_value
 from ._wait import CallPlan, Ran, describe_clamp, drive_async, drive_sync, guarded_call
 from ._wait import requested_timeout as _requested_timeout
 from .exceptions import ConfigurationError
@@ -124,6 +124,7 @@ class _ToolSpec:
     exclude: frozenset[str]
     signature: inspect.Signature
     is_async: bool
+    bind: Binder
     on_not_run: Callable[[NotRun], Any] | None = None
 
     def result(self, outcome: Ran | NotRun) -> Any:
@@ -160,15 +161,17 @@ def _make_spec(
         raise ConfigurationError(
             f"exclude names parameters that {name} does not have: {sorted(unknown)}"
         )
+    # Parameters a framework fills in (a run context, a config) are never the
+    # model's arguments: recognised by type, they are left out like `exclude`.
+    left_out = frozenset(exclude) | injected_parameters(fn, signature)
     return _ToolSpec(
         fn=fn,
         name=name,
         timeout=seconds,
-        # Parameters a framework fills in (a run context, a config) are never the
-        # model's arguments: recognised by type, they are left out like `exclude`.
-        exclude=frozenset(exclude) | injected_parameters(fn, signature),
+        exclude=left_out,
         signature=signature,
         is_async=inspect.iscoroutinefunction(fn),
+        bind=binder(signature, exclude=left_out),
         on_not_run=on_not_run,
     )
 
@@ -327,7 +330,7 @@ class Guard:
         CallPlan, threading.Event | None
     ]:
         # to_json_value builds fresh plain-JSON containers, so no JSON round trip is needed.
-        arguments = to_json_value(bind(spec.signature, args, kwargs, exclude=spec.exclude))
+        arguments = to_json_value(spec.bind(args, kwargs))
         facts = _HARNESS.get() or _NO_HARNESS
         limit = facts.limit if facts.limit is not None else self._harness_limit
         timeout = _requested_timeout(

@@ -15,7 +15,7 @@ import inspect
 import json
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -38,6 +38,47 @@ def bind(
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     return {name: value for name, value in bound.arguments.items() if name not in exclude}
+
+
+Binder = Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]
+
+
+def binder(signature: inspect.Signature, *, exclude: frozenset[str] = frozenset()) -> Binder:
+    """A :func:`bind` for one signature, with a fast path for plain parameters.
+
+    Most tools take only positional-or-keyword parameters; for those, binding is
+    a few dict operations. Anything unusual (``*args``, keyword-only, a call
+    that does not fit) goes through :func:`bind`, which raises the right error.
+    """
+
+    def slow(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        return bind(signature, args, kwargs, exclude=exclude)
+
+    params = list(signature.parameters.values())
+    if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        return slow
+    names = tuple(p.name for p in params)
+    known = frozenset(names)
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    kept = tuple(name for name in names if name not in exclude)
+
+    def fast(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if len(args) > len(names):
+            return slow(args, kwargs)
+        given = dict(zip(names, args, strict=False))  # fewer args than names is fine
+        for key, value in kwargs.items():
+            if key in given or key not in known:
+                return slow(args, kwargs)
+            given[key] = value
+        if len(given) < len(names):
+            for name in names:
+                if name not in given:
+                    if name not in defaults:
+                        return slow(args, kwargs)
+                    given[name] = defaults[name]
+        return {name: given[name] for name in kept}
+
+    return fast
 
 
 def to_json_value(value: Any, *, path: str = "arguments") -> Any:

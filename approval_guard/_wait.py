@@ -644,19 +644,30 @@ class _Call:
             log.exception("could not release the claim on %s", request_id)
 
 
+_NUMBERS = (int, float)
+
+
 def same_json(a: Any, b: Any) -> bool:
     """Equal as JSON values: ``true`` is not ``1``; ``5`` and ``5.0`` are the same number."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
-    if a is None or b is None:
-        return a is b
-    return type(a) is type(b) is str and a == b
+    kind = type(a)
+    if kind is not type(b):
+        # Only an int and a float may be the same JSON value (bool is its own type).
+        return kind in _NUMBERS and type(b) in _NUMBERS and a == b
+    if kind is dict:
+        if a.keys() != b.keys():
+            return False
+        for key, value in a.items():  # noqa: SIM110 (a loop: all() of a genexpr is slower here)
+            if not same_json(value, b[key]):
+                return False
+        return True
+    if kind is list:
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b, strict=True):  # noqa: SIM110 (as above)
+            if not same_json(x, y):
+                return False
+        return True
+    return bool(a == b)
 
 
 def guarded_call(

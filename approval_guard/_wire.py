@@ -9,7 +9,6 @@ permit execution".
 from __future__ import annotations
 
 import email.utils
-import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,19 +27,17 @@ class WireError(ValueError):
     """A provider answer that does not have the shape the API promises."""
 
 
-_PLAIN_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{3}|\.\d{6})?Z")
-
-
 def parse_timestamp(value: object, *, field: str) -> datetime:
     """Parse an RFC 3339 timestamp with any offset into an aware UTC datetime."""
     if not isinstance(value, str) or "T" not in value.upper():
         raise WireError(f"{field} is not an RFC 3339 timestamp: {value!r}")
-    if _PLAIN_UTC.fullmatch(value):
-        # The form providers write; the stdlib parses it several times faster than dateutil.
+    if len(value) in (20, 24, 27) and value[10] == "T" and value[-1] == "Z":
+        # The form providers write (whole seconds, ms or µs); the stdlib reads it
+        # several times faster than dateutil. Anything else takes the general path.
         try:
-            return datetime.fromisoformat(value[:-1]).replace(tzinfo=timezone.utc)
-        except ValueError as exc:
-            raise WireError(f"{field} is not an RFC 3339 timestamp: {value!r}") from exc
+            return datetime.fromisoformat(value[:-1] + "+00:00")
+        except ValueError:
+            pass
     try:
         parsed = isoparse(value)
     except (ValueError, OverflowError) as exc:

@@ -311,3 +311,33 @@ def test_timestamp_parsing_agrees_with_rfc3339(moment: datetime, form: str) -> N
         form == "ms"
     ) else moment.strftime(form)
     assert isoparse(text).astimezone(timezone.utc) == parse_timestamp(text, field="t")
+
+
+def _plain(a: int, b: str = "x", c: float = 1.5) -> None: ...
+
+
+def _varied(a: int, *rest: int, key: str = "k", **more: Any) -> None: ...
+
+
+@pytest.mark.parametrize("fn", [_plain, _varied])
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [((1,), {}), ((1, "y"), {"c": 2.0}), ((), {"a": 1, "b": "z"}), ((1, "y", 3.0), {}),
+     ((1, 2, 3, 4), {}), ((), {}), ((1,), {"a": 2}), ((1,), {"nope": 1}), ((1,), {"key": "q"})],
+)
+def test_fast_binding_agrees_with_inspect(fn: Any, args: tuple[Any, ...], kwargs: Any) -> None:
+    """The fast binder gives what inspect gives, including the same TypeError for a bad call."""
+    from approval_guard._serialize import binder
+
+    sig = inspect.signature(fn)
+    try:
+        expected: Any = bind(sig, args, kwargs, exclude=frozenset({"c"}))
+    except TypeError as exc:
+        expected = f"TypeError: {exc}"
+    try:
+        got: Any = binder(sig, exclude=frozenset({"c"}))(args, kwargs)
+    except TypeError as exc:
+        got = f"TypeError: {exc}"
+    assert expected == got
+    if isinstance(expected, dict):
+        assert list(expected) == list(got)
