@@ -286,14 +286,7 @@ class _Call:
             # Until an answer says otherwise, this attempt may have created the request.
             self.maybe_created = True
             try:
-                answer: Answer = yield Blocking(
-                    functools.partial(
-                        self.client.create,
-                        plan.body,
-                        plan.idempotency_key,
-                        timeout=min(CREATE_TIMEOUT, left),
-                    )
-                )
+                answer: Answer = yield self.create_op(min(CREATE_TIMEOUT, left))
             except TransportError as exc:
                 self.lost_create = True
                 log.warning(
@@ -348,6 +341,15 @@ class _Call:
                 f"The approval provider refused the request ({answer.describe()}), so "
                 f"{plan.tool} did not run.",
             )
+
+    def create_op(self, timeout: float) -> Blocking[Answer]:
+        """One create attempt: always the same key and the same bytes."""
+        plan = self.plan
+        return Blocking(
+            functools.partial(
+                self.client.create, plan.body, plan.idempotency_key, timeout=timeout
+            )
+        )
 
     def pause(
         self, delay: float, retry_after: float | None, until: float, *, abandonable: bool = True
@@ -480,14 +482,7 @@ class _Call:
         delays = self.policy.delays()
         while True:
             try:
-                answer: Answer = yield Blocking(
-                    functools.partial(
-                        self.client.create,
-                        plan.body,
-                        plan.idempotency_key,
-                        timeout=max(0.05, self.left(end)),
-                    )
-                )
+                answer: Answer = yield self.create_op(max(0.05, self.left(end)))
             except TransportError as exc:
                 log.warning("could not recover the request for %s: %s", plan.tool, exc.message)
                 retry_after = None
