@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-import os
-import signal
 import socket
 import threading
 import time
@@ -24,7 +22,7 @@ from approval_guard._serialize import to_json_value
 from approval_guard._wait import same_json
 from approval_guard._wire import format_http_date, format_timestamp
 from approval_guard.testing import LocalProvider, approve_after, deny_after
-from tests.test_integration import finish, in_thread, make_guard, refund_tool
+from tests.test_integration import ctrl_c_during, finish, in_thread, make_guard, refund_tool
 
 
 class DrippingProvider:
@@ -153,13 +151,8 @@ def test_ctrl_c_during_the_create_still_withdraws_the_request(
     """KeyboardInterrupt while the create is in flight: the request it made is cancelled."""
     approval_provider.faults.add("delay", on="create", delay=1.0)
     tool = refund_tool(make_guard(approval_provider), [])
-    timer = threading.Timer(0.4, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            tool("p", 1)
-    finally:
-        timer.cancel()
+    with pytest.raises(KeyboardInterrupt):
+        ctrl_c_during(lambda: tool("p", 1), after=0.4)
     [request] = approval_provider.requests()
     assert "cancelled" == request.status
 

@@ -61,6 +61,16 @@ def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, box
 
 
+def ctrl_c_during(call: Callable[[], Any], *, after: float) -> Any:
+    """Run ``call`` in this (main) thread and press Ctrl-C ``after`` seconds into it."""
+    timer = threading.Timer(after, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        return call()
+    finally:
+        timer.cancel()
+
+
 def finish(thread: threading.Thread, box: dict[str, Any], timeout: float = 30) -> Any:
     thread.join(timeout)
     assert not thread.is_alive(), "the guarded call did not return"
@@ -274,13 +284,8 @@ def test_abandon_during_long_poll_cancels_within_a_second(provider: LocalProvide
 def test_keyboard_interrupt_cancels_then_propagates(provider: LocalProvider) -> None:
     """Ctrl-C while waiting: the request is cancelled, then KeyboardInterrupt is re-raised."""
     tool = refund_tool(make_guard(provider, poll_wait="30s"), [])
-    timer = threading.Timer(0.8, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            tool("p", 1)
-    finally:
-        timer.cancel()
+    with pytest.raises(KeyboardInterrupt):
+        ctrl_c_during(lambda: tool("p", 1), after=0.8)
     (request,) = provider.requests()
     assert "cancelled" == request.status
 

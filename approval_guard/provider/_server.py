@@ -69,6 +69,7 @@ from approval_guard._wire import (
     APPROVED,
     DENIED,
     STATUSES,
+    ApprovalRequest,
     error_body,
     format_http_date,
     format_timestamp,
@@ -833,6 +834,10 @@ class _Handler(BaseHTTPRequestHandler):
             wait=wait,
             should_stop=lambda: self.provider.stopping,
         )
+        self._answer_request(request, fault)
+
+    def _answer_request(self, request: ApprovalRequest | None, fault: Fault | None) -> None:
+        """200 with the request, or 404 when there is none for this credential."""
         if request is None:
             raise _HTTPError(404, "not_found", "no such request")
         self._finish(fault)
@@ -851,10 +856,7 @@ class _Handler(BaseHTTPRequestHandler):
             request = self.store.cancel(request_id, owner=credential, reason=reason)
         except NotPendingError as exc:
             raise self._not_pending(exc) from None
-        if request is None:
-            raise _HTTPError(404, "not_found", "no such request")
-        self._finish(fault)
-        self._send_json(200, request_to_json(request))
+        self._answer_request(request, fault)
 
     def _decide(self, request_id: str, body: bytes) -> None:
         credential, fault = self._begin("decision")
@@ -877,10 +879,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         except NotPendingError as exc:
             raise self._not_pending(exc) from None
-        if request is None:
-            raise _HTTPError(404, "not_found", "no such request")
-        self._finish(fault)
-        self._send_json(200, request_to_json(request))
+        self._answer_request(request, fault)
 
     @staticmethod
     def _not_pending(exc: NotPendingError) -> _HTTPError:
