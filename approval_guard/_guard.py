@@ -12,6 +12,7 @@ import functools
 import inspect
 import os
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Callable, Collection, Coroutine, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from ._client import ProviderClient, RetryPolicy, check_base_url
 from ._clock import Clock, SystemClock
 from ._duration import DurationLike, format_duration, to_seconds
 from ._inject import injected_parameters
-from ._ledger import Ledger, MemoryLedger, default_worker
+from ._ledger import Ledger, ProviderLedger, default_worker, process_ledger
 from ._outcome import NotRun
 from ._serialize import Binder, binder, dumps, to_json_value
 from ._wait import CallPlan, Ran, describe_clamp, drive_async, drive_sync, guarded_call
@@ -176,6 +177,16 @@ def _make_spec(
     )
 
 
+def _provider_scope(base_url: str) -> str:
+    """The provider's identity in the execution record: scheme, host and port, then the path."""
+    parts = urllib.parse.urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme.lower()}://{host}:{port}{parts.path.rstrip('/')}"
+
+
 class Guard:
     """Configuration for guarded tools, and the connection to one approval provider.
 
@@ -210,6 +221,8 @@ class Guard:
     ) -> None:
         try:
             self._base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
+            if any(ch.isspace() for ch in self._base_url):
+                raise ValueError(f"base_url must not contain whitespace, got {base_url!r}")
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
         if (
@@ -230,13 +243,14 @@ class Guard:
                 "harness_limit must exceed return_margin + deadline_margin by at least 1s"
             )
         if ledger is None:
-            ledger = MemoryLedger()
+            ledger = process_ledger()
         elif not isinstance(ledger, Ledger):
             raise ConfigurationError(
                 f"ledger must keep the Ledger protocol (claim, finish, fail, ...), "
                 f"not {type(ledger).__name__}"
             )
-        self._ledger = ledger
+        # Rows are keyed by provider as well as request id: two providers may use one id.
+        self._ledger = ProviderLedger(ledger, _provider_scope(self._base_url))
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._client = ProviderClient(self._base_url, credential, clock=self._clock)
         self._policy = RetryPolicy()
@@ -255,6 +269,7 @@ class Guard:
 
     @property
     def ledger(self) -> Ledger:
+        """This Guard's view of its execution record, by this provider's request ids."""
         return self._ledger
 
     def close(self) -> None:

@@ -91,7 +91,31 @@ def to_json_value(value: Any, *, path: str = "arguments") -> Any:
     return _convert(value, path, set())
 
 
-_PLAIN = frozenset({str, int, bool, type(None)})
+#: Containers nested deeper than this are refused (the provider refuses deeper bodies).
+MAX_DEPTH = 64
+#: Integers with more digits are refused: Python's own default limit for int <-> text.
+MAX_INT_DIGITS = 4300
+_INT_BOUND = 10**MAX_INT_DIGITS
+
+_PLAIN = frozenset({str, bool, type(None)})
+
+
+def _checked_int(value: int, path: str) -> int:
+    if -_INT_BOUND < value < _INT_BOUND:
+        return value
+    raise ArgumentSerializationError(
+        f"{path} is an integer of more than {MAX_INT_DIGITS} digits, which cannot be sent "
+        "for approval; pass it as a string"
+    )
+
+
+def _short_repr(value: Any) -> str:
+    """``repr`` for an error message: bounded, and never raising (a huge int's repr does)."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _convert(value: Any, path: str, active: set[int]) -> Any:
@@ -99,6 +123,8 @@ def _convert(value: Any, path: str, active: set[int]) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
+    if kind is int:
+        return _checked_int(value, path)
     if kind is float and math.isfinite(value):
         return value
     if value is None or isinstance(value, (bool, str)):
@@ -106,7 +132,7 @@ def _convert(value: Any, path: str, active: set[int]) -> Any:
     if isinstance(value, enum.Enum):
         return _convert(value.value, path, active)
     if isinstance(value, int):
-        return int(value)
+        return _checked_int(int(value), path)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ArgumentSerializationError(
@@ -125,6 +151,12 @@ def _convert(value: Any, path: str, active: set[int]) -> Any:
     marker = id(value)
     if marker in active:
         raise ArgumentSerializationError(f"{path} refers to itself; it cannot be made JSON")
+    # ``active`` holds the containers on the path from the root: its size is the depth.
+    if len(active) >= MAX_DEPTH:
+        raise ArgumentSerializationError(
+            f"{path} is nested more than {MAX_DEPTH} levels deep, which cannot be sent for "
+            "approval; flatten it or exclude the parameter"
+        )
     active.add(marker)
     try:
         return _convert_container(value, path, active)
@@ -140,7 +172,7 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
                 key = key.value
             if not isinstance(key, str):
                 raise ArgumentSerializationError(
-                    f"{path} has a key {key!r} of type {type(key).__name__}; "
+                    f"{path} has a key {_short_repr(key)} of type {type(key).__name__}; "
                     "JSON object keys must be strings"
                 )
             if key in out:
@@ -188,5 +220,20 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 
 def dumps(payload: Any) -> bytes:
-    """Canonical JSON bytes: sorted keys, no spaces, UTF-8."""
-    return _CANONICAL.encode(payload).encode()
+    """Canonical JSON bytes: sorted keys, no spaces, UTF-8.
+
+    Raises :class:`ArgumentSerializationError` for what JSON text cannot carry:
+    a string with a lone surrogate (not UTF-8), or an integer longer than the
+    interpreter's ``sys.set_int_max_str_digits`` allows.
+    """
+    try:
+        return _CANONICAL.encode(payload).encode()
+    except UnicodeEncodeError:
+        raise ArgumentSerializationError(
+            "an argument holds a string that is not valid Unicode (a lone surrogate), "
+            "which cannot be sent for approval"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise ArgumentSerializationError(
+            f"the arguments cannot be written as JSON: {str(exc)[:200]}"
+        ) from None

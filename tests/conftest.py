@@ -37,4 +37,6 @@ def unit_guard(fake: FakeProvider, clock: ManualClock) -> ag.Guard:
         return_margin="5s",
         deadline_margin="5s",
         clock=clock,
+        # Its own record: the fake provider hands out the same ids in every test.
+        ledger=ag.MemoryLedger(),
     )

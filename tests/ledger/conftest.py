@@ -281,3 +281,11 @@ def tool_runs(tmp_path: Path) -> list[str]:
     """The workers that ran the tool, one line each time it ran."""
     runs = tmp_path / "runs.txt"
     return runs.read_text().split() if runs.exists() else []
+
+
+def provider_rows(ledger: Any, provider: Any) -> Any:
+    """``ledger`` as a Guard on ``provider`` sees it: rows by that provider's request ids."""
+    from approval_guard._guard import _provider_scope
+    from approval_guard._ledger import ProviderLedger
+
+    return ProviderLedger(ledger, _provider_scope(provider.url))

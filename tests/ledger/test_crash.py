@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from approval_guard._ledger import FINISHED, STARTED
-from tests.ledger.conftest import guard_spec, tool_runs
+from tests.ledger.conftest import guard_spec, provider_rows, tool_runs
 
 if TYPE_CHECKING:
     from tests.ledger.conftest import Backend, Workers
@@ -49,7 +49,7 @@ def test_worker_killed_during_the_call_counts_as_run_and_a_restart_is_refused(
 
     _kill(crashed)
 
-    row = shared_backend.reopen().get(request.id)
+    row = provider_rows(shared_backend.reopen(), provider).get(request.id)
     assert row is not None and row.state == STARTED
     restarted = workers.result(workers.start({**spec, "index": 2}))
     assert (restarted["ran"], restarted["reason"]) == (False, "already_executed")
@@ -67,11 +67,11 @@ def test_worker_killed_while_waiting_for_approval_leaves_the_approval_usable(
 
     _kill(crashed)
 
-    assert shared_backend.ledger.get(request.id) is None
+    assert provider_rows(shared_backend.ledger, provider).get(request.id) is None
     provider.approve(request.id, valid_for="5m")
     restarted = workers.result(workers.start({**spec, "index": 2}))
     assert (restarted["ran"], restarted["value"]) == (True, "refunded by worker 2")
     assert tool_runs(tmp_path) == ["2"]
     assert [r.id for r in provider.requests()] == [request.id]
-    row = shared_backend.ledger.get(request.id)
+    row = provider_rows(shared_backend.ledger, provider).get(request.id)
     assert row is not None and row.state == FINISHED

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from approval_guard._ledger import FINISHED
-from tests.ledger.conftest import guard_spec, tool_runs
+from tests.ledger.conftest import guard_spec, provider_rows, tool_runs
 
 if TYPE_CHECKING:
     from tests.ledger.conftest import Backend, Workers
@@ -55,7 +55,7 @@ def test_twenty_processes_recovering_one_approval_run_the_tool_exactly_once(
     )
     assert tool_runs(tmp_path) == [str(ran[0])]
     assert [r.id for r in provider.requests()] == [request.id]
-    row = shared_backend.ledger.get(request.id)
+    row = provider_rows(shared_backend.ledger, provider).get(request.id)
     assert row is not None and row.state == FINISHED
 
 
