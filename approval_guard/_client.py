@@ -242,6 +242,20 @@ class ProviderClient:
             timeout,
         )
 
+    def call(self, method: str, path: str, *, payload: Any = None, timeout: float) -> Answer:
+        """Any other call of the API (the CLI's reviewer calls): one attempt within ``timeout``.
+
+        ``path`` includes its query string; ``payload`` is sent as JSON when given.
+        """
+        body = None if payload is None else json.dumps(payload).encode()
+        headers = {} if body is None else {"Content-Type": "application/json"}
+        return self._bounded(
+            functools.partial(
+                self._exchange, method, path, body=body, headers=headers, timeout=timeout
+            ),
+            timeout,
+        )
+
     def _bounded(self, exchange: Callable[[], Answer], timeout: float) -> Answer:
         """Run ``exchange`` in a helper thread and stop waiting for it after ``timeout``."""
         outcome = _threads.start(exchange, name="approval_guard-http")

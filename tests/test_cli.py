@@ -587,3 +587,28 @@ def test_refund_example_loads_from_the_checkout() -> None:
 
     assert Path(module.__file__ or "").name == "refund_tool.py"
     assert callable(module.build)
+
+
+@pytest.mark.parametrize("command", ["list", "show", "approve"])
+def test_a_netrc_entry_for_the_provider_never_replaces_the_reviewer_token(
+    capsys: pytest.CaptureFixture[str],
+    provider: LocalProvider,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    command: str,
+) -> None:
+    """With ~/.netrc naming the provider's host, the CLI still sends its Bearer token."""
+    request_id = create(provider)  # before HOME moves: this helper is plain requests
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password netrc-secret-123\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("NETRC", raising=False)
+
+    argv = [command] if command == "list" else [command, request_id]
+
+    code, out, err = run(capsys, provider, *argv)
+
+    assert (0, "") == (code, err)
+    assert "netrc-secret-123" not in out
+    assert ("approved" if command == "approve" else "pending") == provider.get(request_id).status

@@ -48,9 +48,8 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-import requests
-
-from approval_guard import _duration, _wire
+from approval_guard import _client, _duration, _wire
+from approval_guard._clock import SystemClock
 
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens
@@ -122,25 +121,25 @@ def _say(message: str = "", *, stream: TextIO | None = None) -> None:
 # ----------------------------------------------------------------------------- HTTP
 
 
-class ProviderClient:
-    """The provider's HTTP API as the CLI uses it; every failure becomes a :class:`CliError`.
+class ReviewerClient:
+    """The provider's API as the CLI uses it; every failure becomes a :class:`CliError`.
 
-    ``credential`` is sent as a bearer token and never appears in a message.
+    It sends through the library's one HTTP client, ``approval_guard._client.ProviderClient``
+    (Bearer set as requests' auth so no ``.netrc`` replaces it, no environment
+    proxy for plain http, bounded answers); ``credential`` never appears in a message.
     """
 
     def __init__(self, url: str, credential: str, *, timeout: float = HTTP_TIMEOUT) -> None:
         self.url = url.rstrip("/")
         self._timeout = timeout
-        self._session = requests.Session()
-        self._session.headers["Authorization"] = f"Bearer {credential}"
-        self._session.headers["Accept"] = "application/json"
+        self._client = _client.ProviderClient(self.url, credential, clock=SystemClock())
 
     def __repr__(self) -> str:
-        return f"ProviderClient(url={self.url!r})"
+        return f"ReviewerClient(url={self.url!r})"
 
     def close(self) -> None:
         """Release pooled connections."""
-        self._session.close()
+        self._client.close()
 
     def call(
         self,
@@ -152,27 +151,25 @@ class ProviderClient:
         params: dict[str, str] | None = None,
     ) -> Any:
         """Send one call; return the decoded JSON or raise :class:`CliError`."""
+        if params:
+            path = f"{path}?{urllib.parse.urlencode(params)}"
         try:
-            response = self._session.request(
-                method, self.url + path, json=body, params=params, timeout=self._timeout
-            )
-        except requests.ConnectionError:
+            answer = self._client.call(method, path, payload=body, timeout=self._timeout)
+        except _client.TransportError as exc:
+            if exc.kind == "connection":
+                raise CliError(
+                    f"no provider is answering at {self.url}; start one with `{PROG} serve`"
+                ) from None
+            if exc.kind == "timeout":
+                raise CliError(
+                    f"the provider at {self.url} did not answer within {self._timeout:g}s"
+                ) from None
             raise CliError(
-                f"no provider is answering at {self.url}; start one with `{PROG} serve`"
+                f"could not use the answer of the provider at {self.url}: {_safe(exc.message)}"
             ) from None
-        except requests.Timeout:
-            raise CliError(
-                f"the provider at {self.url} did not answer within {self._timeout:g}s"
-            ) from None
-        except requests.RequestException as exc:
-            raise CliError(f"could not reach the provider at {self.url}: {exc}") from None
-        try:
-            data: Any = response.json() if response.content else None
-        except ValueError:
-            data = None
-        if response.ok:
-            return data
-        raise self._error(response.status_code, data, request_id)
+        if answer.ok:
+            return answer.body
+        raise self._error(answer.status, answer.body, request_id)
 
     def _error(self, status: int, data: Any, request_id: str | None) -> CliError:
         kind, message = _wire.parse_error(data) or (f"http_{status}", "")
@@ -251,13 +248,13 @@ def _parse(obj: Any) -> _wire.ApprovalRequest:
 # ----------------------------------------------------------------------------- reviewer commands
 
 
-def _reviewer(args: argparse.Namespace) -> ProviderClient:
+def _reviewer(args: argparse.Namespace) -> ReviewerClient:
     if not args.token:
         raise CliError(
             f"no reviewer token: pass --token or set {ENV_REVIEWER_TOKEN} "
             f"(`{PROG} serve` printed it on its first start)"
         )
-    return ProviderClient(args.url, args.token)
+    return ReviewerClient(args.url, args.token)
 
 
 def _describe(request: _wire.ApprovalRequest) -> list[tuple[str, str]]:
@@ -391,7 +388,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             f"cancel needs the instance credential that created the request: pass --credential "
             f"or set {ENV_CREDENTIAL} (a reviewer token cannot cancel; deny it instead)"
         )
-    client = ProviderClient(args.url, args.credential)
+    client = ReviewerClient(args.url, args.credential)
     try:
         request = client.cancel(args.id, reason=args.reason)
     finally:
@@ -545,7 +542,7 @@ class _LiveLine:
 
 
 def _find_demo_request(
-    client: ProviderClient, finished: threading.Event, *, within: float = 15.0
+    client: ReviewerClient, finished: threading.Event, *, within: float = 15.0
 ) -> _wire.ApprovalRequest:
     """The request the guarded call created, as soon as the provider has it."""
     give_up = time.monotonic() + within
@@ -576,7 +573,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 raise CliError("the demo provider did not generate credentials")
             guard = ag.Guard(base_url=server.url, credential=tokens.instance)
             issue_refund = module.build(guard)
-            reviewer = ProviderClient(server.url, tokens.reviewer)
+            reviewer = ReviewerClient(server.url, tokens.reviewer)
             try:
                 with _on_sigterm(_interrupt):
                     return _run_demo(args, ag, issue_refund, reviewer, server.url, tokens.reviewer)
@@ -590,7 +587,7 @@ def _run_demo(
     args: argparse.Namespace,
     ag: ModuleType,
     issue_refund: Callable[..., Any],
-    reviewer: ProviderClient,
+    reviewer: ReviewerClient,
     url: str,
     reviewer_token: str,
 ) -> int:
@@ -662,7 +659,7 @@ def _run_demo(
     return _print_outcome(ag, outcome)
 
 
-def _auto_decide(reviewer: ProviderClient, request_id: str, decide: str) -> None:
+def _auto_decide(reviewer: ReviewerClient, request_id: str, decide: str) -> None:
     if decide == "approve":
         reviewer.decide(
             request_id,
