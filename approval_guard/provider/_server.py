@@ -1034,9 +1034,9 @@ def listed_request_json(
         "display": {
             "tool": escape(request.tool),
             "arguments": escape_lines(dump_json(request.arguments, indent=2)),
-            "note": None if note is None else escape(note),
+            "note": None if note is None else escape_lines(note),
             "decided_by": None if decided_by is None else escape(decided_by),
-            "cancel_reason": None if reason is None else escape(reason),
+            "cancel_reason": None if reason is None else escape_lines(reason),
         },
     }
 

@@ -1183,12 +1183,13 @@ class Store:
         *,
         status: str | Collection[str] | None = None,
         owner_id: str | None = None,
-        limit: int | None = 1000,
+        limit: int | None = None,
         before: str | None = None,
     ) -> list[ApprovalRequest]:
         """Requests, newest first, optionally only those with ``status`` or of one owner.
 
-        ``status`` is one status or several; ``limit`` None means all of them;
+        ``status`` is one status or several; ``limit`` None (the default) means
+        all of them, so a caller never misses an old pending request by accident;
         ``before`` is the id of a request, and only requests listed after it
         (older ones) are returned: pass the last id of one page to get the next.
         Raises :class:`UnknownRequest` for a ``before`` that is no request's id.
