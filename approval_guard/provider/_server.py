@@ -12,13 +12,28 @@ from a :class:`~approval_guard.provider._store.Store`::
 Choices the API leaves open, made here:
 
 - Bodies over :data:`MAX_BODY_BYTES` (64 KiB) get ``413`` with error type
-  ``invalid_request``; other bad input gets ``400 invalid_request``.
+  ``invalid_request``; other bad input gets ``400 invalid_request``, never a
+  500: bodies that are not UTF-8 or not a JSON object, ``NaN``/``Infinity``,
+  an object with the same key twice (a reviewer could see one value and the
+  tool get the other), arguments nested deeper than ``MAX_JSON_DEPTH`` (64)
+  levels, strings with a lone surrogate, and a header we read
+  (``Authorization``, ``Idempotency-Key``, ``Content-Length``,
+  ``X-CSRF-Token``) sent twice.
+- Numbers are kept exactly as sent: ``1e400``, ``-0``, ``1E5`` and a 400-digit
+  integer are stored and echoed as that very text (see
+  :class:`~approval_guard.provider._store.JSONNumber`).
 - An unknown path is ``404 not_found``; a known path with the wrong method is
   ``405`` (type ``invalid_request``) with an ``Allow`` header.
 - A reviewer credential may read any request but not create or cancel one
   (``403``); an instance credential may not list, decide or read history (``403``).
-- ``GET /v1/requests`` answers ``{"requests": [...]}``, newest first; ``status``
-  filters, ``limit`` (default and maximum 1000) bounds it.
+- ``GET /v1/requests`` answers ``{"requests": [...], "next_before": id|null}``,
+  newest first; ``status`` filters (one status or several, comma-separated),
+  ``limit`` (default and maximum 1000) sizes a page, and ``before=<id>`` asks
+  for the page after that request; ``next_before`` is the value for the next
+  page, null on the last. Each listed request also carries ``"display"``: the
+  texts the review page shows (``tool``, ``arguments`` pretty-printed with
+  exact numbers, ``note``, ``decided_by``, ``cancel_reason``), with bidi and
+  invisible characters escaped by :func:`approval_guard._display.escape`.
 - ``GET /v1/requests/{id}/history`` (reviewer) answers ``{"request", "owner",
   "poll_count", "last_polled_at", "events": [{"seq", "at", "type", "actor",
   "detail"}]}``; actors are ``{"id", "name", "kind"}``, never a token.
@@ -28,7 +43,9 @@ Choices the API leaves open, made here:
 - ``valid_for`` of a decision is 1s to 24h, like ``timeout``; ``note`` is at
   most 10,000 characters.
 - A ``409 not_pending`` from the decision endpoint carries the request under
-  ``"request"`` too, as the cancel endpoint's does.
+  ``"request"`` too, as the cancel endpoint's does; so does a ``422
+  idempotency_key_reused`` (API 1.1), with the request first created with the
+  key (keys belong to one credential, so only its creator ever sees it).
 - Two requests with the same ``Idempotency-Key`` at once: the second gets
   ``409 idempotency_key_in_use`` until the first has been answered.
 
@@ -475,6 +492,10 @@ class _Handler(BaseHTTPRequestHandler):
         # unsupported methods; answer those in the API's JSON error shape too.
         self.close_connection = True
         self._request_id = str(uuid.uuid4())
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            # A line it could not parse leaves "HTTP/0.9", and the stdlib would then
+            # send a bare body without a status line. Nobody speaks 0.9 any more.
+            self.request_version = "HTTP/1.0"
         kind = "not_found" if code == 404 else "invalid_request"
         try:
             phrase = HTTPStatus(code).phrase

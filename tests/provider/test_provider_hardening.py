@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from approval_guard._display import escape
 from approval_guard.provider._store import (
     MAX_JSON_DEPTH,
     InvalidJSON,
@@ -388,3 +389,61 @@ def test_exact_numbers_parse_to_plain_python_numbers_when_they_can() -> None:
     assert {"a": 1, "b": 0.5, "c": JSONNumber("1e400"), "d": JSONNumber("-0")} == load_json(
         '{"a":1,"b":0.5,"c":1e400,"d":-0}'
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain ascii", "plain ascii"),
+        ("tab\there", "tab\\u0009here"),
+        ("esc\x1b[2J", "esc\\u001b[2J"),
+        ("del\x7f", "del\\u007f"),
+        ("bidi\u202a\u202b\u202c\u202d\u202e", "bidi\\u202a\\u202b\\u202c\\u202d\\u202e"),
+        ("iso\u2066\u2067\u2068\u2069", "iso\\u2066\\u2067\\u2068\\u2069"),
+        ("mark\u200e\u200f\u061c", "mark\\u200e\\u200f\\u061c"),
+        ("zw\u200b\u200c\u200d\u2060\ufeff", "zw\\u200b\\u200c\\u200d\\u2060\\ufeff"),
+        ("lines\u2028\u2029", "lines\\u2028\\u2029"),
+        ("nbsp\u00a0", "nbsp\\u00a0"),
+        ("filler\u3164\u115f", "filler\\u3164\\u115f"),
+        ("tag\U000e0041", "tag\\U000e0041"),
+        ("café 💶 €", "café 💶 €"),
+    ],
+)
+def test_display_escapes_every_hidden_character(text: str, shown: str) -> None:
+    """escape() writes controls, bidi marks and invisible characters as \\u escapes, only those."""
+    assert shown == escape(text)
+
+
+def test_a_non_finite_number_stored_by_an_older_version_is_still_served(
+    provider: LocalProvider, api: Api
+) -> None:
+    """An Infinity an older provider stored reads back as a string: valid JSON, no 500."""
+    created = api.new(arguments={"n": 1})
+    with provider.store.transaction() as db:
+        db.execute("UPDATE requests SET arguments = ? WHERE id = ?",
+                   ('{"n":Infinity}', created["id"]))
+
+    polled = api.poll(created["id"])
+
+    assert (200, {"n": "Infinity"}) == (polled.status_code, polled.json()["arguments"])
+    assert [created["id"]] == [r["id"] for r in listed(provider)["requests"]]
+
+
+def test_a_malformed_request_line_gets_a_json_400(provider: LocalProvider) -> None:
+    """What http.server refuses by itself is answered in the API's error shape too."""
+    parts = urlsplit(provider.url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.sendall(b"GET /v1/requests HTTP/1.1 extra\r\n\r\n")
+        chunks = []
+        while chunk := conn.sock.recv(65536):  # the provider closes after an error
+            chunks.append(chunk)
+        raw = b"".join(chunks).decode("latin-1")
+    finally:
+        conn.close()
+    head, _, body = raw.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 400 ")
+    assert "invalid_request" == strict_json(body)["error"]["type"]
+    assert 200 == send(provider, "GET", "/v1/requests", token=provider.reviewer_credential)[0]
