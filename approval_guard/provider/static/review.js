@@ -458,9 +458,10 @@
   }
 
   async function refresh() {
+    // Pending first: what waits for a decision shows even if the closed list fails.
     const pending = await listRequests(PENDING, null);
-    const closed = await listRequests(CLOSED, doneWanted);
     renderPending(pending.requests.filter((r) => r.status === "pending"));
+    const closed = await listRequests(CLOSED, doneWanted);
     renderDone(closed.requests.filter((r) => r.status !== "pending"), closed.more);
   }
 
