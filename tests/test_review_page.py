@@ -6,6 +6,7 @@ developer's machine, and fail when ``CI`` is set: CI must not pass by skipping.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -334,3 +335,168 @@ def test_an_unreachable_provider_shows_an_error_line(review: Review) -> None:
     error.wait_for()
     assert "not answering" in (error.text_content() or "")
     assert "offline" == review.page.get_by_test_id("live").get_attribute("data-state")
+
+
+# ----------------------------------------------------------------------------- what is shown
+
+EXACT = {
+    "big": "9007199254740993",
+    "long": "7" * 400,
+    "huge": "1e400",
+    "sum": "0.30000000000000004",
+    "minus_zero": "-0",
+    "tiny": "0.1000000000000000055511151231257827",
+    "upper": "1E5",
+}
+
+
+def create_raw(provider: LocalProvider, tool: str, arguments_json: str) -> str:
+    """Create a request from JSON text (for numbers Python cannot write); return its id."""
+    body = f'{{"tool":{json.dumps(tool)},"arguments":{arguments_json},"timeout":"30m"}}'
+    response = requests.post(
+        f"{provider.url}/v1/requests",
+        data=body.encode(),
+        headers={
+            "Authorization": f"Bearer {provider.credential}",
+            "Idempotency-Key": str(uuid.uuid4()),
+            "Content-Type": "application/json",
+        },
+        timeout=5,
+    )
+    assert 201 == response.status_code, response.text
+    request_id: str = response.json()["id"]
+    return request_id
+
+
+def close_many(provider: LocalProvider, n: int) -> None:
+    """Make ``n`` cancelled requests straight in the store (fast), newest last."""
+    store = provider.store
+    owner = store.authenticate(provider.credential)
+    assert owner is not None
+    for i in range(n):
+        created = store.create_request(
+            owner=owner, idempotency_key=f"bulk-{i}", tool="noop", arguments={"i": i},
+            timeout_seconds=1800,
+        )
+        store.cancel(created.request.id, owner=owner, reason=None)
+
+
+def test_numbers_are_shown_exactly_as_sent(review: Review) -> None:
+    """Big, long and odd numbers show as sent, on a live-added card and once it is closed."""
+    review.open()
+    arguments_json = "{" + ",".join(f'"{k}":{v}' for k, v in EXACT.items()) + "}"
+
+    request_id = create_raw(review.provider, "transfer", arguments_json)
+    card = review.page.get_by_test_id("pending-list").locator(
+        f'[data-testid="request-{request_id}"]'
+    )
+    card.wait_for()
+    pending_text = card.get_by_test_id("arguments").text_content() or ""
+    review.provider.deny(request_id, "no")
+    done = review.page.get_by_test_id("done-list").locator(f'[data-testid="request-{request_id}"]')
+    done.wait_for()
+    done_text = done.get_by_test_id("arguments").text_content() or ""
+
+    for text in (pending_text, done_text):  # the provider keeps keys sorted
+        assert [f'"{k}": {v}' for k, v in sorted(EXACT.items())] == [
+            line.strip().rstrip(",") for line in text.splitlines()[1:-1]
+        ]
+
+
+def test_hidden_characters_are_shown_escaped(review: Review) -> None:
+    """Bidi overrides and invisible characters show as \\u escapes in every text on the page."""
+    provider = review.provider
+    tool = "refund\u202e"
+    arguments = {"iban\u200b": "GB12\u2066ABCD\u2069", "memo": "a\ufeffb\u061c\u200ec"}
+    pending_id = create(provider, tool, arguments)
+    denied_id = create(provider, "delete_user", {"user_id": "u\u2060"})
+    alice = provider.store.create_credential("reviewer", "ali\u202ece")
+    reviewer = provider.store.authenticate(alice)
+    assert reviewer is not None
+    provider.store.decide(denied_id, reviewer=reviewer, status="denied", note="not \u202eyet")
+    cancelled_id = create(provider, "rotate_keys", {"service": "billing"})
+    requests.post(
+        f"{provider.url}/v1/requests/{cancelled_id}/cancel",
+        json={"reason": "agent \u200dstopped"},
+        headers={"Authorization": f"Bearer {provider.credential}"},
+        timeout=5,
+    ).raise_for_status()
+
+    review.open()
+    pending = review.card(pending_id)
+    denied = review.card(denied_id)
+    cancelled = review.card(cancelled_id)
+    pending.wait_for()
+    denied.wait_for()
+    cancelled.wait_for()
+
+    assert "refund\\u202e" == pending.get_by_test_id("tool").text_content()
+    assert (
+        '{\n  "iban\\u200b": "GB12\\u2066ABCD\\u2069",\n  "memo": "a\\ufeffb\\u061c\\u200ec"\n}'
+        == pending.get_by_test_id("arguments").text_content()
+    )
+    assert "not \\u202eyet" == denied.get_by_test_id("decision-note").text_content()
+    assert "by ali\\u202ece" in (denied.get_by_test_id("outcome").text_content() or "")
+    assert '"u\\u2060"' in (denied.get_by_test_id("arguments").text_content() or "")
+    assert "agent \\u200dstopped" == cancelled.get_by_test_id("cancel-reason").text_content()
+    page_text = review.page.locator("body").text_content() or ""
+    hidden = "\u202e\u200b\u2066\u2069\ufeff\u061c\u200e\u2060\u200d"
+    assert [] == [char for char in page_text if char in hidden]
+
+
+def test_an_old_pending_request_is_listed_behind_many_closed_ones(review: Review) -> None:
+    """Over 1,000 newer closed requests do not hide an older pending one; older closed page in."""
+    from playwright.sync_api import expect
+
+    pending_id = create(review.provider, "issue_refund", {"payment_id": "p_old", "amount": 1})
+    close_many(review.provider, 1001)
+
+    review.open()
+
+    review.card(pending_id).wait_for()
+    assert "1" == review.page.get_by_test_id("pending-count").text_content()
+    done = review.page.get_by_test_id("done-list").locator("li")
+    assert 50 == done.count()
+    review.page.get_by_test_id("done-more").click()
+    expect(done).to_have_count(100)
+
+
+def test_pending_requests_over_several_list_pages_are_all_listed(review: Review) -> None:
+    """The page follows next_before to the end: with two requests a page, all five show."""
+    from playwright.sync_api import expect
+
+    ids = [create(review.provider, "noop", {"i": i}) for i in range(5)]
+
+    def two_a_page(route: Any) -> None:
+        route.continue_(url=re.sub(r"limit=\d+", "limit=2", route.request.url))
+
+    review.page.route("**/v1/requests?*", two_a_page)
+    review.open()
+
+    cards = review.page.get_by_test_id("pending-list").locator("li")
+    expect(cards).to_have_count(5)
+    assert [f"request-{i}" for i in reversed(ids)] == [
+        cards.nth(n).get_attribute("data-testid") for n in range(5)
+    ]
+    assert "5" == review.page.get_by_test_id("pending-count").text_content()
+
+
+def test_a_request_without_its_display_form_cannot_be_approved(review: Review) -> None:
+    """If the list lacks the display form, the page shows nothing of it and Approve is off."""
+    request_id = create(review.provider, "issue_refund", {"payment_id": "p", "amount": 1})
+
+    def strip_display(route: Any) -> None:
+        response = route.fetch()
+        data = response.json()
+        for request in data.get("requests", []):
+            request.pop("display", None)
+        route.fulfill(response=response, json=data)
+
+    review.page.route("**/v1/requests?*", strip_display)
+    review.open()
+    card = review.card(request_id)
+    card.wait_for()
+
+    assert card.get_by_test_id("approve").is_disabled()
+    assert "not shown" in (card.get_by_test_id("arguments").text_content() or "")
+    assert '"payment_id"' not in (card.text_content() or "")

@@ -12,13 +12,28 @@ from a :class:`~approval_guard.provider._store.Store`::
 Choices the API leaves open, made here:
 
 - Bodies over :data:`MAX_BODY_BYTES` (64 KiB) get ``413`` with error type
-  ``invalid_request``; other bad input gets ``400 invalid_request``.
+  ``invalid_request``; other bad input gets ``400 invalid_request``, never a
+  500: bodies that are not UTF-8 or not a JSON object, ``NaN``/``Infinity``,
+  an object with the same key twice (a reviewer could see one value and the
+  tool get the other), arguments nested deeper than ``MAX_JSON_DEPTH`` (64)
+  levels, strings with a lone surrogate, and a header we read
+  (``Authorization``, ``Idempotency-Key``, ``Content-Length``,
+  ``X-CSRF-Token``) sent twice.
+- Numbers are kept exactly as sent: ``1e400``, ``-0``, ``1E5`` and a 400-digit
+  integer are stored and echoed as that very text (see
+  :class:`~approval_guard.provider._store.JSONNumber`).
 - An unknown path is ``404 not_found``; a known path with the wrong method is
   ``405`` (type ``invalid_request``) with an ``Allow`` header.
 - A reviewer credential may read any request but not create or cancel one
   (``403``); an instance credential may not list, decide or read history (``403``).
-- ``GET /v1/requests`` answers ``{"requests": [...]}``, newest first; ``status``
-  filters, ``limit`` (default and maximum 1000) bounds it.
+- ``GET /v1/requests`` answers ``{"requests": [...], "next_before": id|null}``,
+  newest first; ``status`` filters (one status or several, comma-separated),
+  ``limit`` (default and maximum 1000) sizes a page, and ``before=<id>`` asks
+  for the page after that request; ``next_before`` is the value for the next
+  page, null on the last. Each listed request also carries ``"display"``: the
+  texts the review page shows (``tool``, ``arguments`` pretty-printed with
+  exact numbers, ``note``, ``decided_by``, ``cancel_reason``), with bidi and
+  invisible characters escaped by :func:`approval_guard._display.escape`.
 - ``GET /v1/requests/{id}/history`` (reviewer) answers ``{"request", "owner",
   "poll_count", "last_polled_at", "events": [{"seq", "at", "type", "actor",
   "detail"}]}``; actors are ``{"id", "name", "kind"}``, never a token.
@@ -28,7 +43,9 @@ Choices the API leaves open, made here:
 - ``valid_for`` of a decision is 1s to 24h, like ``timeout``; ``note`` is at
   most 10,000 characters.
 - A ``409 not_pending`` from the decision endpoint carries the request under
-  ``"request"`` too, as the cancel endpoint's does.
+  ``"request"`` too, as the cancel endpoint's does; so does a ``422
+  idempotency_key_reused`` (API 1.1), with the request first created with the
+  key (keys belong to one credential, so only its creator ever sees it).
 - Two requests with the same ``Idempotency-Key`` at once: the second gets
   ``409 idempotency_key_in_use`` until the first has been answered.
 
@@ -64,6 +81,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
+from approval_guard._display import escape, escape_lines
 from approval_guard._duration import format_duration, parse_duration_string
 from approval_guard._wire import (
     APPROVED,
@@ -76,6 +94,8 @@ from approval_guard._wire import (
     request_to_json,
 )
 from approval_guard.provider._store import (
+    MAX_JSON_DEPTH,
+    Annotation,
     AuditEvent,
     Clock,
     Credential,
@@ -83,10 +103,14 @@ from approval_guard.provider._store import (
     History,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
+    InvalidJSON,
     NotPendingError,
     Session,
     Store,
     StoreClosedError,
+    UnknownRequest,
+    dump_json,
+    load_json,
 )
 
 logger = logging.getLogger("approval_guard.provider")
@@ -129,6 +153,7 @@ _CONTENT_TYPES = {
 }
 _STATIC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}")
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
 _REQUEST_PATH = re.compile(r"/v1/requests/([^/]+)(?:/(cancel|decision|history))?")
 _TOKEN_IN_TEXT = re.compile(r"(token=)[^&\s\"]*", re.IGNORECASE)
 
@@ -344,10 +369,6 @@ def _bad(message: str) -> _HTTPError:
     return _HTTPError(400, "invalid_request", message)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _first(query: dict[str, list[str]], name: str) -> str | None:
     values = query.get(name)
     return values[0] if values else None
@@ -471,6 +492,10 @@ class _Handler(BaseHTTPRequestHandler):
         # unsupported methods; answer those in the API's JSON error shape too.
         self.close_connection = True
         self._request_id = str(uuid.uuid4())
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            # A line it could not parse leaves "HTTP/0.9", and the stdlib would then
+            # send a bare body without a status line. Nobody speaks 0.9 any more.
+            self.request_version = "HTTP/1.0"
         kind = "not_found" if code == 404 else "invalid_request"
         try:
             phrase = HTTPStatus(code).phrase
@@ -500,7 +525,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _send_json(self, status: int, obj: object, headers: Sequence[tuple[str, str]] = ()) -> None:
-        body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # dump_json: the exact number texts the store kept go out unchanged.
+        body = dump_json(obj).encode("utf-8")
         self._send(status, body, "application/json", headers)
 
     def _send_html(self, status: int, body: bytes, headers: Sequence[tuple[str, str]] = ()) -> None:
@@ -521,8 +547,17 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         raise _Dropped
 
+    def _header(self, name: str, *, close: bool = False) -> str | None:
+        """The value of a header sent at most once; sent twice, it is ambiguous: 400."""
+        values = self.headers.get_all(name) or []
+        if len(values) > 1:
+            raise _HTTPError(
+                400, "invalid_request", f"the {name} header was sent more than once", close=close
+            )
+        return values[0] if values else None
+
     def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding"):
+        if self.headers.get_all("Transfer-Encoding"):
             self.close_connection = True
             raise _HTTPError(
                 400,
@@ -530,16 +565,13 @@ class _Handler(BaseHTTPRequestHandler):
                 "chunked bodies are not supported; send Content-Length",
                 close=True,
             )
-        raw = self.headers.get("Content-Length")
+        raw = self._header("Content-Length", close=True)
         if raw is None:
             return b""
-        try:
-            length = int(raw)
-            if length < 0:
-                raise ValueError
-        except ValueError:
+        if not _CONTENT_LENGTH.fullmatch(raw.strip()):
             self.close_connection = True
-            raise _HTTPError(400, "invalid_request", "bad Content-Length", close=True) from None
+            raise _HTTPError(400, "invalid_request", "bad Content-Length", close=True)
+        length = int(raw)
         if length > MAX_BODY_BYTES:
             self.close_connection = True
             self._drain(length)
@@ -667,7 +699,7 @@ class _Handler(BaseHTTPRequestHandler):
         return None if session is None else (morsel.value, session)
 
     def _authenticate(self) -> Credential:
-        header = self.headers.get("Authorization")
+        header = self._header("Authorization")
         if header is not None:
             scheme, _, token = header.strip().partition(" ")
             credential = None
@@ -678,7 +710,7 @@ class _Handler(BaseHTTPRequestHandler):
             return credential
         found = self._session()
         if found is not None:
-            csrf = self.headers.get(CSRF_HEADER) or ""
+            csrf = self._header(CSRF_HEADER) or ""
             if not hmac.compare_digest(csrf.encode(), found[1].csrf_token.encode()):
                 # A cookie alone may come from a cross-site form; only our page can
                 # read the token to put it in the header.
@@ -747,9 +779,14 @@ class _Handler(BaseHTTPRequestHandler):
                 return {}
             raise _bad("the body must be a JSON object")
         try:
-            value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise _bad(f"the body is not valid JSON: {exc}") from None
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _bad("the body is not valid UTF-8") from None
+        try:
+            # One level more than the arguments may nest: the body holds them.
+            value = load_json(text, max_depth=MAX_JSON_DEPTH + 1)
+        except InvalidJSON as exc:
+            raise _bad(f"the body is not JSON the provider can keep exactly: {exc}") from None
         if not isinstance(value, dict):
             raise _bad("the body must be a JSON object")
         return value
@@ -789,7 +826,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _create(self, body: bytes) -> None:
         credential, fault = self._begin("create")
         self._require_instance(credential)
-        key = self.headers.get("Idempotency-Key")
+        key = self._header("Idempotency-Key")
         if key is None or not _IDEMPOTENCY_KEY.fullmatch(key):
             raise _bad(
                 "the Idempotency-Key header is required: 1 to 255 printable ASCII characters"
@@ -818,7 +855,11 @@ class _Handler(BaseHTTPRequestHandler):
         except IdempotencyKeyInUse as exc:
             raise _HTTPError(409, "idempotency_key_in_use", str(exc)) from None
         except IdempotencyKeyReused as exc:
-            raise _HTTPError(422, "idempotency_key_reused", str(exc)) from None
+            # Keys are per credential, so this is the request its own creator made.
+            extra = None if exc.request is None else {"request": request_to_json(exc.request)}
+            raise _HTTPError(422, "idempotency_key_reused", str(exc), extra=extra) from None
+        except InvalidJSON as exc:
+            raise _bad(str(exc)) from None
         self.provider.stats.incr("created" if result.created else "replays")
         # The key is released before a dropped answer, so the client's retry replays.
         self._finish(fault)
@@ -893,9 +934,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, query: dict[str, list[str]]) -> None:
         credential, fault = self._begin("list")
         self._require_reviewer(credential)
-        status = _first(query, "status")
-        if status is not None and status not in STATUSES:
-            raise _bad(f"'status' must be one of {', '.join(STATUSES)}")
+        statuses = [one for value in query.get("status", []) for one in value.split(",")]
+        for status in statuses:
+            if status not in STATUSES:
+                raise _bad(f"'status' must be one or more of {', '.join(STATUSES)}")
         limit = MAX_LIST
         if query.get("limit"):
             try:
@@ -904,10 +946,24 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _bad("'limit' must be an integer") from None
             if not 1 <= limit <= MAX_LIST:
                 raise _bad(f"'limit' must be between 1 and {MAX_LIST}")
+        before = _first(query, "before")
         self._delay(fault)
-        requests = self.store.list_requests(status=status, limit=limit)
+        try:
+            # One more than asked for tells whether another page follows.
+            requests = self.store.list_requests(status=statuses, limit=limit + 1, before=before)
+        except UnknownRequest:
+            raise _bad("'before' must be the id of a listed request") from None
+        more = len(requests) > limit
+        requests = requests[:limit]
+        annotations = self.store.annotations([r.id for r in requests])
         self._finish(fault)
-        self._send_json(200, {"requests": [request_to_json(r) for r in requests]})
+        self._send_json(
+            200,
+            {
+                "requests": [listed_request_json(r, annotations.get(r.id)) for r in requests],
+                "next_before": requests[-1].id if more else None,
+            },
+        )
 
     def _history(self, request_id: str) -> None:
         credential, fault = self._begin("history")
@@ -979,6 +1035,31 @@ class _Handler(BaseHTTPRequestHandler):
             raise _HTTPError(404, "not_found", "no such file")
         content_type = _CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
         self._send(200, path.read_bytes(), content_type, _HTML_HEADERS)
+
+
+def listed_request_json(
+    request: ApprovalRequest, annotation: Annotation | None = None
+) -> dict[str, Any]:
+    """A request as ``GET /v1/requests`` lists it: the wire form plus ``"display"``.
+
+    ``display`` holds every text a reviewer is shown, made here and only here
+    so the page never renders a value itself: ``arguments`` pretty-printed by
+    the writer that makes the echo (each number exactly as stored), and every
+    string with hidden characters escaped (:func:`approval_guard._display.escape`).
+    """
+    note = request.decision.note if request.decision is not None else None
+    decided_by = annotation.decided_by if annotation is not None else None
+    reason = annotation.cancel_reason if annotation is not None else None
+    return {
+        **request_to_json(request),
+        "display": {
+            "tool": escape(request.tool),
+            "arguments": escape_lines(dump_json(request.arguments, indent=2)),
+            "note": None if note is None else escape_lines(note),
+            "decided_by": None if decided_by is None else escape(decided_by),
+            "cancel_reason": None if reason is None else escape_lines(reason),
+        },
+    }
 
 
 def _read_static(name: str) -> bytes:
@@ -1276,4 +1357,5 @@ __all__ = [
     "ProviderServer",
     "Stats",
     "history_to_json",
+    "listed_request_json",
 ]

@@ -36,12 +36,13 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import secrets
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -148,7 +149,15 @@ class StoreError(Exception):
 
 
 class IdempotencyKeyReused(StoreError):
-    """The key was used before with a different body (HTTP 422)."""
+    """The key was used before with a different body (HTTP 422); carries the first request.
+
+    ``request`` is the current state of the request first created with this key
+    (None only if it could not be read), for the credential that created it.
+    """
+
+    def __init__(self, message: str, request: ApprovalRequest | None = None) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 class IdempotencyKeyInUse(StoreError):
@@ -161,6 +170,10 @@ class NotPendingError(StoreError):
     def __init__(self, request: ApprovalRequest) -> None:
         super().__init__(f"request {request.id} is {request.status}, not pending")
         self.request = request
+
+
+class UnknownRequest(StoreError, LookupError):
+    """An id given as a position (a list's ``before``) is not a request's."""
 
 
 class StoreClosedError(StoreError):
@@ -202,6 +215,14 @@ class CreateResult:
 
     request: ApprovalRequest
     created: bool
+
+
+@attrs.frozen
+class Annotation:
+    """What the review page shows beside a request: its decider's name, a cancel reason."""
+
+    decided_by: str | None
+    cancel_reason: str | None
 
 
 @attrs.frozen
@@ -255,9 +276,243 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# --------------------------------------------------------------------------- exact JSON
+#
+# What the reviewer is shown, what the store keeps and what the adapter gets
+# echoed must be one value. Python's json would turn ``1e400`` into ``inf`` (and
+# write the invalid ``Infinity``), ``-0`` into ``0`` and ``1E5`` into
+# ``100000.0``, and would keep the last of two equal keys. So a number that no
+# Python number writes back unchanged is kept as its source text
+# (:class:`JSONNumber`), and JSON the store could not keep exactly is refused.
+
+#: How deeply arguments may nest arrays and objects (the arguments object is level 1).
+MAX_JSON_DEPTH = 64
+# Every CPython accepts this many digits in int(); int_max_str_digits cannot go lower.
+_SAFE_INT_DIGITS = 640
+
+
+class InvalidJSON(StoreError, ValueError):
+    """JSON the store refuses: malformed, duplicate keys, too deep, NaN, lone surrogates."""
+
+
+@attrs.frozen
+class JSONNumber:
+    """A JSON number kept as its exact source text, e.g. ``JSONNumber("1e400")``.
+
+    Only numbers that no ``int`` or ``float`` would write back unchanged are
+    kept this way (``1e400``, ``-0``, ``1E5``, ``0.10000000000000000001``, a
+    700-digit integer); every other number is a plain ``int`` or ``float``.
+    """
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _int(text: str) -> int | JSONNumber:
+    if text == "-0" or len(text) > _SAFE_INT_DIGITS:
+        return JSONNumber(text)
+    return int(text)
+
+
+def _float(text: str) -> float | JSONNumber:
+    value = float(text)
+    if math.isfinite(value) and float.__repr__(value) == text:
+        return value
+    return JSONNumber(text)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidJSON(f"{name} is not valid JSON")
+
+
+def _legacy_constant(name: str) -> str:
+    # Only versions before exact numbers stored NaN/Infinity (from 1e400). Read
+    # back as a string, the echo no longer matches what the adapter sent (so it
+    # does not run) and the JSON we write stays valid.
+    return name
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                shown = json.dumps(key)[:80]
+                raise InvalidJSON(
+                    f"an object has the key {shown} twice; a reviewer would see one value "
+                    "and the tool could get the other"
+                )
+            seen.add(key)
+    return obj
+
+
+def load_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse untrusted JSON exactly (see :class:`JSONNumber`), or raise :class:`InvalidJSON`.
+
+    Refused: malformed JSON, ``NaN``/``Infinity``, an object with a key twice,
+    nesting deeper than ``max_depth``, strings with a lone surrogate.
+    """
+    try:
+        value = json.loads(
+            text,
+            parse_int=_int,
+            parse_float=_float,
+            parse_constant=_refuse_constant,
+            object_pairs_hook=_object,
+        )
+    except RecursionError:
+        raise InvalidJSON(f"the JSON nests more than {max_depth} levels deep") from None
+    except InvalidJSON:
+        raise
+    except ValueError as exc:
+        raise InvalidJSON(f"not valid JSON: {exc}") from None
+    check_json_value(value, max_depth=max_depth)
+    return value
+
+
+def _load_stored(text: str) -> Any:
+    """Parse JSON this store wrote (trusted, so unchecked), keeping numbers exact."""
+    return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_legacy_constant)
+
+
+def _check_text(text: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidJSON(
+                "a string holds a lone surrogate (\\ud800-\\udfff), which has no UTF-8 form"
+            ) from None
+
+
+def check_json_value(value: object, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise :class:`InvalidJSON` unless ``value`` is JSON the store can keep exactly.
+
+    That is: str-keyed dicts, lists, strings without lone surrogates, finite
+    floats, ints, bools, None and :class:`JSONNumber`, nested at most
+    ``max_depth`` levels deep.
+    """
+    if not _fits(value, max_depth):
+        raise InvalidJSON(f"the JSON nests more than {max_depth} levels deep")
+
+
+def _fits(value: object, depth_left: int) -> bool:
+    """False if ``value`` nests deeper than ``depth_left``; raises for what JSON cannot hold."""
+    if isinstance(value, str):
+        _check_text(value)
+    elif value is None or isinstance(value, (bool, int, JSONNumber)):
+        pass
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidJSON(f"{value!r} is not a JSON number")
+    elif isinstance(value, dict):
+        if depth_left <= 0:
+            return False
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidJSON(f"an object key is a {type(key).__name__}, not a string")
+            _check_text(key)
+            if not _fits(item, depth_left - 1):
+                return False
+    elif isinstance(value, (list, tuple)):
+        if depth_left <= 0:
+            return False
+        return all(_fits(item, depth_left - 1) for item in value)
+    else:
+        raise InvalidJSON(f"a {type(value).__name__} is not a JSON value")
+    return True
+
+
+class _HasJSONNumber(Exception):
+    """Raised out of the C encoder's ``default`` hook: this value needs the exact writer."""
+
+
+def _no_json_number(value: object) -> Any:
+    if isinstance(value, JSONNumber):
+        raise _HasJSONNumber
+    raise TypeError(f"a {type(value).__name__} is not a JSON value")
+
+
+# Built once: json.dumps with options makes a new encoder on every call.
+_ENCODERS = {
+    (sort_keys, indent): json.JSONEncoder(
+        ensure_ascii=False,
+        allow_nan=False,
+        sort_keys=sort_keys,
+        indent=indent,
+        separators=(",", ": ") if indent is not None else (",", ":"),
+        default=_no_json_number,
+    )
+    for sort_keys in (False, True)
+    for indent in (None, 2)
+}
+
+
+def dump_json(value: object, *, sort_keys: bool = False, indent: int | None = None) -> str:
+    """Write JSON with every :class:`JSONNumber` as its exact text; compact unless ``indent``.
+
+    Without a :class:`JSONNumber` in ``value`` this is ``json.dumps`` (the C
+    encoder) with ``ensure_ascii=False, allow_nan=False``; the output has the same
+    layout either way.
+    """
+    encoder = _ENCODERS.get((sort_keys, indent))
+    if encoder is not None:
+        try:
+            return encoder.encode(value)
+        except _HasJSONNumber:
+            pass
+    return _encode(value, sort_keys, indent, 0)
+
+
+_STRING = json.JSONEncoder(ensure_ascii=False)
+
+
+def _encode(value: object, sort_keys: bool, indent: int | None, level: int) -> str:
+    if isinstance(value, JSONNumber):
+        return value.text
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _STRING.encode(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a JSON number")
+        return float.__repr__(value)
+    if isinstance(value, dict):
+        pairs = sorted(value.items(), key=lambda pair: pair[0]) if sort_keys else value.items()
+        parts = [
+            f"{_STRING.encode(key)}{':' if indent is None else ': '}"
+            f"{_encode(item, sort_keys, indent, level + 1)}"
+            for key, item in pairs
+        ]
+        return _join("{", parts, "}", indent, level)
+    if isinstance(value, (list, tuple)):
+        parts = [_encode(item, sort_keys, indent, level + 1) for item in value]
+        return _join("[", parts, "]", indent, level)
+    raise TypeError(f"a {type(value).__name__} is not a JSON value")
+
+
+def _join(opening: str, parts: list[str], closing: str, indent: int | None, level: int) -> str:
+    if not parts:
+        return opening + closing
+    if indent is None:
+        return opening + ",".join(parts) + closing
+    inner = "\n" + " " * (indent * (level + 1))
+    return opening + inner + ("," + inner).join(parts) + "\n" + " " * (indent * level) + closing
+
+
 def canonical_json(value: object) -> str:
-    """Key-sorted, compact JSON: equal values give equal text (used for body hashes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Key-sorted, compact, exact JSON: equal values give equal text (used for body hashes)."""
+    return dump_json(value, sort_keys=True)
 
 
 def body_hash(tool: str, arguments: dict[str, Any], timeout_seconds: int) -> str:
@@ -621,7 +876,8 @@ class Store:
                 return None
             if row["body_sha256"] != digest:
                 raise IdempotencyKeyReused(
-                    "this Idempotency-Key was used with a different body; nothing was created"
+                    "this Idempotency-Key was used with a different body; nothing was created",
+                    self._get(row["request_id"]),
                 )
             return self._get(row["request_id"])
 
@@ -638,7 +894,13 @@ class Store:
 
         The caller should hold :meth:`claim_key` around this (the HTTP layer
         does) so that a concurrent duplicate gets "in use" rather than waiting.
+        Raises :class:`InvalidJSON` for a tool name or arguments the store could
+        not keep exactly (see :func:`check_json_value`); nothing is written then.
         """
+        check_json_value(tool)
+        if not isinstance(arguments, dict):
+            raise InvalidJSON("the arguments must be a JSON object")
+        check_json_value(arguments)
         digest = body_hash(tool, arguments, timeout_seconds)
         with self._lock:
             existing = self.replay(owner, idempotency_key, digest)
@@ -842,6 +1104,7 @@ class Store:
         """
         if status not in (APPROVED, DENIED):
             raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
+        check_json_value(note)
         with self._lock:
             current = self._get(request_id)
             if current is None:
@@ -892,6 +1155,7 @@ class Store:
         Cancelling a cancelled request returns it unchanged. Raises
         :class:`NotPendingError` if it was approved, denied or expired.
         """
+        check_json_value(reason)
         owner_filter = None if owner.is_reviewer else owner.id
         with self._lock:
             current = self._get(request_id, owner_filter)
@@ -915,28 +1179,75 @@ class Store:
         return request
 
     def list_requests(
-        self, *, status: str | None = None, owner_id: str | None = None, limit: int = 1000
+        self,
+        *,
+        status: str | Collection[str] | None = None,
+        owner_id: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
     ) -> list[ApprovalRequest]:
-        """Requests, newest first, optionally only those with ``status`` or of one owner."""
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"unknown status {status!r}")
+        """Requests, newest first, optionally only those with ``status`` or of one owner.
+
+        ``status`` is one status or several; ``limit`` None (the default) means
+        all of them, so a caller never misses an old pending request by accident;
+        ``before`` is the id of a request, and only requests listed after it
+        (older ones) are returned: pass the last id of one page to get the next.
+        Raises :class:`UnknownRequest` for a ``before`` that is no request's id.
+        """
+        statuses = [status] if isinstance(status, str) else list(status or ())
+        for one in statuses:
+            if one not in STATUSES:
+                raise ValueError(f"unknown status {one!r}")
         self.expire_due()
         query = "SELECT * FROM requests"
         clauses: list[str] = []
         params: list[Any] = []
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
+        if statuses:
+            clauses.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            params.extend(statuses)
         if owner_id is not None:
             clauses.append("owner_id = ?")
             params.append(owner_id)
-        if clauses:
-            query += " WHERE " + " AND ".join(clauses)
-        query += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
-        params.append(limit)
         with self._lock:
+            if before is not None:
+                row = (
+                    self._read()
+                    .execute("SELECT created_at, rowid FROM requests WHERE id = ?", (before,))
+                    .fetchone()
+                )
+                if row is None:
+                    raise UnknownRequest(f"no request has the id {before!r}")
+                clauses.append("(created_at, rowid) < (?, ?)")
+                params.extend((row[0], row[1]))
+            if clauses:
+                query += " WHERE " + " AND ".join(clauses)
+            query += " ORDER BY created_at DESC, rowid DESC"
+            if limit is not None:
+                query += " LIMIT ?"
+                params.append(limit)
             rows = self._read().execute(query, params).fetchall()
         return [_request(row) for row in rows]
+
+    def annotations(self, request_ids: Sequence[str]) -> dict[str, Annotation]:
+        """Who decided each of these requests and why it was cancelled, by request id.
+
+        For the review page, which shows both; unknown ids are left out.
+        """
+        out: dict[str, Annotation] = {}
+        ids = list(request_ids)
+        with self._lock:
+            # Chunks stay below SQLite's limit on bound parameters.
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                rows = self._read().execute(
+                    "SELECT r.id, c.name, r.cancel_reason FROM requests r "
+                    "LEFT JOIN credentials c ON c.id = r.decided_by "
+                    f"WHERE r.id IN ({', '.join('?' for _ in chunk)})",
+                    chunk,
+                )
+                for row in rows:
+                    out[row[0]] = Annotation(decided_by=row[1], cancel_reason=row[2])
+        return out
 
     def history(self, request_id: str) -> History | None:
         """The audit trail of a request, or None if unknown."""
@@ -1034,7 +1345,7 @@ def _request(row: sqlite3.Row) -> ApprovalRequest:
     return ApprovalRequest(
         id=row["id"],
         tool=row["tool"],
-        arguments=json.loads(row["arguments"]),
+        arguments=_load_stored(row["arguments"]),
         timeout=row["timeout"],
         status=row["status"],
         created_at=created,
@@ -1048,7 +1359,9 @@ __all__ = [
     "CREDENTIAL_KINDS",
     "INSTANCE",
     "KEY_RETENTION",
+    "MAX_JSON_DEPTH",
     "REVIEWER",
+    "Annotation",
     "AuditEvent",
     "CreateResult",
     "Credential",
@@ -1056,12 +1369,18 @@ __all__ = [
     "History",
     "IdempotencyKeyInUse",
     "IdempotencyKeyReused",
+    "InvalidJSON",
+    "JSONNumber",
     "NotPendingError",
     "Session",
     "Store",
     "StoreClosedError",
     "StoreError",
+    "UnknownRequest",
     "body_hash",
     "canonical_json",
+    "check_json_value",
+    "dump_json",
+    "load_json",
     "system_clock",
 ]

@@ -3,6 +3,14 @@
 // Arguments come from a model and may carry hostile text, so the DOM is built
 // only with createElement/textContent: no innerHTML, no eval, nothing inline
 // (the page's Content-Security-Policy forbids inline scripts and styles anyway).
+//
+// The page never renders a provider value itself. JSON.parse would round
+// 9007199254740993 to ...992 and turn a 400-digit integer or 1e400 into
+// Infinity, and JavaScript has no reliable list of invisible characters. So
+// every text shown (tool, arguments, note, decider, cancel reason) is the
+// provider's request.display form: written by the same code that writes the
+// echo the agent checks, with bidi and invisible characters escaped. A request
+// without it is not shown and cannot be approved.
 // Every API call sends the session cookie plus the X-CSRF-Token header read from
 // the page's <meta name="csrf-token">; the server refuses the cookie without it.
 "use strict";
@@ -18,8 +26,10 @@
     ["4h", "4 hours"],
   ];
   const DEFAULT_VALID_FOR = "5m";
-  const DONE_LIMIT = 50; // closed requests shown below the pending ones
-  const HISTORY_LIMIT = 20; // closed requests whose "decided by" we look up
+  const DONE_PAGE = 50; // closed requests shown below the pending ones, and per "Show older"
+  const MAX_PAGE = 1000; // the provider's largest list page
+  const PENDING = "pending";
+  const CLOSED = "approved,denied,expired,cancelled";
   const EVENTS_WAIT = "25s";
   const URGENT_MS = 60 * 1000;
   const BASE_TITLE = document.title;
@@ -32,8 +42,8 @@
   let clockOffsetMs = 0;
   /** id -> {card, request, countdown, buttons, note, error} for pending cards on screen. */
   const pendingCards = new Map();
-  /** Closed requests never change, so their audit trail is fetched once. */
-  const historyCache = new Map();
+  /** How many closed requests to show; "Show older" raises it. */
+  let doneWanted = DONE_PAGE;
   let doneSignature = "";
   let nextElementId = 0;
   let refreshQueued = null;
@@ -134,12 +144,22 @@
       : `${d.toLocaleDateString()} ${d.toLocaleTimeString()}`;
   }
 
-  function prettyArguments(args) {
-    try {
-      return JSON.stringify(args, null, 2);
-    } catch (_err) {
-      return String(args);
-    }
+  const NOT_SHOWN = "(not shown: the provider sent no display form for this request)";
+
+  /** The display texts of a request, or null for any that is missing or not a string. */
+  function shown(request) {
+    const d = request.display;
+    const text = (value) => (typeof value === "string" ? value : null);
+    const optional = (value) => (value === null || value === undefined ? "" : text(value));
+    if (!d || typeof d !== "object") return null;
+    const out = {
+      tool: text(d.tool),
+      arguments: text(d.arguments),
+      note: optional(d.note),
+      decidedBy: optional(d.decided_by),
+      cancelReason: optional(d.cancel_reason),
+    };
+    return Object.values(out).every((value) => value !== null) ? out : null;
   }
 
   // ---------------------------------------------------------------- DOM helpers
@@ -205,6 +225,7 @@
   // ---------------------------------------------------------------- pending cards
 
   function buildPendingCard(request) {
+    const texts = shown(request);
     const noteId = freshId("note");
     const validId = freshId("valid");
     const argsId = freshId("args");
@@ -223,6 +244,7 @@
     }
     const approve = make("button", {
       type: "submit", className: "btn btn-approve", "data-testid": "approve", text: "Approve",
+      disabled: texts === null, // what is not shown cannot be approved
     });
     const deny = make("button", {
       type: "button", className: "btn btn-deny", "data-testid": "deny", text: "Deny",
@@ -241,20 +263,24 @@
 
     const card = make("li", {
       className: "card", "data-status": "pending", "data-testid": `request-${request.id}`,
-      "data-request-id": request.id, "aria-label": `Pending request to call ${request.tool}`,
+      "data-request-id": request.id,
+      "aria-label": `Pending request to call ${texts ? texts.tool : "an unshown tool"}`,
     },
     make("div", { className: "card-head" },
-      make("h3", { className: "tool", "data-testid": "tool", text: request.tool }),
+      make("h3", { className: "tool", "data-testid": "tool", text: texts ? texts.tool : NOT_SHOWN }),
       countdown),
     metaLine(request),
     make("p", { className: "args-label", id: argsId, text: "Arguments" }),
     make("pre", {
       className: "args", "aria-labelledby": argsId, "data-testid": "arguments",
-      text: prettyArguments(request.arguments),
+      text: texts ? texts.arguments : NOT_SHOWN,
     }),
     form);
 
-    const entry = { card, request, countdown, buttons: [approve, deny], note, error, busy: false };
+    const entry = {
+      card, request, countdown, buttons: [approve, deny], note, error, busy: false,
+      unshown: texts === null,
+    };
 
     form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -268,6 +294,7 @@
   function setBusy(entry, busy) {
     entry.busy = busy;
     for (const button of entry.buttons) button.disabled = busy || entry.pastDeadline;
+    if (entry.unshown) entry.buttons[0].disabled = true;
   }
 
   function showCardError(entry, message) {
@@ -276,7 +303,7 @@
   }
 
   async function decide(entry, status, validFor) {
-    if (entry.busy) return;
+    if (entry.busy || (status === "approved" && entry.unshown)) return;
     const note = entry.note.value.trim();
     if (status === "denied" && !note) {
       showCardError(entry, "Write a note to deny: it tells the agent why the call did not run.");
@@ -344,23 +371,8 @@
 
   // ---------------------------------------------------------------- closed cards
 
-  function historyEvents(data) {
-    return asList(data, "history", "events", "items");
-  }
-
-  function deciderFrom(events) {
-    // History events: {"seq", "at", "type", "actor": {"id", "name", "kind"}, "detail"}.
-    for (const event of events) {
-      if (!event || typeof event !== "object" || event.type !== "decided") continue;
-      const actor = event.actor;
-      if (actor && typeof actor === "object" && typeof actor.name === "string" && actor.name) {
-        return actor.name;
-      }
-    }
-    return null;
-  }
-
-  function outcomeLine(request, decider) {
+  function outcomeLine(request, texts) {
+    const decider = texts ? texts.decidedBy : "";
     const d = request.decision;
     if ((request.status === "approved" || request.status === "denied") && d) {
       const verb = request.status === "approved" ? "Approved" : "Denied";
@@ -379,46 +391,39 @@
     return `Status: ${request.status}`;
   }
 
-  function buildDoneCard(request, decider) {
-    const outcome = make("p", { className: "outcome", "data-testid": "outcome", text: outcomeLine(request, decider) });
-    const note = request.decision && request.decision.note;
+  function buildDoneCard(request) {
+    const texts = shown(request);
+    const outcome = make("p", { className: "outcome", "data-testid": "outcome", text: outcomeLine(request, texts) });
+    const note = texts && texts.note;
+    const reason = texts && request.status === "cancelled" && texts.cancelReason;
     return make("li", {
       className: "card card-done", "data-status": request.status,
       "data-testid": `request-${request.id}`, "data-request-id": request.id,
     },
     make("div", { className: "card-head" },
-      make("h3", { className: "tool", "data-testid": "tool", text: request.tool }),
+      make("h3", { className: "tool", "data-testid": "tool", text: texts ? texts.tool : NOT_SHOWN }),
       badge(request.status)),
     metaLine(request),
     outcome,
     note ? make("p", { className: "outcome-note", "data-testid": "decision-note", text: note }) : null,
+    reason ? make("p", { className: "outcome-note", "data-testid": "cancel-reason", text: reason }) : null,
     make("details", { className: "args-details" },
       make("summary", { text: "Arguments" }),
-      make("pre", { className: "args", "data-testid": "arguments", text: prettyArguments(request.arguments) })));
+      make("pre", { className: "args", "data-testid": "arguments", text: texts ? texts.arguments : NOT_SHOWN })));
   }
 
-  async function renderDone(requests) {
-    const shown = requests.slice(0, DONE_LIMIT);
-    const signature = shown.map((r) => `${r.id}:${r.status}`).join("|");
+  function renderDone(requests, more) {
+    const signature = `${more}|` + requests.map((r) => `${r.id}:${r.status}`).join("|");
+    el("done-more").hidden = !more;
     if (signature === doneSignature) return;
-
-    const decided = shown.filter((r) => r.decision).slice(0, HISTORY_LIMIT);
-    await Promise.all(decided.filter((r) => !historyCache.has(r.id)).map(async (r) => {
-      try {
-        const data = await api("GET", `/v1/requests/${encodeURIComponent(r.id)}/history`);
-        historyCache.set(r.id, deciderFrom(historyEvents(data)));
-      } catch (_err) {
-        historyCache.set(r.id, null); // "who decided" is a nicety; the decision itself is shown
-      }
-    }));
 
     const open = new Set();
     for (const card of doneList.children) {
       const details = card.querySelector("details");
       if (details && details.open) open.add(card.dataset.requestId);
     }
-    const cards = shown.map((r) => {
-      const card = buildDoneCard(r, historyCache.get(r.id) || null);
+    const cards = requests.map((r) => {
+      const card = buildDoneCard(r);
       if (open.has(r.id)) card.querySelector("details").open = true;
       return card;
     });
@@ -429,19 +434,40 @@
 
   // ---------------------------------------------------------------- refresh loop
 
-  function newestFirst(a, b) {
-    const ta = Date.parse(a.created_at) || 0;
-    const tb = Date.parse(b.created_at) || 0;
-    return tb - ta;
+  /**
+   * Requests with these statuses, newest first, in the provider's order: all of
+   * them when wanted is null, else at least that many if there are. Follows
+   * next_before page by page, so nothing is left out because the list is long.
+   */
+  async function listRequests(statuses, wanted) {
+    const requests = [];
+    let before = null;
+    for (;;) {
+      const limit = wanted === null ? MAX_PAGE : Math.min(MAX_PAGE, wanted - requests.length);
+      let path = `/v1/requests?status=${statuses}&limit=${limit}`;
+      if (before !== null) path += `&before=${encodeURIComponent(before)}`;
+      const data = await api("GET", path);
+      const page = asList(data, "requests")
+        .filter((r) => r && typeof r === "object" && typeof r.id === "string");
+      requests.push(...page);
+      const next = data && typeof data.next_before === "string" ? data.next_before : null;
+      const more = next !== null && page.length > 0;
+      if (!more || (wanted !== null && requests.length >= wanted)) return { requests, more };
+      before = next;
+    }
   }
 
   async function refresh() {
-    const data = await api("GET", "/v1/requests");
-    const requests = asList(data, "requests", "items", "data")
-      .filter((r) => r && typeof r === "object" && typeof r.id === "string")
-      .sort(newestFirst);
-    renderPending(requests.filter((r) => r.status === "pending"));
-    await renderDone(requests.filter((r) => r.status !== "pending"));
+    // Pending first: what waits for a decision shows even if the closed list fails.
+    const pending = await listRequests(PENDING, null);
+    renderPending(pending.requests.filter((r) => r.status === "pending"));
+    const closed = await listRequests(CLOSED, doneWanted);
+    renderDone(closed.requests.filter((r) => r.status !== "pending"), closed.more);
+  }
+
+  function showOlder() {
+    doneWanted += DONE_PAGE;
+    refreshSafely();
   }
 
   async function refreshSafely() {
@@ -497,6 +523,7 @@
   }
 
   function start() {
+    el("done-more").addEventListener("click", showOlder);
     setLive("connecting");
     watch();
     setInterval(tick, 1000);
