@@ -159,4 +159,5 @@ def test_nesting_up_to_the_limit_and_long_integers_are_sent(
     out = store(_nested(63, lambda inner: [inner]), 10**4299)
     assert ag.Reason.NOT_OBTAINED == out.reason  # type: ignore[union-attr]
     (request,) = approval_provider.requests()
-    assert 10**4299 == request.arguments["big"]
+    big = request.arguments["big"]  # the provider keeps a number this long as its source text
+    assert str(10**4299) == str(getattr(big, "text", big))
