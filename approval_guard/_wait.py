@@ -9,7 +9,7 @@ does I/O itself: it *yields* operations (:class:`Blocking`, :class:`Sleep`,
 copy of the rules.
 
 A driver reports abandonment by throwing :class:`Abandoned` into the
-generator at an abandonable operation (a poll or a backoff sleep);
+generator at an abandonable operation (a create, a poll or a backoff sleep);
 ``KeyboardInterrupt`` and ``asyncio.CancelledError`` are thrown in the same
 way and re-raised after the cancel.
 """
@@ -1169,9 +1169,10 @@ async def drive_async(
     to_send: Any = None
     to_throw: BaseException | None = None
     may_abandon = True
-    # A task cancel that arrived during an operation that must finish (a create,
-    # the record): thrown in at the next operation, so a request created in the
-    # meantime is known, and cancelled, rather than left pending for nobody.
+    # A task cancel that arrived during an operation that must finish (the
+    # record, a clock re-read): thrown in at the next operation, where the rules
+    # can still give back what they hold. (A create is abandonable: its late
+    # answer withdraws the request it made.)
     deferred: asyncio.CancelledError | None = None
     while True:
         try:
