@@ -18,6 +18,7 @@ import functools
 import ipaddress
 import json
 import logging
+import math
 import queue
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -123,17 +124,29 @@ def parse_retry_after(value: str | None, date: datetime | None, now: datetime) -
 
 @attrs.define
 class RetryPolicy:
-    """Capped exponential backoff with full jitter, honouring ``Retry-After``."""
+    """Capped exponential backoff with full jitter, honouring ``Retry-After``.
+
+    Every pause lasts at least ``floor`` seconds: full jitter can draw 0, and a
+    provider may answer ``Retry-After: 0`` forever; neither may make a storm.
+    """
 
     base: float = 0.1
     cap: float = 5.0
+    floor: float = 0.1
 
     def delays(self) -> Iterator[float]:
-        """Successive jittered delays for one run of retries."""
+        """Successive jittered delays for one run of retries, none under ``floor``."""
         gen = backoff.expo(factor=self.base, max_value=self.cap)
         next(gen)  # backoff's generators are primed with one send(None)
         for value in gen:
-            yield backoff.full_jitter(value)
+            yield max(self.floor, backoff.full_jitter(value))
+
+    def pause(self, delay: float, retry_after: float | None) -> float:
+        """The pause before the next attempt: ``Retry-After`` when given, never under ``floor``."""
+        chosen = delay if retry_after is None else retry_after
+        if math.isnan(chosen):
+            chosen = self.cap
+        return max(self.floor, chosen)
 
     @staticmethod
     def retryable(answer: Answer, *, creating: bool) -> bool:

@@ -57,28 +57,69 @@ class SystemClock:
 
 @attrs.frozen
 class ClockSample:
-    """When (on our monotonic clock) we sent a request, when its answer came, and its Date."""
+    """When (on our monotonic clock) we sent a request, when its answer came, and its Date.
+
+    ``floor`` is the latest provider timestamp the answer itself carried
+    (``created_at``, ``decided_at``, ...): the provider's clock had reached it
+    when the answer was written, whatever the Date header says. A Date below it
+    lags (a cache, a lagging node) and must not make an approval look younger.
+    """
 
     sent: float
     received: float
     date: datetime | None
+    floor: datetime | None = None
+
+    def knowing(self, *moments: datetime | None) -> ClockSample:
+        """This sample, also knowing that the provider's clock had reached ``moments``."""
+        known = [m for m in (self.floor, *moments) if m is not None]
+        return attrs.evolve(self, floor=max(known)) if known else self
 
     def provider_now_upper(self, monotonic_now: float) -> datetime | None:
         """A time the provider's clock has certainly not passed yet, or None without a Date.
 
         The answer was written at a provider time in ``[date, date + 1s)`` and
         at a local time no earlier than ``sent``; so now, the provider's clock
-        reads less than ``date + 1s + (monotonic_now - sent)``.
+        reads less than ``date + 1s + (monotonic_now - sent)``. A provider
+        timestamp above ``date + 1s`` proves the Date lags: then the bound is
+        raised to that timestamp plus the same elapsed time, never below it.
+        None also when the arithmetic leaves the calendar (a Date near year 9999).
         """
         if self.date is None:
             return None
-        return self.date + timedelta(seconds=1 + max(0.0, monotonic_now - self.sent))
+        base = _plus(self.date, 1.0)
+        if base is None:
+            return None
+        if self.floor is not None and self.floor > base:
+            base = self.floor
+        return _plus(base, max(0.0, monotonic_now - self.sent))
+
+    def provider_now_lower(self, monotonic_now: float) -> datetime | None:
+        """A time the provider's clock has certainly reached by now, or None without a Date."""
+        if self.date is None:
+            return None
+        base = self.date if self.floor is None else max(self.date, self.floor)
+        return _plus(base, max(0.0, monotonic_now - self.received))
+
+    def provider_now_best(self, monotonic_now: float) -> datetime | None:
+        """Our best guess of the provider's clock now: a Date is written as its answer is.
+
+        So the Date's second started at most a second before ``received``: half a
+        second after the lower bound, never past the upper one.
+        """
+        lower = self.provider_now_lower(monotonic_now)
+        upper = self.provider_now_upper(monotonic_now)
+        if lower is None or upper is None:
+            return None
+        best = _plus(lower, 0.5)
+        return None if best is None else min(best, upper)
 
     def to_local(self, provider_time: datetime) -> float | None:
         """The latest local monotonic time when the provider's clock reaches ``provider_time``."""
         if self.date is None:
             return None
-        return self.received + (provider_time - self.date).total_seconds()
+        base = self.date if self.floor is None else max(self.date, self.floor)
+        return self.received + (provider_time - base).total_seconds()
 
 
 def still_valid(
@@ -87,17 +128,32 @@ def still_valid(
     """Whether a call starting now starts before ``expires_at`` by the provider's clock.
 
     Returns ``(valid, seconds_left)``; ``seconds_left`` is None when it cannot be told
-    (no usable Date header), which callers treat as not valid.
+    (no usable Date header, or one at the end of time), which callers treat as not valid.
     """
-    try:
-        upper = sample.provider_now_upper(monotonic_now)
-    except OverflowError:  # a Date near the end of time: nothing can be judged from it
-        return False, None
+    upper = sample.provider_now_upper(monotonic_now)
     if upper is None:
         return False, None
     left = (expires_at - upper).total_seconds()
     return left > EXPIRY_SAFETY, left
 
 
+def plausibly_expired(expires_at: datetime, sample: ClockSample, monotonic_now: float) -> bool:
+    """Whether ``expires_at`` has passed by our best estimate of the provider's clock.
+
+    Only then may an outcome say the approval *expired*; an approval refused
+    because its margin was too thin to confirm has not (by our best estimate).
+    """
+    best = sample.provider_now_best(monotonic_now)
+    return best is not None and expires_at <= best
+
+
 def utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
+
+
+def _plus(moment: datetime, seconds: float) -> datetime | None:
+    """``moment + seconds``, or None past the calendar's ends (or for a non-finite value)."""
+    try:
+        return moment + timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        return None

@@ -9,7 +9,7 @@ does I/O itself: it *yields* operations (:class:`Blocking`, :class:`Sleep`,
 copy of the rules.
 
 A driver reports abandonment by throwing :class:`Abandoned` into the
-generator at an abandonable operation (a poll or a backoff sleep);
+generator at an abandonable operation (a create, a poll or a backoff sleep);
 ``KeyboardInterrupt`` and ``asyncio.CancelledError`` are thrown in the same
 way and re-raised after the cancel.
 """
@@ -30,7 +30,7 @@ import attrs
 
 from . import _threads
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
-from ._clock import Clock, ClockSample, still_valid
+from ._clock import EXPIRY_SAFETY, Clock, ClockSample, plausibly_expired, still_valid
 from ._duration import format_duration
 from ._ledger import Ledger
 from ._outcome import NotRun, Reason
@@ -66,6 +66,15 @@ CANCEL_TIMEOUT = 2.0
 CANCEL_RETRY_WINDOW = 1.0
 #: Kept back from the harness limit when cancelling, to return the outcome.
 CANCEL_RESERVE = 0.1
+#: A long poll answered "pending" sooner than this was not held: the next poll waits.
+EARLY_POLL = 1.0
+#: A clock sample from a round trip longer than this is re-read (wait=0) when the
+#: approval's expiry is in doubt.
+SHORT_ROUND_TRIP = 1.0
+#: "In doubt": seconds left, by the loose sample, under EXPIRY_SAFETY plus this.
+EXPIRY_DOUBT = 0.5
+#: The re-read's whole budget.
+REREAD_TIMEOUT = 2.0
 
 
 class Abandoned(Exception):
@@ -158,6 +167,19 @@ class _Call:
         # A create was sent whose answer never came: the request may exist unseen.
         self.maybe_created = False
         self.lost_create = False
+        # When a pause did not fit because the provider asked for it: (seconds asked, left).
+        self.asked_later: tuple[float, float] | None = None
+        # The tool itself raised: its exception is the caller's, never turned into a NotRun.
+        self.tool_raised = False
+        # A create attempt may outlive the rules' interest in it (a driver stops waiting for
+        # an abandonable one). Its answer is then the only news of the request it made, so
+        # whoever sees it last withdraws that request. Guarded by late_lock.
+        self.late_lock = threading.Lock()
+        self.ended = False
+        self.in_flight = 0
+        self.unseen: list[Answer] = []
+        self.handed_off = False
+        self.withdraw_lock = threading.Lock()  # one late withdrawal at a time
 
     # -- outcomes ----------------------------------------------------------
 
@@ -180,23 +202,55 @@ class _Call:
 
     def run(self) -> CallGen:
         try:
+            return (yield from self.rules())
+        finally:
+            self.end()
+
+    def rules(self) -> CallGen:
+        tool = self.plan.tool
+        try:
             obtained = yield from self.obtain()
         except GeneratorExit:
             raise  # the generator is being closed: no more operations may be asked for
         except Abandoned:
-            yield from self.cancel("the harness abandoned the call")
+            yield from self.cancel("the harness abandoned the call", hand_off=True)
             return self.not_run(
                 Reason.CANCELLED,
-                f"The call to {self.plan.tool} was abandoned by the harness before a decision "
+                f"The call to {tool} was abandoned by the harness before a decision "
                 f"arrived, so it did not run{self.withdrawal()}",
             )
+        except asyncio.CancelledError:
+            # The task is being cancelled, not the process: a create still in flight
+            # is withdrawn when it is answered, rather than holding the cancel up.
+            yield from self.cancel("the waiting call was interrupted", hand_off=True)
+            raise
+        except Exception:
+            # Defence in depth: nothing a provider sends may make a guarded call raise.
+            log.exception("unexpected error while waiting for approval of %s", tool)
+            yield from self.cancel("the waiting call failed")
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"An unexpected error ended the wait for approval, so {tool} did not "
+                f"run{self.withdrawal()}",
+            )
         except BaseException:
-            # KeyboardInterrupt, CancelledError, or a bug: nobody will wait for this request.
+            # KeyboardInterrupt: the process may exit next, so the cancel is done now.
             yield from self.cancel("the waiting call was interrupted")
             raise
         if isinstance(obtained, NotRun):
             return obtained
-        return (yield from self.execute(obtained))
+        try:
+            return (yield from self.execute(obtained))
+        except GeneratorExit:
+            raise
+        except Exception:
+            if self.tool_raised:
+                raise  # the tool's own exception is the caller's
+            log.exception("unexpected error before %s could start", tool)
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"An unexpected error came before {tool} could start, so it did not run.",
+            )
 
     def obtain(self) -> Generator[Op, Any, NotRun | tuple[ApprovalRequest, ClockSample]]:
         """Create and wait. Returns an approval to check and use, or why there is none."""
@@ -232,8 +286,10 @@ class _Call:
                     abandonable=True,
                     limit=timeout,
                 )
-            except TransportError as exc:
-                log.warning("poll of %s failed (%s); retrying", request_id, exc.message)
+            except Abandoned:
+                raise
+            except Exception as exc:  # whatever the exchange raised, it is a failed poll
+                log.warning("poll of %s failed (%s); retrying", request_id, _failure(exc))
                 if not (yield from self.pause(next(delays), None, wait_end)):
                     return (yield from self.give_up_waiting())
                 continue
@@ -253,7 +309,14 @@ class _Call:
             if isinstance(checked, NotRun):
                 yield from self.cancel("the provider's answer did not match the call")
                 return checked
-            request, sample = checked, answer.sample
+            request, sample = checked, self.sampled(answer, checked)
+            round_trip = answer.sample.received - answer.sample.sent
+            if request.status == PENDING and wait > 0 and round_trip < EARLY_POLL:
+                # A long poll answered "pending" at once (a provider that ignores wait=):
+                # back off as for a failure, or polling it is a storm.
+                if not (yield from self.pause(next(delays), None, wait_end)):
+                    return (yield from self.give_up_waiting())
+                continue
             delays = self.policy.delays()
         log.info(
             "approval request decided: tool=%s request_id=%s status=%s",
@@ -286,20 +349,25 @@ class _Call:
             # Until an answer says otherwise, this attempt may have created the request.
             self.maybe_created = True
             try:
-                answer: Answer = yield self.create_op(min(CREATE_TIMEOUT, left))
-            except TransportError as exc:
+                answer: Answer = yield self.create_op(min(CREATE_TIMEOUT, left), orphanable=True)
+            except Abandoned:
+                raise
+            except Exception as exc:  # whatever the exchange raised, it is a failed create
                 self.lost_create = True
-                log.warning(
-                    "creating a request for %s failed (%s); retrying", plan.tool, exc.message
-                )
+                why = _failure(exc)
+                log.warning("creating a request for %s failed (%s); retrying", plan.tool, why)
                 if not (yield from self.pause(next(delays), None, plan.local_end)):
                     yield from self.cancel("no answer to the create arrived in time")
+                    if isinstance(exc, TransportError):
+                        text = f"The approval provider could not be reached ({why})"
+                    else:
+                        text = f"The approval provider's answers could not be used ({why})"
                     return self.not_run(
                         Reason.NOT_OBTAINED,
-                        f"The approval provider could not be reached ({exc.message}), so "
-                        f"{plan.tool} did not run{self.withdrawal()}",
+                        f"{text}, so {plan.tool} did not run{self.withdrawal()}",
                     )
                 continue
+            self.took(answer)
             if not answer.ok:
                 # An HTTP error answer means this attempt created nothing (earlier
                 # attempts whose answers were lost still may have).
@@ -319,11 +387,20 @@ class _Call:
                         checked.status,
                         answer.provider_request_id,
                     )
-                return checked, answer.sample
+                return checked, self.sampled(answer, checked)
             if self.policy.retryable(answer, creating=True):
                 log.warning("creating a request for %s: %s; retrying", plan.tool, answer.describe())
                 if not (yield from self.pause(next(delays), answer.retry_after, plan.local_end)):
+                    asked = self.asked_later
                     yield from self.cancel("no answer to the create arrived in time")
+                    if asked is not None:
+                        return self.not_run(
+                            Reason.NOT_OBTAINED,
+                            f"The approval provider asked to be called again in "
+                            f"{_seconds_text(asked[0])}, more than the {_seconds_text(asked[1])} "
+                            f"the harness has left, so {plan.tool} did not run"
+                            f"{self.withdrawal()}",
+                        )
                     return self.not_run(
                         Reason.NOT_OBTAINED,
                         f"The approval provider kept answering {answer.describe()} until the "
@@ -336,14 +413,69 @@ class _Call:
                 answer.describe(),
                 answer.provider_request_id,
             )
+            if answer.status == 422 and answer.error[0] == "idempotency_key_reused":
+                return self.reused_key(answer)
             return self.not_run(
                 Reason.NOT_OBTAINED,
                 f"The approval provider refused the request ({answer.describe()}), so "
                 f"{plan.tool} did not run.",
             )
 
-    def create_op(self, timeout: float) -> Blocking[Answer]:
-        """One create attempt: always the same key and the same bytes."""
+    def reused_key(self, answer: Answer) -> NotRun | tuple[ApprovalRequest, ClockSample]:
+        """A 422 for this call's key: adopt the original request if it asks exactly this.
+
+        A harness retry with less time left sends a different ``timeout`` and
+        nothing else; the request first made with the key is the same call.
+        Its deadline maps as usual; our own end stays this call's limit.
+        """
+        tool = self.plan.tool
+        original = self.original_request(answer)
+        if isinstance(original, ApprovalRequest):
+            self.request = original
+            self.last_status = original.status
+            log.info(
+                "adopted the request first created with this idempotency key: tool=%s "
+                "request_id=%s status=%s",
+                tool,
+                original.id,
+                original.status,
+            )
+            return original, self.sampled(answer, original)
+        if original == _DIFFERENT:
+            why = "was first used to ask about a different tool or different arguments"
+        elif original == _UNREADABLE:
+            why = "was first used for a request that the answer did not describe usably"
+        else:
+            why = "was first used for a different request, which the answer did not include"
+        return self.not_run(
+            Reason.NOT_OBTAINED,
+            f"The approval provider refused the request ({answer.describe()}): this call's "
+            f"idempotency key {why}, so {tool} did not run and nothing new was created.",
+        )
+
+    def original_request(self, answer: Answer) -> ApprovalRequest | str:
+        """The request a 422 ``idempotency_key_reused`` names, if it is exactly this call."""
+        body = answer.body
+        raw = body.get("request") if isinstance(body, dict) else None
+        if raw is None:
+            return _ABSENT
+        try:
+            original = parse_request(raw)
+            same = original.tool == self.plan.tool and same_json(
+                original.arguments, self.plan.arguments
+            )
+        except Exception:  # WireError, or a structure too deep to compare
+            return _UNREADABLE
+        return original if same else _DIFFERENT
+
+    def create_op(self, timeout: float, *, orphanable: bool = False) -> Blocking[Answer]:
+        """One create attempt: always the same key and the same bytes.
+
+        ``orphanable``: the driver may stop waiting for it (the harness abandons
+        the call, the task is cancelled); its late answer is then withdrawn.
+        """
+        if orphanable:
+            return Blocking(functools.partial(self.attempt_create, timeout), abandonable=True)
         plan = self.plan
         return Blocking(
             functools.partial(
@@ -351,26 +483,116 @@ class _Call:
             )
         )
 
+    def attempt_create(self, timeout: float) -> Answer:
+        """One create, in the driver's helper thread; withdraws what it made if nobody waits."""
+        with self.late_lock:
+            self.in_flight += 1
+        answer: Answer | None = None
+        try:
+            answer = self.client.create(self.plan.body, self.plan.idempotency_key, timeout=timeout)
+            return answer
+        finally:
+            with self.late_lock:
+                self.in_flight -= 1
+                late = self.ended
+                if not late and answer is not None:
+                    self.unseen.append(answer)  # until the rules take it (see `took`)
+            if late:
+                self.withdraw_late(answer)
+
+    def creating(self) -> bool:
+        """Whether a create attempt is still running in a helper thread."""
+        with self.late_lock:
+            return self.in_flight > 0
+
+    def took(self, answer: Answer) -> None:
+        with self.late_lock:
+            self.unseen = [a for a in self.unseen if a is not answer]
+
+    def take_unseen(self) -> None:
+        """Learn from create answers that came back after the driver stopped waiting."""
+        with self.late_lock:
+            answers, self.unseen = self.unseen, []
+        for answer in answers:
+            if answer.ok and self.request is None:
+                self.check_echo(answer, expect_id=None)
+
+    def end(self) -> None:
+        """The call is over: any create answer still untaken is withdrawn from a helper."""
+        with self.late_lock:
+            self.ended = True
+            leftovers, self.unseen = self.unseen, []
+        for answer in leftovers:
+            _threads.start(
+                functools.partial(self.withdraw_late, answer), name="approval_guard-withdraw"
+            )
+
+    def withdraw_late(self, answer: Answer | None) -> None:
+        """Withdraw the request a create made after the call ended (None: its answer was lost).
+
+        Runs in a helper thread, after the outcome was returned; never raises.
+        """
+        try:
+            with self.withdraw_lock:
+                if answer is not None and answer.ok:
+                    try:
+                        late_id: str | None = parse_request(answer.body).id
+                    except Exception:
+                        late_id = None
+                    known = self.request
+                    if known is not None and known.id == late_id and self.last_status != PENDING:
+                        return  # already withdrawn (or decided) by the call itself
+                    self.check_echo(answer, expect_id=None)
+                elif answer is not None and not (
+                    self.lost_create or answer.error[0] == "idempotency_key_in_use"
+                ):
+                    return  # this attempt made nothing, and no earlier one may have
+                else:
+                    self.maybe_created = True
+                drive_sync(self.withdrawing(), _no_invoke, self.clock, None)
+        except BaseException:
+            log.exception("could not withdraw the late request for %s", self.plan.tool)
+
+    def withdrawing(self) -> CallGen:
+        yield from self.cancel("the call had ended when its create was answered", late=True)
+        return Ran(None)  # nothing runs: only the driver's protocol needs an outcome
+
+    def sampled(self, answer: Answer, request: ApprovalRequest) -> ClockSample:
+        """The answer's clock sample, knowing the provider timestamps its body carried."""
+        decision = request.decision
+        return answer.sample.knowing(
+            request.created_at,
+            request.cancelled_at,
+            None if decision is None else decision.decided_at,
+        )
+
     def pause(
         self, delay: float, retry_after: float | None, until: float, *, abandonable: bool = True
     ) -> Generator[Op, Any, bool]:
-        """Back off before a retry; False if the wait would pass ``until``."""
-        if retry_after is not None:
-            delay = retry_after
-        if delay >= self.left(until):
+        """Back off before a retry; False if the wait would pass ``until``.
+
+        Never shorter than the policy's floor, whatever ``Retry-After`` says.
+        """
+        self.asked_later = None
+        seconds = self.policy.pause(delay, retry_after)
+        left = self.left(until)
+        if seconds >= left:
+            if retry_after is not None and retry_after >= left:
+                self.asked_later = (retry_after, max(0.0, left))
             return False
-        yield Sleep(delay, abandonable=abandonable)
+        yield Sleep(seconds, abandonable=abandonable)
         return True
 
     def check_echo(self, answer: Answer, *, expect_id: str | None) -> ApprovalRequest | NotRun:
         """Parse an answer and check it is about exactly the call we sent."""
         try:
             request = parse_request(answer.body)
-        except WireError as exc:
-            log.error("unusable answer from the provider: %s", exc)
+        except Exception as exc:  # WireError, or anything else a body can provoke
+            text = str(exc) if isinstance(exc, WireError) else f"unexpected {type(exc).__name__}"
+            log.error("unusable answer from the provider: %s", text)
             return self.not_run(
                 Reason.NOT_OBTAINED,
-                f"The approval provider's answer could not be understood ({exc}), so "
+                f"The approval provider's answer could not be understood ({text}), so "
                 f"{self.plan.tool} did not run.",
             )
         mismatch = None
@@ -378,8 +600,13 @@ class _Call:
             mismatch = "a different request id"
         elif request.tool != self.plan.tool:
             mismatch = "a different tool name"
-        elif not same_json(request.arguments, self.plan.arguments):
-            mismatch = "different arguments"
+        else:
+            try:
+                same = same_json(request.arguments, self.plan.arguments)
+            except RecursionError:
+                same = False
+            if not same:
+                mismatch = "different arguments"
         if self.request is None or mismatch is None:
             self.request = request
         self.last_status = request.status
@@ -393,6 +620,7 @@ class _Call:
         return request
 
     def give_up_waiting(self) -> Generator[Op, Any, NotRun]:
+        asked = self.asked_later
         yield from self.cancel("no decision arrived within the time the caller could wait")
         tool = self.plan.tool
         if self.last_status in (APPROVED, DENIED, EXPIRED):
@@ -401,6 +629,13 @@ class _Call:
                 Reason.NOT_OBTAINED,
                 f"No decision reached the call within the time the harness allows, so {tool} "
                 f"did not run; the provider now reports the request as {self.last_status}.",
+            )
+        if asked is not None:
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The approval provider asked to be called again in {_seconds_text(asked[0])}, "
+                f"more than the {_seconds_text(asked[1])} left to wait for a decision, so "
+                f"{tool} did not run and nobody denied it{self.withdrawal()}",
             )
         return self.not_run(
             Reason.NOT_OBTAINED,
@@ -411,6 +646,8 @@ class _Call:
     def withdrawal(self) -> str:
         """The end of a sentence saying what became of a request we stopped waiting for."""
         if self.request is None:
+            if self.handed_off:
+                return "; the request being created is withdrawn as soon as the provider answers."
             return "."
         if self.last_status == CANCELLED:
             return "; the pending request was cancelled."
@@ -418,20 +655,43 @@ class _Call:
             return "; the pending request could not be withdrawn and stays open until its deadline."
         return "."
 
-    def cancel(self, reason: str) -> Generator[Op, Any, None]:
+    def cancel(
+        self, reason: str, *, hand_off: bool = False, late: bool = False
+    ) -> Generator[Op, Any, None]:
         """Best effort: withdraw a request that may still be pending; never raises.
 
         A lost answer, a reset, a 429 or a 5xx is tried again (the cancel is
         idempotent) while a pause fits in ``CANCEL_RETRY_WINDOW``; every attempt
         ends within ``CANCEL_TIMEOUT`` of the first, so giving up stays prompt
-        however the provider fails.
+        however the provider fails. ``hand_off``: a create still in flight is
+        left to withdraw its own request when answered, instead of waiting for
+        it. ``late``: the call has returned, so the harness limit no longer binds.
         """
         first = self.clock.monotonic()
         # Never past the harness's own limit: return_margin is the cancel's time too.
-        end = min(first + CANCEL_TIMEOUT, self.plan.harness_end - CANCEL_RESERVE)
+        end = first + CANCEL_TIMEOUT
+        if not late:
+            end = min(end, self.plan.harness_end - CANCEL_RESERVE)
         retry_end = min(first + CANCEL_RETRY_WINDOW, end)
+        if self.request is None:
+            self.take_unseen()
         if self.request is None and self.maybe_created:
-            yield from self.recover(end)
+            recover_end = end
+            if hand_off and self.creating():
+                # A create still in flight is waited for about a second, not the whole
+                # budget: after that, its own answer withdraws the request it made.
+                recover_end = min(end, first + CANCEL_RETRY_WINDOW)
+            yield from self.recover(recover_end)
+            if self.request is None:
+                self.take_unseen()
+            if self.request is None and self.creating():
+                self.handed_off = True
+                log.info(
+                    "the create for %s is still in flight; its request is withdrawn when "
+                    "it is answered",
+                    self.plan.tool,
+                )
+                return
         request = self.request
         if request is None or request.status != PENDING:
             return
@@ -445,13 +705,10 @@ class _Call:
                         self.client.cancel, request_id, reason=reason, timeout=max(0.05, left)
                     )
                 )
-            except TransportError as exc:
-                log.warning("could not cancel %s: %s", request_id, exc.message)
+            except Exception as exc:  # a failed cancel, whatever it raised: tried again
+                log.warning("could not cancel %s: %s", request_id, _failure(exc))
                 if (yield from self.pause(next(delays), None, retry_end, abandonable=False)):
                     continue
-                return
-            except Exception:  # a bug must not hide the outcome we are returning
-                log.exception("could not cancel %s", request_id)
                 return
             if answer.ok:
                 self.last_status = CANCELLED
@@ -476,22 +733,26 @@ class _Call:
         The same key and bytes return the request made the first time (the
         provider keeps keys for a day), so it can be cancelled. A create still
         in flight at the provider answers 409 ``idempotency_key_in_use``: asked
-        again after a pause, within ``end``.
+        again after a pause, within ``end``. A 422 for a harness retry's key
+        names the original request, adopted as at create.
         """
         plan = self.plan
         delays = self.policy.delays()
         while True:
             try:
                 answer: Answer = yield self.create_op(max(0.05, self.left(end)))
-            except TransportError as exc:
-                log.warning("could not recover the request for %s: %s", plan.tool, exc.message)
+            except Exception as exc:  # a failed replay, whatever it raised: tried again
+                log.warning("could not recover the request for %s: %s", plan.tool, _failure(exc))
                 retry_after = None
-            except Exception:  # a bug must not hide the outcome we are returning
-                log.exception("could not recover the request for %s", plan.tool)
-                return
             else:
                 if answer.ok:
                     self.check_echo(answer, expect_id=None)
+                    return
+                if answer.status == 422 and answer.error[0] == "idempotency_key_reused":
+                    original = self.original_request(answer)
+                    if isinstance(original, ApprovalRequest) and self.request is None:
+                        self.request = original
+                        self.last_status = original.status
                     return
                 if not self.policy.retryable(answer, creating=True):
                     return
@@ -575,40 +836,22 @@ class _Call:
                 note=note,
             )
         try:
-            # A task cancelled while the claim was being written is told so here,
-            # before the call: the claim is given back, since nothing started.
-            yield Checkpoint()
+            refused = yield from self.last_checks(request, sample)
         except GeneratorExit:
             raise
         except BaseException:
+            # Nothing started: the claim is given back.
             yield from self.release(request.id)
             raise
-        if self.abandoned():
+        if refused is not None:
             yield from self.release(request.id)
-            return self.abandoned_after_approval()
-        # The very last check before the call: judged by the provider's clock.
-        valid, left = still_valid(decision.expires_at, sample, self.clock.monotonic())
-        if not valid:
-            yield from self.release(request.id)
-            if left is None:
-                return self.not_run(
-                    Reason.NOT_OBTAINED,
-                    f"The provider's answer had no usable Date header, so the approval's expiry "
-                    f"could not be checked and {plan.tool} did not run.",
-                    note=note,
-                )
-            return self.not_run(
-                Reason.APPROVAL_EXPIRED,
-                f"The approval for {plan.tool} expired at "
-                f"{format_timestamp(decision.expires_at)} before the call could start, so it "
-                "did not run.",
-                note=note,
-            )
+            return refused
         try:
             value = yield Invoke()
         except GeneratorExit:
             raise
         except BaseException as exc:
+            self.tool_raised = True
             error = f"{type(exc).__name__}: {exc}"
             try:
                 yield Blocking(lambda: self.ledger.fail(request.id, error[:1000]))
@@ -620,6 +863,97 @@ class _Call:
         except Exception:
             log.exception("could not mark %s as finished in the execution record", request.id)
         return Ran(value)
+
+    def last_checks(
+        self, request: ApprovalRequest, sample: ClockSample
+    ) -> Generator[Op, Any, NotRun | None]:
+        """With the claim held: abandonment, then the expiry, judged by the provider's clock."""
+        tool = self.plan.tool
+        decision = request.decision
+        assert decision is not None and decision.expires_at is not None
+        expires_at, note = decision.expires_at, decision.note
+        confirmed = yield from self.confirm_clock(request, sample)
+        # A task cancelled while the claim was being written is told so here,
+        # before the call (the caller gives the claim back, since nothing started).
+        yield Checkpoint()
+        if self.abandoned():
+            return self.abandoned_after_approval()
+        if isinstance(confirmed, NotRun):
+            return confirmed
+        # The very last check before the call.
+        now = self.clock.monotonic()
+        valid, left = still_valid(expires_at, confirmed, now)
+        if valid:
+            return None
+        if left is None:
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The provider's answer had no usable Date header, so the approval's expiry "
+                f"could not be checked and {tool} did not run.",
+                note=note,
+            )
+        if plausibly_expired(expires_at, confirmed, now):
+            return self.not_run(
+                Reason.APPROVAL_EXPIRED,
+                f"The approval for {tool} expired at {format_timestamp(expires_at)} before "
+                "the call could start, so it did not run.",
+                note=note,
+            )
+        # Not expired by our best estimate: only too close to its end to be sure.
+        return self.not_run(
+            Reason.NOT_OBTAINED,
+            f"The approval for {tool} could not be confirmed as still valid in time (it "
+            f"ends at {format_timestamp(expires_at)} by the provider's clock, too close to "
+            "tell from the provider's answers), so it did not run.",
+            note=note,
+        )
+
+    def confirm_clock(
+        self, request: ApprovalRequest, sample: ClockSample
+    ) -> Generator[Op, Any, ClockSample | NotRun]:
+        """A sharper clock sample when the one in hand is too loose to tell.
+
+        An answer's Date was written somewhere inside its round trip, so after
+        a long poll the provider's clock is only known to within the whole poll:
+        an approval still valid for seconds can look expired. When that doubt
+        is what stands between the approval and the call, a ``wait=0`` re-read
+        (a short round trip) gives a fresh sample to judge by.
+        """
+        decision = request.decision
+        assert decision is not None and decision.expires_at is not None
+        _, left = still_valid(decision.expires_at, sample, self.clock.monotonic())
+        if (
+            left is None
+            or left > EXPIRY_SAFETY + EXPIRY_DOUBT
+            or sample.received - sample.sent <= SHORT_ROUND_TRIP
+        ):
+            return sample
+        timeout = min(REREAD_TIMEOUT, self.left(self.plan.local_end))
+        if timeout <= 0:
+            return sample
+        try:
+            answer: Answer = yield Blocking(
+                functools.partial(self.client.read, request.id, wait=0, timeout=timeout),
+                limit=timeout,
+            )
+        except Exception as exc:
+            log.warning("re-reading %s for its clock failed (%s)", request.id, _failure(exc))
+            return sample
+        if not answer.ok:
+            log.warning("re-reading %s for its clock: %s", request.id, answer.describe())
+            return sample
+        fresh = self.check_echo(answer, expect_id=request.id)
+        if isinstance(fresh, NotRun):
+            return fresh
+        if fresh.status != APPROVED or fresh.decision != decision:
+            log.error("the provider's re-read of %s shows another decision", request.id)
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The provider's latest answer no longer showed the same approval, so "
+                f"{self.plan.tool} did not run.",
+                note=decision.note,
+            )
+        return self.sampled(answer, fresh)
 
     def abandoned(self) -> bool:
         return self.abandon is not None and self.abandon.is_set()
@@ -637,6 +971,28 @@ class _Call:
         except (LedgerError, Exception):
             # Left as "started": it then counts as run, which is safe.
             log.exception("could not release the claim on %s", request_id)
+
+
+_ABSENT, _UNREADABLE, _DIFFERENT = "absent", "unreadable", "different"
+
+
+def _failure(exc: BaseException) -> str:
+    """A failed exchange in a few words: never the exception's text unless it is ours."""
+    if isinstance(exc, TransportError):
+        return exc.message
+    return f"unexpected {type(exc).__name__}"
+
+
+def _seconds_text(seconds: float) -> str:
+    if not seconds < 1e9:  # also inf and NaN
+        return "more than 30 years"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    return f"{seconds:.0f} s"
+
+
+def _no_invoke() -> Any:
+    raise AssertionError("a withdrawal never starts the tool")
 
 
 _NUMBERS = (int, float)
@@ -813,9 +1169,10 @@ async def drive_async(
     to_send: Any = None
     to_throw: BaseException | None = None
     may_abandon = True
-    # A task cancel that arrived during an operation that must finish (a create,
-    # the record): thrown in at the next operation, so a request created in the
-    # meantime is known, and cancelled, rather than left pending for nobody.
+    # A task cancel that arrived during an operation that must finish (the
+    # record, a clock re-read): thrown in at the next operation, where the rules
+    # can still give back what they hold. (A create is abandonable: its late
+    # answer withdraws the request it made.)
     deferred: asyncio.CancelledError | None = None
     while True:
         try:
