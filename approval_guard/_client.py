@@ -33,7 +33,15 @@ import requests.auth
 
 from . import _threads
 from ._clock import Clock, ClockSample
-from ._wire import MESSAGE_LIMIT, QUOTE_LIMIT, parse_error, parse_http_date, safe_text, scrub_text
+from ._wire import (
+    MESSAGE_LIMIT,
+    QUOTE_LIMIT,
+    SECRET_WORDS,
+    parse_error,
+    parse_http_date,
+    safe_text,
+    scrub_text,
+)
 
 log = logging.getLogger("approval_guard")
 
@@ -200,6 +208,26 @@ class _Scrubber:
             if form in value:
                 value = value.replace(form, "***")
         return scrub_text(value)
+
+    def body(self, raw: bytes, decoded: Any) -> Any:
+        """``decoded`` (the JSON of ``raw``) with every string scrubbed; cheap when clean.
+
+        Without escapes (``\\``) or UTF-16/32 (NUL bytes), each decoded string
+        appears verbatim in ``raw``: if no credential form and no secret word is
+        there, no string can need scrubbing, and the walk is skipped.
+        """
+        if b"\\" not in raw and b"\x00" not in raw:
+            try:
+                text = raw.decode()
+            except UnicodeDecodeError:
+                pass
+            else:
+                lowered = text.lower()
+                if not any(form in text for form in self._forms) and not any(
+                    word in lowered for word in SECRET_WORDS
+                ):
+                    return decoded
+        return self.json(decoded)
 
     def json(self, value: Any) -> Any:
         """Every string of a decoded body scrubbed, except the echoes that are compared."""
@@ -401,7 +429,7 @@ class ProviderClient:
             provider_request_id = safe_text(self._scrub.text(provider_request_id), QUOTE_LIMIT)
         return Answer(
             status=status,
-            body=self._scrub.json(decoded),
+            body=self._scrub.body(raw, decoded),
             provider_request_id=provider_request_id,
             sample=sample,
             retry_after=parse_retry_after(

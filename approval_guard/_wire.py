@@ -43,7 +43,25 @@ _SECRET_SHAPED = re.compile(
     \b(bearer|basic|token|digest|negotiate|apikey)(\s+)
     (?-i:(?=[a-z]*[A-Z0-9._~+/=-]))[A-Za-z0-9._~+/=-]{8,}
     """,
-    re.IGNORECASE | re.VERBOSE,
+    # ASCII: an echoed header is ASCII, and the client's cheap pre-check (a
+    # search for SECRET_WORDS) must see every text this could match.
+    re.ASCII | re.IGNORECASE | re.VERBOSE,
+)
+#: Every text _SECRET_SHAPED matches holds one of these, lower-cased.
+SECRET_WORDS = (
+    "authori",
+    "token",
+    "credential",
+    "password",
+    "passwd",
+    "secret",
+    "apikey",
+    "api-key",
+    "api_key",
+    "bearer",
+    "basic",
+    "digest",
+    "negotiate",
 )
 
 
