@@ -14,6 +14,7 @@ connections are reused across polls.
 
 from __future__ import annotations
 
+import base64
 import functools
 import ipaddress
 import json
@@ -33,21 +34,38 @@ import requests.auth
 
 from . import _threads
 from ._clock import Clock, ClockSample
-from ._wire import parse_error, parse_http_date
+from ._wire import (
+    MESSAGE_LIMIT,
+    QUOTE_LIMIT,
+    SECRET_WORDS,
+    parse_error,
+    parse_http_date,
+    safe_text,
+    scrub_text,
+)
 
 log = logging.getLogger("approval_guard")
 
 #: Larger answers are refused, not parsed.
 MAX_ANSWER_BYTES = 1024 * 1024
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+#: A longer ``Retry-After`` is read as this (a day): nothing waits that long anyway.
+MAX_RETRY_AFTER = 86400.0
+#: Body fields compared with what was sent, never quoted: kept exactly as they came.
+_ECHOED_FIELDS = frozenset({"tool", "arguments"})
 _POOL_SIZE = 64
 _USER_AGENT = "approval-guard/0.1"
 
 
 class TransportError(Exception):
-    """No usable answer: connection refused/reset, timeout, garbage or oversized body."""
+    """No usable answer: connection refused/reset, timeout, garbage or oversized body.
+
+    The message is bounded and printable (it ends up in logs and in ``NotRun``
+    sentences) and never quotes a header value.
+    """
 
     def __init__(self, kind: str, message: str) -> None:
+        message = safe_text(message, MESSAGE_LIMIT)
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -108,18 +126,24 @@ def check_base_url(base_url: str, *, allow_insecure_http: bool) -> str:
 
 
 def parse_retry_after(value: str | None, date: datetime | None, now: datetime) -> float | None:
-    """``Retry-After`` as seconds (delta-seconds or an HTTP date), or None."""
-    if not value:
+    """``Retry-After`` as seconds, at most a day; None if absent or not RFC 9110's form.
+
+    Only delay-seconds (ASCII digits: ``"²".isdigit()`` is true too) or an
+    HTTP-date. Never raises.
+    """
+    if not isinstance(value, str) or not value:
         return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
+    value = value.strip(" \t")
+    if value.isascii() and value.isdigit():
+        digits = value.lstrip("0") or "0"
+        # Twelve digits are enough to tell that it is over a day; no huge number is read.
+        return MAX_RETRY_AFTER if len(digits) > 12 else min(MAX_RETRY_AFTER, float(digits))
     moment = parse_http_date(value)
     if moment is None:
         return None
     # Measure against the provider's own Date when we have it: our clocks may disagree.
     reference = date or now
-    return max(0.0, (moment - reference).total_seconds())
+    return min(MAX_RETRY_AFTER, max(0.0, (moment - reference).total_seconds()))
 
 
 @attrs.define
@@ -170,12 +194,79 @@ class _Bearer(requests.auth.AuthBase):
         return "_Bearer('***')"
 
 
+class _Scrubber:
+    """Takes the credential (and anything shaped like one) out of provider-supplied text.
+
+    A provider or a gateway in front of it may echo the request's headers in
+    an error message or anywhere else; what it sends is shown to a model and
+    written to logs, so every string in it is scrubbed before anything reads it.
+    """
+
+    def __init__(self, credential: str) -> None:
+        quote = urllib.parse.quote
+        forms = {credential, quote(credential, safe=""), urllib.parse.quote_plus(credential)}
+        raw = credential.encode()
+        for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+            forms.add(encoded.decode())
+            forms.add(encoded.decode().rstrip("="))
+        # Longest first, so that no form is left half-replaced by a shorter one.
+        self._forms = tuple(sorted((f for f in forms if f), key=len, reverse=True))
+
+    def __repr__(self) -> str:
+        return "_Scrubber('***')"
+
+    def text(self, value: str) -> str:
+        """``value`` without the credential in any of its forms, nor secret-shaped parts."""
+        for form in self._forms:
+            if form in value:
+                value = value.replace(form, "***")
+        return scrub_text(value)
+
+    def body(self, raw: bytes, decoded: Any) -> Any:
+        """``decoded`` (the JSON of ``raw``) with every string scrubbed; cheap when clean.
+
+        Without escapes (``\\``) or UTF-16/32 (NUL bytes), each decoded string
+        appears verbatim in ``raw``: if no credential form and no secret word is
+        there, no string can need scrubbing, and the walk is skipped.
+        """
+        if b"\\" not in raw and b"\x00" not in raw:
+            try:
+                text = raw.decode()
+            except UnicodeDecodeError:
+                pass
+            else:
+                lowered = text.lower()
+                if not any(form in text for form in self._forms) and not any(
+                    word in lowered for word in SECRET_WORDS
+                ):
+                    return decoded
+        return self.json(decoded)
+
+    def json(self, value: Any) -> Any:
+        """Every string of a decoded body scrubbed, except the echoes that are compared."""
+        kind = type(value)
+        if kind is str:
+            return self.text(value)
+        if kind is dict:
+            return {
+                key: item if key in _ECHOED_FIELDS else self.json(item)
+                for key, item in value.items()
+            }
+        if kind is list:
+            return [self.json(item) for item in value]
+        return value
+
+
 class ProviderClient:
     """The HTTP calls of the provider API, one attempt each."""
 
     def __init__(self, base_url: str, credential: str, *, clock: Clock) -> None:
         self._base = base_url
         self._auth = _Bearer(credential)
+        self._scrub = _Scrubber(credential)
+        # Plain http is allowed only because it stays on this machine (or the user
+        # said so for that host): an environment proxy must not carry it elsewhere.
+        self._trust_env = urllib.parse.urlsplit(base_url).scheme.lower() != "http"
         self._clock = clock
         self._pool: queue.LifoQueue[requests.Session] = queue.LifoQueue(maxsize=_POOL_SIZE)
 
@@ -197,6 +288,11 @@ class ProviderClient:
         except queue.Empty:
             session = requests.Session()
             session.headers["User-Agent"] = _USER_AGENT
+            # False for http://: no HTTP(S)_PROXY/ALL_PROXY (the Bearer token would
+            # travel to the proxy in clear text), and no .netrc or CA bundle either.
+            # For https://, an environment proxy only sees a CONNECT tunnel, and
+            # REQUESTS_CA_BUNDLE is how corporate TLS setups are configured.
+            session.trust_env = self._trust_env
         healthy = True
         try:
             yield session
@@ -307,33 +403,61 @@ class ProviderClient:
             # `from None`: requests' exceptions hold the request, Authorization included.
             except requests.Timeout:
                 raise TransportError("timeout", f"{method} {path}: no answer in time") from None
-            except requests.RequestException as exc:
+            except Exception as exc:  # requests' or not: whatever came, it is no answer
                 kind = type(exc).__name__
                 raise TransportError("connection", f"{method} {path}: {kind}") from None
             try:
                 raw = _read_limited(response, deadline, self._clock)
-            except requests.RequestException:
+            except TransportError:
+                raise
+            except Exception:
                 raise TransportError("connection", f"{method} {path}: answer cut off") from None
             finally:
                 response.close()
         received = self._clock.monotonic()
+        try:
+            return self._interpret(method, path, response, raw, sent, received)
+        except TransportError:
+            raise
+        except Exception as exc:
+            # Nothing a provider sends may make a guarded call raise. The message
+            # names no header value: one could hold an echoed secret.
+            raise TransportError(
+                "garbage",
+                f"{method} {path}: HTTP {response.status_code} answer could not be read "
+                f"({type(exc).__name__})",
+            ) from None
+
+    def _interpret(
+        self,
+        method: str,
+        path: str,
+        response: requests.Response,
+        raw: bytes,
+        sent: float,
+        received: float,
+    ) -> Answer:
+        """Headers and body of a complete answer, parsed strictly and scrubbed."""
+        status = response.status_code
         date = parse_http_date(response.headers.get("Date"))
         sample = ClockSample(sent=sent, received=received, date=date)
         try:
             decoded = json.loads(raw) if raw else None
         except ValueError:
             decoded = None
-            if 200 <= response.status_code < 300:
+            if 200 <= status < 300:
                 raise TransportError(
-                    "garbage",
-                    f"{method} {path}: HTTP {response.status_code} with a body that is not JSON",
+                    "garbage", f"{method} {path}: HTTP {status} with a body that is not JSON"
                 ) from None
-        if 200 <= response.status_code < 300 and not isinstance(decoded, dict):
+        if 200 <= status < 300 and not isinstance(decoded, dict):
             raise TransportError("garbage", f"{method} {path}: the answer is not a JSON object")
+        provider_request_id = response.headers.get("X-Request-ID")
+        if provider_request_id is not None:
+            provider_request_id = safe_text(self._scrub.text(provider_request_id), QUOTE_LIMIT)
         return Answer(
-            status=response.status_code,
-            body=decoded,
-            provider_request_id=response.headers.get("X-Request-ID"),
+            status=status,
+            body=self._scrub.body(raw, decoded),
+            provider_request_id=provider_request_id,
             sample=sample,
             retry_after=parse_retry_after(
                 response.headers.get("Retry-After"), date, self._clock.now()
@@ -342,9 +466,14 @@ class ProviderClient:
 
 
 def _read_limited(response: requests.Response, deadline: float, clock: Clock) -> bytes:
-    declared = response.headers.get("Content-Length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
-        raise TransportError("too_large", f"the provider's answer is {declared} bytes; refused")
+    declared = (response.headers.get("Content-Length") or "").strip(" \t")
+    # ASCII digits only ("²".isdigit() is true); a long one is too large unread.
+    if (
+        declared.isascii()
+        and declared.isdigit()
+        and (len(declared) > 12 or int(declared) > MAX_ANSWER_BYTES)
+    ):
+        raise TransportError("too_large", "the provider's answer declares over 1 MiB; refused")
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_content(chunk_size=8192):

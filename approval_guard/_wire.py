@@ -9,11 +9,12 @@ permit execution".
 from __future__ import annotations
 
 import email.utils
+import re
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
 import attrs
-from dateutil.parser import isoparse
 
 PENDING = "pending"
 APPROVED = "approved"
@@ -23,28 +24,148 @@ CANCELLED = "cancelled"
 STATUSES = (PENDING, APPROVED, DENIED, EXPIRED, CANCELLED)
 
 
+#: A provider-supplied text quoted in a message is cut to this many characters.
+QUOTE_LIMIT = 80
+#: A provider's error message (and so any sentence built from it) is cut to this.
+MESSAGE_LIMIT = 500
+
+# What an Authorization value looks like wherever it is echoed: a header or a
+# key (`Authorization: ...`, `"token": "..."`) and everything up to the end of
+# its field, or an auth scheme followed by something shaped like a credential
+# (8+ token68 characters, not all lower-case letters, so "Token provided" stays).
+_SECRET_SHAPED = re.compile(
+    r"""
+    (\b(?:proxy-)?authori[sz]ation|\b(?:access[-_]|api[-_]|auth[-_]|refresh[-_]|id[-_])?token
+     |\bcredentials?|\bpassword|\bpasswd|\bsecret|\bapi[-_]?key)
+    (["']?\s*[:=]\s*["']?)
+    (?:[A-Za-z]+[ \t]+)?[^\s"',;&}\]]+
+    |
+    \b(bearer|basic|token|digest|negotiate|apikey)(\s+)
+    (?-i:(?=[a-z]*[A-Z0-9._~+/=-]))[A-Za-z0-9._~+/=-]{8,}
+    """,
+    # ASCII: an echoed header is ASCII, and the client's cheap pre-check (a
+    # search for SECRET_WORDS) must see every text this could match.
+    re.ASCII | re.IGNORECASE | re.VERBOSE,
+)
+#: Every text _SECRET_SHAPED matches holds one of these, lower-cased.
+SECRET_WORDS = (
+    "authori",
+    "token",
+    "credential",
+    "password",
+    "passwd",
+    "secret",
+    "apikey",
+    "api-key",
+    "api_key",
+    "bearer",
+    "basic",
+    "digest",
+    "negotiate",
+)
+
+
+def _redact(match: re.Match[str]) -> str:
+    name, sep, scheme, space = match.groups()
+    return f"{name}{sep}***" if name is not None else f"{scheme}{space}***"
+
+
+def scrub_text(text: str) -> str:
+    """Replace anything shaped like an ``Authorization`` value or a credential by ``***``."""
+    return _SECRET_SHAPED.sub(_redact, text)
+
+
+def safe_text(text: str, limit: int) -> str:
+    """Provider text fit to quote: secret-shaped parts scrubbed, no control characters, bounded."""
+    # Scrubbed before it is cut, so that no secret is cut into a prefix the
+    # patterns no longer recognise; cut to a window first to bound the work.
+    text = text[: 4 * limit + 200]
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
+    text = scrub_text(text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def quote(value: object) -> str:
+    """A provider value for a message: a short, scrubbed ``repr`` (strings) or its type."""
+    if isinstance(value, str):
+        return repr(safe_text(value, QUOTE_LIMIT))
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
 class WireError(ValueError):
-    """A provider answer that does not have the shape the API promises."""
+    """A provider answer that does not have the shape the API promises.
+
+    The message is bounded, printable and scrubbed, since it may end up in a
+    ``NotRun`` sentence and in the log.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(safe_text(message, MESSAGE_LIMIT))
+
+
+# RFC 3339 `date-time`, and nothing else: not ISO 8601's week dates, ordinal
+# dates, basic format or reduced precision, which dateutil would also accept.
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+).fullmatch
+# The form providers write (UTC, whole seconds, ms or µs), which the stdlib reads as it is.
+_USUAL_FORM = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{3}|\.[0-9]{6})?Z"
+).fullmatch
+_READS_Z = sys.version_info >= (3, 11)  # 3.10's fromisoformat wants "+00:00"
+MIN_YEAR = 1970
+#: Longer request ids are refused (ours are UUIDs).
+MAX_ID_LENGTH = 200
+#: A year later code can still add hours and days to without overflowing.
+MAX_YEAR = 9998
 
 
 def parse_timestamp(value: object, *, field: str) -> datetime:
-    """Parse an RFC 3339 timestamp with any offset into an aware UTC datetime."""
-    if not isinstance(value, str) or "T" not in value.upper():
-        raise WireError(f"{field} is not an RFC 3339 timestamp: {value!r}")
-    if len(value) in (20, 24, 27) and value[10] == "T" and value[-1] == "Z":
-        # The form providers write (whole seconds, ms or µs); the stdlib reads it
-        # several times faster than dateutil. Anything else takes the general path.
-        try:
-            return datetime.fromisoformat(value[:-1] + "+00:00")
-        except ValueError:
-            pass
+    """Parse an RFC 3339 timestamp with any offset into an aware UTC datetime.
+
+    Anything else is a :class:`WireError`: another ISO 8601 form, a leap second
+    (``:60``, which a datetime cannot hold), a year outside 1970..9998. A
+    fraction finer than a microsecond is truncated, never rounded: the instant
+    kept is never later than the one written, so an ``expires_at`` can only
+    come out earlier (stricter), never later.
+    """
+    if type(value) is not str or _USUAL_FORM(value) is None:
+        return _parse_timestamp(value, field)
     try:
-        parsed = isoparse(value)
-    except (ValueError, OverflowError) as exc:
-        raise WireError(f"{field} is not an RFC 3339 timestamp: {value!r}") from exc
-    if parsed.tzinfo is None or parsed.utcoffset() is None:
-        raise WireError(f"{field} has no UTC offset: {value!r}")
-    return parsed.astimezone(timezone.utc)
+        parsed = datetime.fromisoformat(value if _READS_Z else value[:-1] + "+00:00")
+    except ValueError:
+        raise WireError(f"{field} is not a valid RFC 3339 timestamp: {quote(value)}") from None
+    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise WireError(f"{field} is outside the years {MIN_YEAR}..{MAX_YEAR}: {quote(value)}")
+    return parsed
+
+
+def _parse_timestamp(value: object, field: str) -> datetime:
+    """Every other RFC 3339 form: a ``t``/``z``, an offset, another length of fraction."""
+    match = _RFC3339(value) if isinstance(value, str) else None
+    if match is None:
+        raise WireError(f"{field} is not an RFC 3339 timestamp: {quote(value)}")
+    text = match.string
+    fraction, offset = match.groups()
+    text = (
+        text[:10]
+        + "T"
+        + text[11:19]
+        + ("" if fraction is None else (fraction + "000000")[:7])  # truncated, never rounded
+        + ("+00:00" if offset in ("Z", "z") else offset)
+    )
+    try:
+        parsed = datetime.fromisoformat(text)
+        if parsed.tzinfo is not timezone.utc:
+            parsed = parsed.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        raise WireError(f"{field} is not a valid RFC 3339 timestamp: {quote(value)}") from None
+    if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise WireError(f"{field} is outside the years {MIN_YEAR}..{MAX_YEAR}: {quote(value)}")
+    return parsed
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -55,17 +176,52 @@ def format_timestamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_M = "|".join(_MONTHS)
+_D = "|".join(_DAYS)
+# RFC 9110 HTTP-date: IMF-fixdate, or the obsolete asctime form. The obsolete
+# rfc850 form is refused: its two-digit year would have to be guessed.
+_IMF_FIXDATE = re.compile(
+    rf"({_D}), ([0-9]{{2}}) ({_M}) ([0-9]{{4}}) ([0-9]{{2}}):([0-9]{{2}}):([0-9]{{2}}) GMT"
+)
+_ASCTIME = re.compile(
+    rf"({_D}) ({_M}) ([0-9 ][0-9]) ([0-9]{{2}}):([0-9]{{2}}):([0-9]{{2}}) ([0-9]{{4}})"
+)
+
+
 def parse_http_date(value: str | None) -> datetime | None:
-    """Parse an HTTP ``Date`` header; None if absent or unreadable."""
-    if not value:
+    """Parse an HTTP-date (``Date``, ``Retry-After``) strictly; None if absent or doubtful.
+
+    Only RFC 9110's forms, in GMT, with a weekday that matches the date and a
+    year in 1970..9998 (so that adding hours to it cannot overflow). Never raises.
+    """
+    if not isinstance(value, str) or not value or len(value) > 64:
         return None
+    value = value.strip(" \t")
+    match = _IMF_FIXDATE.fullmatch(value)
+    if match is not None:
+        weekday, day, month, year, hour, minute, second = match.groups()
+    else:
+        match = _ASCTIME.fullmatch(value)
+        if match is None:
+            return None
+        weekday, month, day, hour, minute, second, year = match.groups()
     try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        moment = datetime(
+            int(year),
+            _MONTHS.index(month) + 1,
+            int(day),
+            int(hour),
+            int(minute),
+            int(second),  # a leap second (:60) is refused here: fail closed
+            tzinfo=timezone.utc,
+        )
+    except ValueError:
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+    if not MIN_YEAR <= moment.year <= MAX_YEAR or _DAYS[moment.weekday()] != weekday:
+        return None
+    return moment
 
 
 def format_http_date(moment: datetime) -> str:
@@ -132,12 +288,23 @@ def parse_request(obj: object) -> ApprovalRequest:
         raise WireError("the answer is not a JSON object")
     decision_raw = obj.get("decision")
     cancelled_raw = obj.get("cancelled_at")
+    request_id = _require(obj, "id", str)
+    if (
+        not 0 < len(request_id) <= MAX_ID_LENGTH
+        or " " in request_id
+        or not (request_id.isprintable())
+    ):
+        # It goes into URLs, log lines and the outcome: an odd one is not trusted.
+        raise WireError("'id' is not a plain identifier of 1 to 200 characters")
+    status = _require(obj, "status", str)
+    if status not in STATUSES:
+        status = safe_text(status, QUOTE_LIMIT)  # quoted as "an unknown status"
     return ApprovalRequest(
-        id=_require(obj, "id", str),
+        id=request_id,
         tool=_require(obj, "tool", str),
         arguments=_require(obj, "arguments", dict),
         timeout=_require(obj, "timeout", str),
-        status=_require(obj, "status", str),
+        status=status,
         created_at=parse_timestamp(obj.get("created_at"), field="created_at"),
         deadline_at=parse_timestamp(obj.get("deadline_at"), field="deadline_at"),
         decision=None if decision_raw is None else parse_decision(decision_raw),
@@ -182,13 +349,20 @@ def error_body(kind: str, message: str) -> dict[str, Any]:
 
 
 def parse_error(obj: object) -> tuple[str, str] | None:
-    """``(type, message)`` from an error body, or None if it is not one."""
+    """``(type, message)`` from an error body, or None if it is not one.
+
+    Both are fit to quote (see :func:`safe_text`): a message is cut to
+    ``MESSAGE_LIMIT`` characters.
+    """
     if isinstance(obj, dict):
         err = obj.get("error")
         if isinstance(err, dict):
             kind, message = err.get("type"), err.get("message")
             if isinstance(kind, str):
-                return kind, message if isinstance(message, str) else ""
+                # Quoted in logs and in the sentence a model is given: bounded and scrubbed.
+                return safe_text(kind, QUOTE_LIMIT), (
+                    safe_text(message, MESSAGE_LIMIT) if isinstance(message, str) else ""
+                )
     return None
 
 
