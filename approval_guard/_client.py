@@ -351,16 +351,32 @@ class ProviderClient:
             timeout,
         )
 
-    def call(self, method: str, path: str, *, payload: Any = None, timeout: float) -> Answer:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        payload: Any = None,
+        timeout: float,
+        decode: Callable[[bytes], Any] = json.loads,
+    ) -> Answer:
         """Any other call of the API (the CLI's reviewer calls): one attempt within ``timeout``.
 
-        ``path`` includes its query string; ``payload`` is sent as JSON when given.
+        ``path`` includes its query string; ``payload`` is sent as JSON when given;
+        ``decode`` reads the body (one that keeps numbers exactly, for showing them),
+        raising ``ValueError`` for what it cannot read.
         """
         body = None if payload is None else json.dumps(payload).encode()
         headers = {} if body is None else {"Content-Type": "application/json"}
         return self._bounded(
             functools.partial(
-                self._exchange, method, path, body=body, headers=headers, timeout=timeout
+                self._exchange,
+                method,
+                path,
+                body=body,
+                headers=headers,
+                timeout=timeout,
+                decode=decode,
             ),
             timeout,
         )
@@ -381,6 +397,7 @@ class ProviderClient:
         body: bytes | None,
         headers: dict[str, str],
         timeout: float,
+        decode: Callable[[bytes], Any] = json.loads,
     ) -> Answer:
         headers = {**headers, "Accept": "application/json"}
         connect_timeout = min(5.0, max(0.05, timeout))
@@ -416,7 +433,7 @@ class ProviderClient:
                 response.close()
         received = self._clock.monotonic()
         try:
-            return self._interpret(method, path, response, raw, sent, received)
+            return self._interpret(method, path, response, raw, sent, received, decode)
         except TransportError:
             raise
         except Exception as exc:
@@ -436,13 +453,14 @@ class ProviderClient:
         raw: bytes,
         sent: float,
         received: float,
+        decode: Callable[[bytes], Any],
     ) -> Answer:
         """Headers and body of a complete answer, parsed strictly and scrubbed."""
         status = response.status_code
         date = parse_http_date(response.headers.get("Date"))
         sample = ClockSample(sent=sent, received=received, date=date)
         try:
-            decoded = json.loads(raw) if raw else None
+            decoded = decode(raw) if raw else None
         except ValueError:
             decoded = None
             if 200 <= status < 300:

@@ -132,7 +132,7 @@ def test_list_shows_requests_newest_first(
     assert (0, "") == (code, err)
     assert out.index(newer) < out.index(older)
     assert "delete_user" in out
-    assert '"user_id": "u_1"' in out
+    assert '"user_id":"u_1"' in out
     assert "left" in out  # pending rows show the time left
 
 
@@ -612,3 +612,35 @@ def test_a_netrc_entry_for_the_provider_never_replaces_the_reviewer_token(
     assert (0, "") == (code, err)
     assert "netrc-secret-123" not in out
     assert ("approved" if command == "approve" else "pending") == provider.get(request_id).status
+
+
+@pytest.mark.parametrize("command", ["list", "show"])
+def test_the_cli_shows_numbers_exactly_and_hidden_characters_escaped(
+    capsys: pytest.CaptureFixture[str], provider: LocalProvider, command: str
+) -> None:
+    """Numbers as sent (never through a float) and bidi/zero-width characters escaped."""
+    raw = (
+        b'{"tool":"issue_refund","timeout":"30m","arguments":'
+        b'{"b":9007199254740993,"h":1e400,"t":"a\xe2\x80\xaeb\xe2\x80\x8b"}}'
+    )
+    response = requests.post(
+        f"{provider.url}/v1/requests",
+        data=raw,
+        headers={
+            "Authorization": f"Bearer {provider.credential}",
+            "Idempotency-Key": str(uuid.uuid4()),
+            "Content-Type": "application/json",
+        },
+        timeout=5,
+    )
+    assert 201 == response.status_code, response.text
+    request_id = response.json()["id"]
+    argv = [command] if command == "list" else [command, request_id]
+
+    code, out, err = run(capsys, provider, *argv)
+
+    assert (0, "") == (code, err)
+    assert "9007199254740993" in out
+    assert "1e400" in out and "Infinity" not in out and "inf" not in out.lower().split()
+    assert "a\\u202eb\\u200b" in out
+    assert "\u202e" not in out and "\u200b" not in out

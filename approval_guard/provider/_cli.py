@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from approval_guard import _client, _duration, _wire
 from approval_guard._clock import SystemClock
+from approval_guard._display import escape, escape_lines
+from approval_guard.provider._store import dump_json, load_json
 
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens
@@ -76,22 +78,22 @@ class CliError(Exception):
 
 
 def _safe(text: str) -> str:
-    """Make provider text safe for a terminal: escape control and invisible characters.
+    """Make provider text safe for a terminal: hidden characters escaped, as on the page.
 
     Tool names and arguments come from a model; an escape sequence in them must
-    not be able to rewrite the reviewer's screen.
+    not be able to rewrite the reviewer's screen, nor a bidi override reverse them.
     """
-    return "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
+    return escape(text)
 
 
 def _pretty_json(value: Any, *, indent: str = "") -> str:
-    """Readable JSON, each line terminal-safe, indented by ``indent``."""
-    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-    return "\n".join(indent + _safe(line) for line in text.splitlines())
+    """Readable JSON with every number exactly as stored, each line terminal-safe."""
+    text = escape_lines(dump_json(value, indent=2))
+    return "\n".join(indent + line for line in text.splitlines())
 
 
 def _compact_json(value: Any, *, width: int) -> str:
-    text = _safe(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
+    text = _safe(dump_json(value))
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
@@ -154,7 +156,9 @@ class ReviewerClient:
         if params:
             path = f"{path}?{urllib.parse.urlencode(params)}"
         try:
-            answer = self._client.call(method, path, payload=body, timeout=self._timeout)
+            answer = self._client.call(
+                method, path, payload=body, timeout=self._timeout, decode=_exact_json
+            )
         except _client.TransportError as exc:
             if exc.kind == "connection":
                 raise CliError(
@@ -232,6 +236,11 @@ class ReviewerClient:
             "POST", f"/v1/requests/{_quote(request_id)}/cancel", request_id=request_id, body=body
         )
         return _parse(data)
+
+
+def _exact_json(raw: bytes) -> Any:
+    """The provider's answer with every number as sent (``1e400`` is not ``inf``)."""
+    return load_json(raw.decode("utf-8"))
 
 
 def _quote(request_id: str) -> str:
