@@ -3,16 +3,22 @@
 Each schedule is one logical guarded call against a real provider over real
 HTTP, with a fault (or none) chosen for each of its create, poll and cancel
 exchanges (lost answer after commit, reset before, 5xx, 429 with Retry-After,
-garbage body, delay past the read timeout), a reviewer's action (approve,
+garbage body, delay past the read timeout, a hostile ``Retry-After`` such as
+``²`` or a date at the end of the calendar, a ``Date`` that is unreadable, out
+of range, two-digit, or an hour stale or ahead), a reviewer's action (approve,
 approve already expired, deny, cancel at the provider, nothing) at a random
 moment, a provider clock up to ten minutes off, a small harness limit, and
-sometimes an abandonment. Whatever happens, these hold:
+sometimes an abandonment; every other batch runs with ``HTTP_PROXY`` and
+``ALL_PROXY`` pointing at a trap. About half the schedules are drawn on the
+approved path (a timely approval, only faults a call can ride out), so that at
+least a third end with the approval used. Whatever happens, these hold:
 
 - the tool runs at most once, only after an approval of exactly the arguments
   sent, and before that approval's ``expires_at`` by the provider's clock;
 - ``DENIED`` only when the reviewer denied;
 - at most one request per logical call, whatever was lost;
 - the call returns within the harness limit;
+- nothing ever connects to the proxy named in the environment;
 - a call that gives up (limit reached, abandoned) leaves no request pending,
   unless no answer to its create ever arrived (so it never learnt the id).
 
@@ -31,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import threading
 import time
 import uuid
@@ -48,7 +55,14 @@ from hypothesis import strategies as st
 
 import approval_guard as ag
 from approval_guard import _wait
-from approval_guard._wire import APPROVED, CANCELLED, DENIED, PENDING, ApprovalRequest
+from approval_guard._wire import (
+    APPROVED,
+    CANCELLED,
+    DENIED,
+    PENDING,
+    ApprovalRequest,
+    format_http_date,
+)
 from approval_guard.provider._store import NotPendingError
 from approval_guard.testing import LocalProvider
 
@@ -73,8 +87,41 @@ RESULTS = Path(__file__).parent.parent / "benchmarks" / "results" / "fault_sched
 
 # --------------------------------------------------------------------------- schedules
 
+#: Retry-After values no RFC 9110 parser may trust (or that must be floored).
+HOSTILE_RETRY_AFTER = (
+    "\u00b2",  # a Unicode digit: str.isdigit() is true, float() fails
+    "0",
+    "-1",
+    "1.5",
+    "1e9",
+    "99999999999999999999999",
+    "Fri, 31 Dec 9999 23:59:59 -2359",
+    "Thu, 01 Jan 1970 00:00:00 GMT",
+    "",
+)
+#: Date values that are not a clock reading to trust; "stale"/"ahead" are an hour
+#: off the provider's own clock (a cache, a lagging node), made when queued.
+HOSTILE_DATE = (
+    "Fri, 31 Dec 9999 23:59:59 -2359",
+    "Fri, 31 Dec 9999 23:59:59 GMT",
+    "Thu, 01 Jan 1970 00:00:00 GMT",
+    "Mon, 01 Jan 1900 00:00:00 GMT",
+    "Sun, 06 Nov 94 08:49:37 GMT",
+    "Sunday, 06-Nov-94 08:49:37 GMT",
+    "not a date",
+    "stale",
+    "ahead",
+)
+HOSTILE = st.one_of(
+    st.tuples(st.just("retry_after"), st.sampled_from([429, 503]), st.sampled_from(
+        HOSTILE_RETRY_AFTER
+    )),
+    st.tuples(st.just("date"), st.sampled_from(HOSTILE_DATE)),
+)
+
 FAULT = st.one_of(
     st.just(("ok",)),
+    HOSTILE,
     st.just(("drop_after_commit",)),
     st.just(("reset_before",)),
     st.tuples(st.just("5xx"), st.sampled_from([500, 502, 503, 504])),
@@ -97,7 +144,7 @@ class Schedule:
     abandon_after: float | None
 
 
-SCHEDULE = st.builds(
+GENERAL = st.builds(
     Schedule,
     creates=st.lists(FAULT, max_size=4).map(tuple),
     polls=st.lists(FAULT, max_size=5).map(tuple),
@@ -110,6 +157,33 @@ SCHEDULE = st.builds(
     limit=st.sampled_from([1.5, 3.0, 3.0, 3.5, 4.0]),
     abandon_after=st.one_of(st.none(), st.none(), st.none(), st.sampled_from([0.0, 0.3, 1.0])),
 )
+#: Faults a call can ride out and still use its approval (one each at most, so
+#: retries fit in the limit): the approved path under hostile headers and loss.
+RECOVERABLE = st.one_of(
+    st.just(("ok",)),
+    st.just(("drop_after_commit",)),
+    st.just(("reset_before",)),
+    st.tuples(st.just("5xx"), st.sampled_from([500, 502, 503, 504])),
+    st.tuples(st.just("429"), st.sampled_from([0, 1])),
+    st.tuples(st.just("retry_after"), st.sampled_from([429, 503]), st.sampled_from(
+        HOSTILE_RETRY_AFTER
+    )),
+)
+#: A person approves in time, nobody abandons: the approval should be used, so
+#: that at least a third of all schedules exercise the path that runs the tool.
+APPROVED_PATH = st.builds(
+    Schedule,
+    creates=st.lists(RECOVERABLE, max_size=1).map(tuple),
+    polls=st.lists(st.one_of(RECOVERABLE, st.just(("garbage",))), max_size=1).map(tuple),
+    cancels=st.lists(FAULT, max_size=1).map(tuple),
+    decision=st.just("approve"),
+    valid_for=st.sampled_from([5.0, 60.0, 300.0]),
+    decide_after=st.sampled_from([0.0, 0.05, 0.3]),
+    clock_offset=st.sampled_from([0.0, -600.0, -2.0, 2.0, 600.0]),
+    limit=st.sampled_from([3.5, 4.0]),
+    abandon_after=st.none(),
+)
+SCHEDULE = st.one_of(APPROVED_PATH, GENERAL)
 
 
 def _queue(provider: LocalProvider, exchange: str, plan: tuple[tuple[Any, ...], ...]) -> None:
@@ -124,6 +198,14 @@ def _queue(provider: LocalProvider, exchange: str, plan: tuple[tuple[Any, ...], 
             provider.faults.add("status", on=exchange, status=429, retry_after=step[1])
         elif kind == "delay":
             provider.faults.add("delay", on=exchange, delay=DELAYS[exchange])
+        elif kind == "retry_after":
+            provider.faults.add("status", on=exchange, status=step[1], retry_after=step[2])
+        elif kind == "date":
+            value = step[1]
+            if value in ("stale", "ahead"):
+                hour = timedelta(hours=-1 if value == "stale" else 1)
+                value = format_http_date(provider.store.now() + hour)
+            provider.faults.add("headers", on=exchange, headers={"Date": value})
         else:
             provider.faults.add(kind, on=exchange)
 
@@ -139,9 +221,44 @@ class Tally:
     outcomes: Counter[str] = attrs.Factory(Counter)
     decisions: Counter[str] = attrs.Factory(Counter)
     abandoned: int = 0
+    proxied: int = 0
     longest_overrun: float = -math.inf
     seconds: float = 0.0
     lock: threading.Lock = attrs.Factory(threading.Lock)
+
+
+class TrapProxy:
+    """A proxy on 127.0.0.1 that answers nobody and counts who connected to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.connections = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+@pytest.fixture(scope="module")
+def trap_proxy() -> Iterator[TrapProxy]:
+    proxy = TrapProxy()
+    yield proxy
+    proxy.close()
 
 
 @attrs.define
@@ -165,6 +282,7 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
         "outcomes": dict(sorted(counts.outcomes.items())),
         "reviewer_acted_before_the_call_returned": dict(sorted(counts.decisions.items())),
         "abandoned": counts.abandoned,
+        "with_proxy_variables_set": counts.proxied,
         "worst_return_vs_limit_seconds": round(counts.longest_overrun, 3),
         "seconds": round(counts.seconds, 1),
         "settings": {
@@ -431,14 +549,27 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
         HealthCheck.large_base_example,
     ],
 )
-@given(batch=st.lists(SCHEDULE, min_size=BATCH, max_size=BATCH))
+@given(batch=st.lists(SCHEDULE, min_size=BATCH, max_size=BATCH), proxied=st.booleans())
 def test_no_fault_schedule_breaks_the_call_rules(
-    benches: list[Bench], tally: Tally, batch: list[Schedule]
+    benches: list[Bench],
+    tally: Tally,
+    trap_proxy: TrapProxy,
+    batch: list[Schedule],
+    proxied: bool,
 ) -> None:
     """Runs at most once, only when validly approved; never a false DENIED; one request; bounded."""
-    with ThreadPoolExecutor(max_workers=BATCH) as pool:
-        results = list(pool.map(run_schedule, benches, batch))
+    before = trap_proxy.connections
+    with pytest.MonkeyPatch.context() as mp:
+        if proxied:  # a plain-http provider must never be reached through a proxy
+            for name in PROXY_VARIABLES:
+                mp.setenv(name, trap_proxy.url)
+            mp.delenv("NO_PROXY", raising=False)
+            mp.delenv("no_proxy", raising=False)
+        with ThreadPoolExecutor(max_workers=BATCH) as pool:
+            results = list(pool.map(run_schedule, benches, batch))
     violations = [v for bad, _ in results for v in bad]
+    if trap_proxy.connections != before:
+        violations.append(f"{trap_proxy.connections - before} connections went to the proxy")
     with tally.lock:
         for _, facts in results:
             tally.schedules += 1
@@ -446,6 +577,14 @@ def test_no_fault_schedule_breaks_the_call_rules(
             tally.outcomes[facts["outcome"]] += 1
             tally.decisions[facts["action"]] += 1
             tally.abandoned += facts["abandoned"]
+            tally.proxied += proxied
             tally.longest_overrun = max(tally.longest_overrun, facts["overrun"])
         tally.violations.extend(violations)
     assert not violations, "\n".join(violations[:5])
+
+
+def test_at_least_a_third_of_the_schedules_use_an_approval(tally: Tally) -> None:
+    """The draw is weighted so the path that runs the tool is exercised, not just refusals."""
+    if tally.schedules == 0:
+        pytest.skip("run with the schedules above (this reads their counts)")
+    assert tally.outcomes["ran"] * 3 >= tally.schedules, dict(tally.outcomes)

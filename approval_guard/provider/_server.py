@@ -71,7 +71,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -159,7 +159,7 @@ _TOKEN_IN_TEXT = re.compile(r"(token=)[^&\s\"]*", re.IGNORECASE)
 
 # --------------------------------------------------------------------------- faults
 
-FAULT_KINDS = ("drop_after_commit", "reset_before", "status", "garbage", "delay")
+FAULT_KINDS = ("drop_after_commit", "reset_before", "status", "garbage", "delay", "headers")
 #: What a fault can be aimed at; ``"any"`` matches every ``/v1`` exchange.
 EXCHANGES = ("create", "poll", "cancel", "decision", "list", "history", "events", "any")
 _STATUS_ERROR_TYPES = {
@@ -180,6 +180,7 @@ class Fault:
     status: int
     retry_after: float | str | None
     delay: float
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.frozen
@@ -219,6 +220,10 @@ class Faults:
     ``"delay"``
         sleep ``delay`` seconds, then process and answer normally (for a
         create, the ``Idempotency-Key`` is held while it sleeps).
+    ``"headers"``
+        process and answer normally, with ``headers`` added to the answer
+        (a ``Date`` given there replaces the provider's own): hostile or stale
+        ``Date`` and ``Retry-After`` values, for instance.
     """
 
     def __init__(self) -> None:
@@ -235,6 +240,7 @@ class Faults:
         status: int = 503,
         retry_after: float | str | None = None,
         delay: float = 0.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         """Queue a fault for the next ``times`` exchanges of kind ``on``."""
         if kind not in FAULT_KINDS:
@@ -247,7 +253,17 @@ class Faults:
             raise ValueError(f"a status fault answers 429 or 5xx, not {status!r}")
         if delay < 0 or not math.isfinite(delay):
             raise ValueError(f"delay must be a non-negative number of seconds, not {delay!r}")
-        fault = Fault(kind=kind, on=on, status=status, retry_after=retry_after, delay=delay)
+        pairs = tuple((headers or {}).items())
+        if kind == "headers" and not pairs:
+            raise ValueError("a headers fault needs headers={name: value, ...}")
+        for name, value in pairs:
+            if not (isinstance(name, str) and isinstance(value, str)) or any(
+                ch in "\r\n" for ch in name + value
+            ):
+                raise ValueError(f"a fault header must be one line of text: {name!r}: {value!r}")
+        fault = Fault(
+            kind=kind, on=on, status=status, retry_after=retry_after, delay=delay, headers=pairs
+        )
         with self._lock:
             self._queue.append([fault, times])
 
@@ -461,6 +477,8 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
 
     _request_id = ""
+    #: Headers a ``"headers"`` fault adds to this exchange's answer.
+    _fault_headers: tuple[tuple[str, str], ...] = ()
 
     # ------------------------------------------------------------- plumbing
 
@@ -476,7 +494,11 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server_version
 
     def date_time_string(self, timestamp: float | None = None) -> str:
-        # The Date header shows the provider's clock, which tests may offset.
+        # The Date header shows the provider's clock, which tests may offset
+        # (or a "headers" fault's own value).
+        for name, value in self._fault_headers:
+            if name.lower() == "date":
+                return value
         return format_http_date(self.store.now())
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -516,8 +538,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
-        for name, value in headers:
-            self.send_header(name, value)
+        for name, value in (*headers, *self._fault_headers):
+            if name.lower() != "date":
+                self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
@@ -612,6 +635,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         self._request_id = str(uuid.uuid4())
+        self._fault_headers = ()
         try:
             if self.provider.stopping:
                 self._abort(reset=False)
@@ -734,6 +758,8 @@ class _Handler(BaseHTTPRequestHandler):
         credential = self._authenticate()
         fault = self.provider.faults.take(exchange, urlsplit(self.path).path)
         if fault is not None:
+            if fault.kind == "headers":
+                self._fault_headers = fault.headers
             if fault.kind == "reset_before":
                 self._abort(reset=True)
             if fault.kind == "status":

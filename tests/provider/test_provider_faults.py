@@ -172,3 +172,26 @@ def test_stats_count_exchanges(api: Api, reviewer: Api, provider: LocalProvider)
         "created": 1,
         "replays": 0,
     } == provider.stats.snapshot()
+
+
+def test_headers_fault_adds_headers_and_replaces_the_date(
+    api: Api, provider: LocalProvider
+) -> None:
+    """A headers fault answers normally, with its Date instead of the provider's, once."""
+    created = api.new()
+    hostile = "Fri, 31 Dec 9999 23:59:59 -2359"
+    provider.faults.add("headers", on="poll", headers={"Date": hostile, "Retry-After": "²"})
+    faulted = api.poll(created["id"])
+    normal = api.poll(created["id"])
+    assert (200, hostile, "²") == (
+        faulted.status_code, faulted.headers["Date"], faulted.headers["Retry-After"]
+    )
+    assert created["id"] == faulted.json()["id"]
+    assert hostile != normal.headers["Date"] and "Retry-After" not in normal.headers
+
+
+@pytest.mark.parametrize("headers", [None, {}, {"Date": "a\r\nX-Evil: 1"}])
+def test_headers_fault_needs_one_line_headers(provider: LocalProvider, headers: object) -> None:
+    """A headers fault without headers, or with a header that is not one line, is refused."""
+    with pytest.raises(ValueError):
+        provider.faults.add("headers", on="poll", headers=headers)  # type: ignore[arg-type]
