@@ -215,11 +215,12 @@ class ReviewerClient:
             items = data.get("requests", data.get("items")) if isinstance(data, dict) else data
             if not isinstance(items, list):
                 raise CliError(f"the provider at {self.url} answered a list in an unknown shape")
-            page = [_parse(item) for item in items]
-            out.extend(r for r in page if r.id not in seen)
-            seen.update(r.id for r in page)
+            fresh = [r for r in (_parse(item) for item in items) if r.id not in seen]
+            out.extend(fresh)
+            seen.update(r.id for r in fresh)
             following = data.get("next_before") if isinstance(data, dict) else None
-            if not page or not isinstance(following, str) or following == before:
+            # A page with nothing new ends it too: a provider's cursor cannot loop us.
+            if not fresh or not isinstance(following, str):
                 return out
             before = following
 
