@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -175,3 +176,56 @@ def test_list_shows_an_old_pending_request_behind_a_full_page_of_newer_ones(
     assert 0 == code, out
     assert old in out
     assert 1001 == sum(1 for line in out.splitlines() if " pending " in line)
+
+
+def test_list_ends_when_a_hostile_provider_cursor_loops(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A provider answering the same page with ever new cursors does not hang ``list``."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    page = {
+        "requests": [
+            {
+                "id": "r1",
+                "tool": "noop",
+                "arguments": {},
+                "timeout": "30m",
+                "status": "pending",
+                "created_at": "2026-09-16T12:00:00Z",
+                "deadline_at": "2099-09-16T12:30:00Z",
+            }
+        ],
+    }
+    calls: list[str] = []
+
+    class Looping(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            calls.append(self.path)
+            # The cursor alternates, so it never repeats the one just sent; after
+            # 50 pages it stops, so that a CLI without the guard still ends.
+            answer = {**page, "next_before": f"c{len(calls) % 2}"} if len(calls) < 50 else {}
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Looping)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        code = _cli.main(["list", "--url", url, "--token", "agr_x"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    out, err = capsys.readouterr()
+
+    assert 0 == code, err
+    assert 1 == out.count("r1")
+    assert 2 == len(calls)
