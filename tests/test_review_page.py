@@ -375,7 +375,10 @@ def close_many(provider: LocalProvider, n: int) -> None:
     assert owner is not None
     for i in range(n):
         created = store.create_request(
-            owner=owner, idempotency_key=f"bulk-{i}", tool="noop", arguments={"i": i},
+            owner=owner,
+            idempotency_key=f"bulk-{i}",
+            tool="noop",
+            arguments={"i": i},
             timeout_seconds=1800,
         )
         store.cancel(created.request.id, owner=owner, reason=None)
@@ -500,3 +503,40 @@ def test_a_request_without_its_display_form_cannot_be_approved(review: Review) -
     assert card.get_by_test_id("approve").is_disabled()
     assert "not shown" in (card.get_by_test_id("arguments").text_content() or "")
     assert '"payment_id"' not in (card.text_content() or "")
+
+
+def _left_of(locator: Any, needle: str) -> float:
+    """Where on screen the first character of ``needle`` inside the element is drawn."""
+    left: float = locator.evaluate(
+        """(node, needle) => {
+            const text = node.firstChild;
+            const at = node.textContent.indexOf(needle);
+            const range = document.createRange();
+            range.setStart(text, at);
+            range.setEnd(text, at + 1);
+            return range.getBoundingClientRect().left;
+        }""",
+        needle,
+    )
+    return left
+
+
+def test_right_to_left_letters_cannot_reorder_what_is_shown(review: Review) -> None:
+    """Hebrew or Arabic letters beside digits do not swap them on screen: logical order shows."""
+    request_id = create(
+        review.provider, "pay_\u05d0_111_222", {"iban": "\u05d0 333 444", "memo": "\u0627 555-666"}
+    )
+    review.provider.deny(request_id, "\u05d0 777 888")
+    review.open()
+    card = review.card(request_id)
+    card.wait_for()
+    card.locator("details").evaluate("details => { details.open = true; }")
+
+    for test_id, first, second in [
+        ("tool", "111", "222"),
+        ("arguments", "333", "444"),
+        ("arguments", "555", "666"),
+        ("decision-note", "777", "888"),
+    ]:
+        shown = card.get_by_test_id(test_id)
+        assert _left_of(shown, first) < _left_of(shown, second), (test_id, first)

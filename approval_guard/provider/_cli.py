@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import os
 import shutil
 import signal
@@ -51,7 +50,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from approval_guard import _client, _duration, _wire
 from approval_guard._clock import SystemClock
 from approval_guard._display import escape, escape_lines
-from approval_guard.provider._store import dump_json, load_json
+from approval_guard.provider._store import MAX_JSON_DEPTH, dump_json, load_json
 
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens
@@ -200,13 +199,30 @@ class ReviewerClient:
     # The calls themselves.
 
     def list_requests(self, status: str | None = None) -> list[_wire.ApprovalRequest]:
-        """Requests, newest first, optionally only those with ``status``."""
-        params = {"status": status} if status else None
-        data = self.call("GET", "/v1/requests", params=params)
-        items = data.get("requests", data.get("items")) if isinstance(data, dict) else data
-        if not isinstance(items, list):
-            raise CliError(f"the provider at {self.url} answered a list in an unknown shape")
-        return [_parse(item) for item in items]
+        """Every request, newest first, optionally only those with ``status``.
+
+        A list answer is one page (1,000 at most): the pages are followed through
+        ``next_before`` to the last, so an old pending request is never left out.
+        """
+        out: list[_wire.ApprovalRequest] = []
+        seen: set[str] = set()
+        before: str | None = None
+        while True:
+            params = {"status": status} if status else {}
+            if before is not None:
+                params["before"] = before
+            data = self.call("GET", "/v1/requests", params=params or None)
+            items = data.get("requests", data.get("items")) if isinstance(data, dict) else data
+            if not isinstance(items, list):
+                raise CliError(f"the provider at {self.url} answered a list in an unknown shape")
+            fresh = [r for r in (_parse(item) for item in items) if r.id not in seen]
+            out.extend(fresh)
+            seen.update(r.id for r in fresh)
+            following = data.get("next_before") if isinstance(data, dict) else None
+            # A page with nothing new ends it too: a provider's cursor cannot loop us.
+            if not fresh or not isinstance(following, str):
+                return out
+            before = following
 
     def get(self, request_id: str) -> _wire.ApprovalRequest:
         """One request."""
@@ -238,9 +254,18 @@ class ReviewerClient:
         return _parse(data)
 
 
+# An answer holds the arguments this many levels down at most: a list answer,
+# its "requests" array, the request object.
+_ENVELOPE_DEPTH = 3
+
+
 def _exact_json(raw: bytes) -> Any:
-    """The provider's answer with every number as sent (``1e400`` is not ``inf``)."""
-    return load_json(raw.decode("utf-8"))
+    """The provider's answer with every number as sent (``1e400`` is not ``inf``).
+
+    Arguments may nest as deep as the provider accepts them (``MAX_JSON_DEPTH``);
+    the answer around them adds a few levels, which must not make it unreadable.
+    """
+    return load_json(raw.decode("utf-8"), max_depth=MAX_JSON_DEPTH + _ENVELOPE_DEPTH)
 
 
 def _quote(request_id: str) -> str:
@@ -308,7 +333,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     finally:
         client.close()
     if args.json:
-        _say(json.dumps([_wire.request_to_json(r) for r in requests_], indent=2))
+        # Exact numbers as stored (a JSONNumber is no Python number), ASCII for the terminal.
+        listed = [_wire.request_to_json(r) for r in requests_]
+        _say(dump_json(listed, indent=2, ensure_ascii=True))
         return 0
     if not requests_:
         _say(f"no {args.status} requests" if args.status else "no requests")

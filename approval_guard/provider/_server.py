@@ -394,6 +394,25 @@ def _redact(text: str) -> str:
     return _TOKEN_IN_TEXT.sub(r"\1<redacted>", text)
 
 
+def _split_target(target: str) -> tuple[str, str] | None:
+    """``(path, query)`` of a request target, or None for one that is no URL.
+
+    ``urlsplit`` raises for some targets a client may send (``http://[/v1``):
+    such a request gets a 400, and a log line must not fail on it either.
+    """
+    try:
+        parts = urlsplit(target)
+    except ValueError:
+        return None
+    return parts.path, parts.query
+
+
+def _path_of(target: str) -> str:
+    """The path of a request target for a log line; ``"?"`` when it is no URL."""
+    split = _split_target(target)
+    return "?" if split is None else split[0]
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
@@ -506,7 +525,7 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s %s", self.address_string(), _redact(format % args))
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        path = urlsplit(self.path).path if hasattr(self, "path") else ""
+        path = _path_of(self.path) if hasattr(self, "path") else ""
         logger.debug("%s %s -> %s", getattr(self, "command", ""), path, code)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
@@ -640,9 +659,12 @@ class _Handler(BaseHTTPRequestHandler):
             if self.provider.stopping:
                 self._abort(reset=False)
             body = self._read_body()
-            parts = urlsplit(self.path)
-            query = parse_qs(parts.query, keep_blank_values=True)
-            self._route(method, parts.path, query, body)
+            split = _split_target(self.path)
+            if split is None:
+                raise _bad("the request target is not a URL")
+            path, query_text = split
+            query = parse_qs(query_text, keep_blank_values=True)
+            self._route(method, path, query, body)
         except _HTTPError as err:
             if err.close:
                 self.close_connection = True
@@ -655,7 +677,7 @@ class _Handler(BaseHTTPRequestHandler):
             # Stopping, or the client went away: nobody is left to answer.
             self.close_connection = True
         except Exception:
-            logger.exception("internal error answering %s %s", method, urlsplit(self.path).path)
+            logger.exception("internal error answering %s %s", method, _path_of(self.path))
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self._send_json(500, error_body("internal_error", "internal error"))
@@ -756,7 +778,7 @@ class _Handler(BaseHTTPRequestHandler):
         if stat is not None:
             self.provider.stats.incr(stat)
         credential = self._authenticate()
-        fault = self.provider.faults.take(exchange, urlsplit(self.path).path)
+        fault = self.provider.faults.take(exchange, _path_of(self.path))
         if fault is not None:
             if fault.kind == "headers":
                 self._fault_headers = fault.headers

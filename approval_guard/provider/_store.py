@@ -438,8 +438,8 @@ def _no_json_number(value: object) -> Any:
 
 # Built once: json.dumps with options makes a new encoder on every call.
 _ENCODERS = {
-    (sort_keys, indent): json.JSONEncoder(
-        ensure_ascii=False,
+    (sort_keys, indent, ascii_only): json.JSONEncoder(
+        ensure_ascii=ascii_only,
         allow_nan=False,
         sort_keys=sort_keys,
         indent=indent,
@@ -448,29 +448,41 @@ _ENCODERS = {
     )
     for sort_keys in (False, True)
     for indent in (None, 2)
+    for ascii_only in (False, True)
 }
 
 
-def dump_json(value: object, *, sort_keys: bool = False, indent: int | None = None) -> str:
+def dump_json(
+    value: object,
+    *,
+    sort_keys: bool = False,
+    indent: int | None = None,
+    ensure_ascii: bool = False,
+) -> str:
     """Write JSON with every :class:`JSONNumber` as its exact text; compact unless ``indent``.
 
     Without a :class:`JSONNumber` in ``value`` this is ``json.dumps`` (the C
-    encoder) with ``ensure_ascii=False, allow_nan=False``; the output has the same
-    layout either way.
+    encoder) with ``allow_nan=False`` and ``ensure_ascii`` (False by default:
+    ``True`` writes every other character as a ``\\u`` escape, for a terminal);
+    the output has the same layout either way.
     """
-    encoder = _ENCODERS.get((sort_keys, indent))
+    encoder = _ENCODERS.get((sort_keys, indent, ensure_ascii))
     if encoder is not None:
         try:
             return encoder.encode(value)
         except _HasJSONNumber:
             pass
-    return _encode(value, sort_keys, indent, 0)
+    strings = _ASCII_STRING if ensure_ascii else _STRING
+    return _encode(value, sort_keys, indent, 0, strings)
 
 
 _STRING = json.JSONEncoder(ensure_ascii=False)
+_ASCII_STRING = json.JSONEncoder(ensure_ascii=True)
 
 
-def _encode(value: object, sort_keys: bool, indent: int | None, level: int) -> str:
+def _encode(
+    value: object, sort_keys: bool, indent: int | None, level: int, strings: json.JSONEncoder
+) -> str:
     if isinstance(value, JSONNumber):
         return value.text
     if value is None:
@@ -480,7 +492,7 @@ def _encode(value: object, sort_keys: bool, indent: int | None, level: int) -> s
     if value is False:
         return "false"
     if isinstance(value, str):
-        return _STRING.encode(value)
+        return strings.encode(value)
     if isinstance(value, int):
         return int.__repr__(value)
     if isinstance(value, float):
@@ -490,13 +502,13 @@ def _encode(value: object, sort_keys: bool, indent: int | None, level: int) -> s
     if isinstance(value, dict):
         pairs = sorted(value.items(), key=lambda pair: pair[0]) if sort_keys else value.items()
         parts = [
-            f"{_STRING.encode(key)}{':' if indent is None else ': '}"
-            f"{_encode(item, sort_keys, indent, level + 1)}"
+            f"{strings.encode(key)}{':' if indent is None else ': '}"
+            f"{_encode(item, sort_keys, indent, level + 1, strings)}"
             for key, item in pairs
         ]
         return _join("{", parts, "}", indent, level)
     if isinstance(value, (list, tuple)):
-        parts = [_encode(item, sort_keys, indent, level + 1) for item in value]
+        parts = [_encode(item, sort_keys, indent, level + 1, strings) for item in value]
         return _join("[", parts, "]", indent, level)
     raise TypeError(f"a {type(value).__name__} is not a JSON value")
 
