@@ -88,7 +88,7 @@ FLAVOURS = {
 }
 
 
-@pytest.fixture(params=FLAVOURS.values(), ids=FLAVOURS.keys())
+@pytest.fixture(params=list(FLAVOURS.values()), ids=list(FLAVOURS))
 def flavour(request: pytest.FixtureRequest) -> Flavour:
     """Each way to build the tool (plain and async functions), and its invoke or ainvoke."""
     chosen: Flavour = request.param
