@@ -12,15 +12,17 @@ import inspect
 import itertools
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
 import approval_guard as ag
-from approval_guard.testing import LocalProvider, approve_after, deny_after
+from approval_guard._wire import ApprovalRequest
+from approval_guard.testing import LocalProvider, Policy, approve_after, deny_after
 
 CANCELLED = "cancelled"
+T = TypeVar("T")
 
 
 def _keys_and_timeouts(provider: LocalProvider) -> dict[str, str]:
@@ -30,16 +32,21 @@ def _keys_and_timeouts(provider: LocalProvider) -> dict[str, str]:
     return {key: timeout for key, timeout in rows}
 
 
+def _eventually(check: Callable[[], bool], within: float) -> float | None:
+    """Seconds until ``check()`` is true, or None after ``within``."""
+    start = time.monotonic()
+    while time.monotonic() - start < within:
+        if check():
+            return time.monotonic() - start
+        time.sleep(0.01)
+    return None
+
+
 def _wait_for_status(
     provider: LocalProvider, request_id: str, status: str, within: float
 ) -> float | None:
     """Seconds until ``request_id`` has ``status`` at the provider, or None after ``within``."""
-    start = time.monotonic()
-    while time.monotonic() - start < within:
-        if provider.get(request_id).status == status:
-            return time.monotonic() - start
-        time.sleep(0.01)
-    return None
+    return _eventually(lambda: status == provider.get(request_id).status, within)
 
 
 def _reviewer(
@@ -55,6 +62,45 @@ def _reviewer(
     thread = threading.Thread(target=review, daemon=True)
     thread.start()
     return thread
+
+
+def _refund_tool(guard: ag.Guard, ran: list[str], *, timeout: str = "1m") -> Any:
+    """A guarded async refund tool that records each run's payment_id in ``ran``."""
+
+    @guard.requires_approval(timeout=timeout)
+    async def refund(payment_id: str) -> str:
+        ran.append(payment_id)
+        await asyncio.sleep(0)
+        return f"refunded {payment_id}"
+
+    return refund
+
+
+async def _until(happened: Callable[[], object]) -> None:
+    """Yield to the loop until ``happened()`` is true."""
+    while not happened():
+        await asyncio.sleep(0.01)
+
+
+async def _first_polled_request(provider: LocalProvider) -> ApprovalRequest:
+    """The next request the provider gets, once the call is waiting on its first poll."""
+    request = await asyncio.to_thread(provider.next_request, 5)
+    assert await asyncio.to_thread(provider.wait_for_polls, 1, 5)
+    return request
+
+
+async def _cancel_when(call: Coroutine[Any, Any, Any], ready: Awaitable[T]) -> tuple[T, float]:
+    """Run ``call`` as a task, cancel it once ``ready`` is done, and see CancelledError come out.
+
+    Returns what ``ready`` gave and the monotonic time of the cancel.
+    """
+    task = asyncio.create_task(call)
+    value = await ready
+    cancelled_at = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return value, cancelled_at
 
 
 def test_guarded_async_def_is_a_coroutine_function(guard: ag.Guard) -> None:
@@ -73,10 +119,7 @@ def test_waiting_never_blocks_the_event_loop(
 ) -> None:
     """A ticking task keeps its rate while a guarded call waits a second for approval."""
     period = 0.02
-
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        return f"refunded {payment_id}"
+    refund = _refund_tool(guard, [])
 
     async def main() -> tuple[Any, float, list[float]]:
         ticks: list[float] = []
@@ -126,23 +169,36 @@ def test_approved_async_call_runs_and_returns(
     assert "finished" == execution.state
 
 
-def test_denied_async_call_returns_not_run(
-    approval_provider: LocalProvider, guard: ag.Guard
+@pytest.mark.parametrize(
+    ("policy", "reason", "note"),
+    [
+        pytest.param(
+            deny_after(0.05, "not this customer"),
+            ag.Reason.DENIED,
+            "not this customer",
+            id="denied",
+        ),
+        # The expiry is checked last, right before the call.
+        pytest.param(
+            approve_after(0.05, valid_for=-60), ag.Reason.APPROVAL_EXPIRED, None, id="expired"
+        ),
+    ],
+)
+def test_unapproved_async_call_returns_not_run(
+    approval_provider: LocalProvider,
+    guard: ag.Guard,
+    policy: Policy,
+    reason: ag.Reason,
+    note: str | None,
 ) -> None:
-    """A denied async tool does not run and returns NotRun(DENIED) with the note."""
-    approval_provider.policy = deny_after(0.05, "not this customer")
-    calls: list[str] = []
-
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        calls.append(payment_id)
-        return "refunded"
-
-    result = asyncio.run(refund("payment_1"))
+    """A denied or already-expired approval does not run the async tool: NotRun with its reason."""
+    approval_provider.policy = policy
+    ran: list[str] = []
+    result = asyncio.run(_refund_tool(guard, ran)("payment_1"))
     assert isinstance(result, ag.NotRun)
-    assert ag.Reason.DENIED == result.reason
-    assert "not this customer" == result.note
-    assert [] == calls
+    assert reason == result.reason
+    assert note == result.note
+    assert [] == ran
 
 
 def test_async_call_survives_a_failed_create_and_a_dropped_poll(
@@ -152,12 +208,7 @@ def test_async_call_survives_a_failed_create_and_a_dropped_poll(
     approval_provider.faults.add("status", on="create", status=503)
     approval_provider.faults.add("drop_after_commit", on="poll")
     approval_provider.policy = approve_after(0.3)
-
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        return f"refunded {payment_id}"
-
-    assert "refunded payment_1" == asyncio.run(refund("payment_1"))
+    assert "refunded payment_1" == asyncio.run(_refund_tool(guard, [])("payment_1"))
     assert [("status", "create"), ("drop_after_commit", "poll")] == [
         (fault.kind, fault.exchange) for fault in approval_provider.faults.log
     ]
@@ -166,32 +217,11 @@ def test_async_call_survives_a_failed_create_and_a_dropped_poll(
     assert approval_provider.stats.polls >= 2
 
 
-def test_async_call_checks_the_expiry_last(
-    approval_provider: LocalProvider, guard: ag.Guard
-) -> None:
-    """An approval that has already expired does not run the async tool."""
-    approval_provider.policy = approve_after(0.05, valid_for=-60)
-    calls: list[str] = []
-
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        calls.append(payment_id)
-        return "refunded"
-
-    result = asyncio.run(refund("payment_1"))
-    assert isinstance(result, ag.NotRun)
-    assert ag.Reason.APPROVAL_EXPIRED == result.reason
-    assert [] == calls
-
-
 def test_async_call_gives_up_at_the_harness_limit(
     approval_provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """With nobody deciding, the wait ends at the harness's limit: NOT_OBTAINED, not denied."""
-
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        return "refunded"
+    refund = _refund_tool(guard, [])
 
     async def main() -> Any:
         with ag.harness_call(limit="4s"):
@@ -211,28 +241,17 @@ def test_cancelling_the_task_cancels_the_request(
     approval_provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """Cancelling the awaiting task cancels the pending request and CancelledError propagates."""
-    calls: list[str] = []
+    ran: list[str] = []
 
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        calls.append(payment_id)
-        return "refunded"
+    async def main() -> tuple[ApprovalRequest, float]:
+        call = _refund_tool(guard, ran)("payment_1")
+        return await _cancel_when(call, _first_polled_request(approval_provider))
 
-    async def main() -> tuple[str, float]:
-        task = asyncio.create_task(refund("payment_1"))
-        request = await asyncio.to_thread(approval_provider.next_request, 5)
-        assert await asyncio.to_thread(approval_provider.wait_for_polls, 1, 5)
-        cancelled_at = time.monotonic()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return request.id, cancelled_at
-
-    request_id, cancelled_at = asyncio.run(main())
-    waited = _wait_for_status(approval_provider, request_id, CANCELLED, within=2.0)
+    request, cancelled_at = asyncio.run(main())
+    waited = _wait_for_status(approval_provider, request.id, CANCELLED, within=2.0)
     assert waited is not None
     assert time.monotonic() - cancelled_at < 1.5
-    assert [] == calls
+    assert [] == ran
     assert 1 == approval_provider.stats.cancels
 
 
@@ -242,21 +261,18 @@ def test_cancelling_during_the_create_still_cancels_the_request(
     """A cancel that lands while the create is in flight cancels the request it made."""
     approval_provider.faults.add("delay", on="create", delay=0.5)
 
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        return "refunded"
-
     async def main() -> None:
-        task = asyncio.create_task(refund("payment_1"))
-        while not approval_provider.faults.log:  # the create has reached the provider
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        # Cancelled once the create has reached the provider.
+        reached = _until(lambda: approval_provider.faults.log)
+        await _cancel_when(_refund_tool(guard, [])("payment_1"), reached)
 
     asyncio.run(main())
-    [request] = approval_provider.requests()
-    assert CANCELLED == request.status
+
+    def only_request_cancelled() -> bool:
+        return [CANCELLED] == [request.status for request in approval_provider.requests()]
+
+    # The create's late answer is what names the request to withdraw: after CancelledError.
+    assert _eventually(only_request_cancelled, within=3.0) is not None
     assert 0 == approval_provider.stats.polls
 
 
@@ -265,16 +281,13 @@ def test_harness_call_applies_inside_async_code(
 ) -> None:
     """harness_call's key and limit reach the provider from an async tool."""
     approval_provider.policy = approve_after(0.05)
-
-    @guard.requires_approval(timeout="30m")
-    async def refund(payment_id: str) -> str:
-        return "refunded"
+    refund = _refund_tool(guard, [], timeout="30m")
 
     async def main() -> Any:
         with ag.harness_call(idempotency_key="toolcall_async_1", limit="90s"):
             return await refund("payment_1")
 
-    assert "refunded" == asyncio.run(main())
+    assert "refunded payment_1" == asyncio.run(main())
     assert {"toolcall_async_1": "1m28s"} == _keys_and_timeouts(approval_provider)
 
 
@@ -283,10 +296,7 @@ def test_concurrent_tasks_do_not_see_each_others_harness_call(
 ) -> None:
     """Two tasks inside their own harness_call at once each send their own key and limit."""
     approval_provider.policy = approve_after(0.2)
-
-    @guard.requires_approval(timeout="30m")
-    async def refund(payment_id: str) -> str:
-        return f"refunded {payment_id}"
+    refund = _refund_tool(guard, [], timeout="30m")
 
     async def main() -> list[Any]:
         inside = 0
@@ -319,16 +329,12 @@ def test_abandon_event_abandons_an_async_call(
 ) -> None:
     """harness_call(abandon=event) in async: NotRun(CANCELLED) and the request is cancelled."""
     abandon = threading.Event()
-
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        return "refunded"
+    ran: list[str] = []
 
     async def main() -> tuple[Any, str, float]:
         with ag.harness_call(abandon=abandon):
-            task = asyncio.create_task(refund("payment_1"))
-        request = await asyncio.to_thread(approval_provider.next_request, 5)
-        assert await asyncio.to_thread(approval_provider.wait_for_polls, 1, 5)
+            task = asyncio.create_task(_refund_tool(guard, ran)("payment_1"))
+        request = await _first_polled_request(approval_provider)
         abandon.set()
         set_at = time.monotonic()
         return await task, request.id, set_at
@@ -338,6 +344,7 @@ def test_abandon_event_abandons_an_async_call(
     assert ag.Reason.CANCELLED == result.reason
     assert _wait_for_status(approval_provider, request_id, CANCELLED, within=2.0) is not None
     assert time.monotonic() - set_at < 1.5
+    assert [] == ran
 
 
 def test_fifty_concurrent_async_calls_each_run_once(
@@ -345,18 +352,15 @@ def test_fifty_concurrent_async_calls_each_run_once(
 ) -> None:
     """Fifty guarded calls on one loop, all approved: each runs exactly once."""
     approval_provider.policy = approve_after(0.05)
-    runs: collections.Counter[int] = collections.Counter()
-
-    @guard.requires_approval(timeout="1m")
-    async def refund(n: int) -> int:
-        runs[n] += 1
-        return n
+    ran: list[str] = []
+    refund = _refund_tool(guard, ran)
+    payment_ids = [f"payment_{n}" for n in range(50)]
 
     async def main() -> list[Any]:
-        return await asyncio.gather(*(refund(n) for n in range(50)))
+        return await asyncio.gather(*(refund(payment_id) for payment_id in payment_ids))
 
-    assert list(range(50)) == asyncio.run(main())
-    assert {n: 1 for n in range(50)} == dict(runs)
+    assert [f"refunded {payment_id}" for payment_id in payment_ids] == asyncio.run(main())
+    assert {payment_id: 1 for payment_id in payment_ids} == collections.Counter(ran)
     assert 50 == approval_provider.stats.created
 
 
@@ -373,24 +377,11 @@ def test_cancelling_during_the_claim_gives_the_claim_back(
             return super().claim(request_id, tool=tool, worker=worker)
 
     ledger = SlowLedger()
-    guard = ag.Guard(base_url=approval_provider.url, credential=approval_provider.credential,
-                     ledger=ledger)
+    guard = ag.Guard(
+        base_url=approval_provider.url, credential=approval_provider.credential, ledger=ledger
+    )
     approval_provider.policy = approve_after(0.0)
     ran: list[str] = []
-
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        ran.append(payment_id)
-        return "refunded"
-
-    async def main() -> None:
-        task = asyncio.create_task(refund("payment_1"))
-        while not claiming.is_set():
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
+    asyncio.run(_cancel_when(_refund_tool(guard, ran)("payment_1"), _until(claiming.is_set)))
     assert [] == ran
     assert [] == ledger.recent()  # released: a retry with the same key may still run it

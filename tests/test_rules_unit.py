@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,8 +15,14 @@ import requests
 
 import approval_guard as ag
 from approval_guard._client import MAX_ANSWER_BYTES
+from approval_guard._wire import format_http_date
 from tests.conftest import SECRET
 from tests.fakes import BASE, FakeProvider, ManualClock
+
+
+def make_guard(clock: ManualClock, **options: Any) -> ag.Guard:
+    """A Guard on the fake provider and ``clock``, with ``options`` for the rest."""
+    return ag.Guard(base_url=BASE, credential=SECRET, clock=clock, **options)
 
 
 def make_tool(guard: ag.Guard, ran: list[tuple[Any, ...]], **options: Any) -> Any:
@@ -85,35 +94,53 @@ def test_pending_is_polled_until_decided(fake: FakeProvider, unit_guard: ag.Guar
     assert all(url.endswith("?wait=30s") for _, url, _, _ in fake.polls)
 
 
-def test_denied_reports_denied_with_note(fake: FakeProvider, unit_guard: ag.Guard) -> None:
-    """A person's denial is DENIED, with their note, and the tool does not run."""
-    fake.script[10] = ("deny", "Not a duplicate charge.")
+def says_denied(message: str) -> bool:
+    """Whether ``message`` tells the model that someone denied the call."""
+    return "denied" in message.replace("not denied", "")
+
+
+@pytest.mark.parametrize(
+    ("script", "timeout", "reason", "status", "note"),
+    [
+        pytest.param(
+            {10: ("deny", "Not a duplicate charge.")},
+            "30m",
+            ag.Reason.DENIED,
+            "denied",
+            "Not a duplicate charge.",
+            id="denied-by-a-person",
+        ),
+        pytest.param({}, "2m", ag.Reason.NOT_OBTAINED, "expired", None, id="expired-undecided"),
+        pytest.param(
+            {40: ("cancel",)},
+            "30m",
+            ag.Reason.CANCELLED,
+            "cancelled",
+            None,
+            id="cancelled-at-provider",
+        ),
+    ],
+)
+def test_a_request_that_ends_unapproved_does_not_run(
+    fake: FakeProvider,
+    unit_guard: ag.Guard,
+    script: dict[float, tuple[Any, ...]],
+    timeout: str,
+    reason: ag.Reason,
+    status: str,
+    note: str | None,
+) -> None:
+    """Each way a request ends unapproved has its reason, status and note; only a denial says so."""
+    fake.script.update(script)
     ran: list[Any] = []
-    out = make_tool(unit_guard, ran)("p", 1)
+    out = make_tool(unit_guard, ran, timeout=timeout)("p", 1)
     assert isinstance(out, ag.NotRun)
-    assert ag.Reason.DENIED == out.reason
-    assert "Not a duplicate charge." == out.note
-    assert "denied" in out.message and "Not a duplicate charge." in out.message
-    assert "denied" == out.status
+    assert reason == out.reason
+    assert status == out.status
+    assert note == out.note
+    assert (out.note or "") in out.message
+    assert (ag.Reason.DENIED == reason) == says_denied(out.message)
     assert [] == ran
-
-
-def test_expired_undecided_is_not_obtained(fake: FakeProvider, unit_guard: ag.Guard) -> None:
-    """A request that reached its deadline undecided is NOT_OBTAINED, never DENIED."""
-    ran: list[Any] = []
-    out = make_tool(unit_guard, ran, timeout="2m")("p", 1)
-    assert isinstance(out, ag.NotRun)
-    assert ag.Reason.NOT_OBTAINED == out.reason
-    assert "expired" == out.status
-    assert "denied" not in out.message.replace("not denied", "")
-    assert [] == ran
-
-
-def test_cancelled_at_provider_is_cancelled(fake: FakeProvider, unit_guard: ag.Guard) -> None:
-    """A request cancelled at the provider is CANCELLED."""
-    fake.script[40] = ("cancel",)
-    out = make_tool(unit_guard, [])("p", 1)
-    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
 
 
 @pytest.mark.parametrize(
@@ -180,21 +207,47 @@ def test_expired_approval_does_not_run_whatever_the_skew(
     assert unit_guard.ledger.get(out.request_id or "") is None  # the claim was given back
 
 
-def test_expiry_is_checked_after_the_claim_right_before_the_call(
-    clock: ManualClock, fake: FakeProvider
+class HookedLedger(ag.MemoryLedger):
+    """A memory ledger that calls ``before_claim`` at the start of every claim."""
+
+    def __init__(self, before_claim: Callable[[], None]) -> None:
+        super().__init__()
+        self._before_claim = before_claim
+
+    def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
+        self._before_claim()
+        return super().claim(request_id, tool=tool, worker=worker)
+
+
+def lose_the_ledger(clock: ManualClock) -> None:
+    """A claim that cannot reach the record."""
+    raise ag.LedgerError("connection lost")
+
+
+@pytest.mark.parametrize(
+    ("before_claim", "reason"),
+    [
+        # Time spent claiming counts: the expiry is checked after the claim, right before the call.
+        pytest.param(
+            lambda clock: clock.advance(120),
+            ag.Reason.APPROVAL_EXPIRED,
+            id="approval-expires-while-claiming",
+        ),
+        pytest.param(lose_the_ledger, ag.Reason.NOT_OBTAINED, id="ledger-unreachable"),
+    ],
+)
+def test_an_approval_that_cannot_be_claimed_in_time_does_not_run(
+    clock: ManualClock,
+    fake: FakeProvider,
+    before_claim: Callable[[ManualClock], None],
+    reason: ag.Reason,
 ) -> None:
-    """Time spent claiming counts: an approval that expires meanwhile does not run."""
-
-    class SlowLedger(ag.MemoryLedger):
-        def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
-            clock.advance(120)
-            return super().claim(request_id, tool=tool, worker=worker)
-
-    guard = ag.Guard(base_url=BASE, credential=SECRET, clock=clock, ledger=SlowLedger())
+    """A claim that outlasts the approval or cannot reach the record: the tool does not run."""
+    guard = make_guard(clock, ledger=HookedLedger(lambda: before_claim(clock)))
     fake.script[0] = ("approve", 60)
     ran: list[Any] = []
     out = make_tool(guard, ran)("p", 1)
-    assert isinstance(out, ag.NotRun) and ag.Reason.APPROVAL_EXPIRED == out.reason
+    assert isinstance(out, ag.NotRun) and reason == out.reason
     assert [] == ran
 
 
@@ -236,29 +289,40 @@ def test_create_retries_with_same_key_and_bytes(
     assert 1 == len(fake.requests)
 
 
-def test_retry_after_seconds_is_honoured(
-    clock: ManualClock, fake: FakeProvider, unit_guard: ag.Guard
+def retry_after_seconds(seconds: int) -> Callable[[FakeProvider], str]:
+    """Retry-After as delay-seconds."""
+    return lambda fake: str(seconds)
+
+
+def retry_after_date(seconds: int) -> Callable[[FakeProvider], str]:
+    """Retry-After as the HTTP date ``seconds`` after the provider's now."""
+    return lambda fake: format_http_date(fake.pnow() + timedelta(seconds=seconds))
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "retry_after", "shortest", "longest"),
+    [
+        pytest.param(429, "rate_limited", retry_after_seconds(7), 7.0, 7.0, id="429-seconds"),
+        # An HTTP date is measured against the provider's Date, to its one-second resolution.
+        pytest.param(503, "unavailable", retry_after_date(12), 11.0, 12.0, id="503-http-date"),
+    ],
+)
+def test_retry_after_delays_the_retry_by_that_long(
+    clock: ManualClock,
+    fake: FakeProvider,
+    unit_guard: ag.Guard,
+    code: int,
+    kind: str,
+    retry_after: Callable[[FakeProvider], str],
+    shortest: float,
+    longest: float,
 ) -> None:
-    """A 429's Retry-After delays the retry by exactly that long."""
-    fake.faults = [status_fault(429, "rate_limited", "7")]
+    """Retry-After, in seconds or as an HTTP date, is how long the one retry waits."""
+    fake.faults = [status_fault(code, kind, retry_after(fake))]
     fake.script[0] = ("approve", 300)
     make_tool(unit_guard, [])("p", 1)
-    assert [7.0] == clock.sleeps
-
-
-def test_retry_after_http_date_is_honoured(
-    clock: ManualClock, fake: FakeProvider, unit_guard: ag.Guard
-) -> None:
-    """Retry-After as an HTTP date is measured against the provider's Date."""
-    from datetime import timedelta
-
-    from approval_guard._wire import format_http_date
-
-    when = format_http_date(fake.pnow() + timedelta(seconds=12))
-    fake.faults = [status_fault(503, "unavailable", when)]
-    fake.script[0] = ("approve", 300)
-    make_tool(unit_guard, [])("p", 1)
-    assert len(clock.sleeps) == 1 and 11.0 <= clock.sleeps[0] <= 12.0
+    assert 1 == len(clock.sleeps)
+    assert shortest <= clock.sleeps[0] <= longest
 
 
 def test_backoff_is_capped_full_jitter(
@@ -347,14 +411,7 @@ def test_requested_timeout_is_clamped_to_the_harness_limit(
 
 def test_too_little_time_creates_nothing(fake: FakeProvider, clock: ManualClock) -> None:
     """With under a second left to ask, nothing is created and the outcome is NOT_OBTAINED."""
-    guard = ag.Guard(
-        base_url=BASE,
-        credential=SECRET,
-        harness_limit="11s",
-        return_margin="5s",
-        deadline_margin="5s",
-        clock=clock,
-    )
+    guard = make_guard(clock, harness_limit="11s", return_margin="5s", deadline_margin="5s")
     with ag.harness_call(limit="10s"):
         out = make_tool(guard, [])("p", 1)
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
@@ -403,8 +460,6 @@ def test_wait_ends_after_deadline_plus_margin(
 
 def test_abandon_before_create_sends_nothing(fake: FakeProvider, unit_guard: ag.Guard) -> None:
     """An already-abandoned call creates nothing and is CANCELLED."""
-    import threading
-
     gone = threading.Event()
     gone.set()
     with ag.harness_call(abandon=gone):
@@ -461,21 +516,6 @@ def test_tool_exception_propagates_and_is_recorded(
     assert "failed" == row.state and "card network down" in (row.error or "")
 
 
-def test_ledger_unreachable_means_not_run(clock: ManualClock, fake: FakeProvider) -> None:
-    """If the record cannot be claimed, the tool does not run."""
-
-    class DownLedger(ag.MemoryLedger):
-        def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
-            raise ag.LedgerError("connection lost")
-
-    guard = ag.Guard(base_url=BASE, credential=SECRET, clock=clock, ledger=DownLedger())
-    fake.script[0] = ("approve", 300)
-    ran: list[Any] = []
-    out = make_tool(guard, ran)("p", 1)
-    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
-    assert [] == ran
-
-
 def test_unserialisable_argument_sends_nothing(fake: FakeProvider, unit_guard: ag.Guard) -> None:
     """A TypeError for an argument that cannot be JSON, before any request."""
 
@@ -515,14 +555,7 @@ def test_give_up_cancel_stays_inside_the_harness_limit(
     clock: ManualClock, fake: FakeProvider
 ) -> None:
     """A failing cancel is retried, but never past the harness's own limit."""
-    guard = ag.Guard(
-        base_url=BASE,
-        credential=SECRET,
-        harness_limit="1m",
-        return_margin="1s",
-        deadline_margin="1s",
-        clock=clock,
-    )
+    guard = make_guard(clock, harness_limit="1m", return_margin="1s", deadline_margin="1s")
     # Creates retried for 20 s, so our limit comes before the provider's deadline;
     # then every cancel attempt fails.
     fake.faults = [status_fault(503, "unavailable", "10")] * 2 + [None] * 200

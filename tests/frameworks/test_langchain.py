@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import attrs
 import pytest
 
 from tests.frameworks._require import require_framework
@@ -24,25 +25,74 @@ from langchain_core.tools import (  # noqa: E402
 import approval_guard as ag  # noqa: E402
 from approval_guard.testing import LocalProvider, approve_after, deny_after  # noqa: E402
 
-BUILDERS: dict[str, Callable[[Callable[..., Any]], BaseTool]] = {
-    "tool": lambda fn: tool(fn),
-    "StructuredTool.from_function": lambda fn: StructuredTool.from_function(fn),
+
+def _refund(ran: list[str], *, coroutine: bool) -> Callable[..., Any]:
+    """``issue_refund`` as a plain or an ``async`` function, recording each run in ``ran``."""
+
+    def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
+        """Refund part of a payment; amount is in minor units."""
+        ran.append(payment_id)
+        return {"refunded": amount, "payment_id": payment_id, "currency": currency}
+
+    async def issue_refund_async(
+        payment_id: str, amount: int, currency: str = "GBP"
+    ) -> dict[str, Any]:
+        """Refund part of a payment; amount is in minor units."""
+        await asyncio.sleep(0)
+        return issue_refund(payment_id, amount, currency)
+
+    return issue_refund_async if coroutine else issue_refund
+
+
+def _invoke(built: BaseTool, call: dict[str, Any]) -> Any:
+    """What an agent does with a plain tool: invoke."""
+    return built.invoke(call)
+
+
+def _ainvoke(built: BaseTool, call: dict[str, Any]) -> Any:
+    """What an async agent does with a tool: await ainvoke."""
+    return asyncio.run(built.ainvoke(call))
+
+
+@attrs.frozen
+class Flavour:
+    """One way to make a LangChain tool from a function and have the agent call it."""
+
+    coroutine: bool
+    build: Callable[[Callable[..., Any]], BaseTool]
+    run: Callable[[BaseTool, dict[str, Any]], Any]
+
+    def tool(self, ran: list[str], guard: ag.Guard | None = None) -> BaseTool:
+        """The refund tool of this flavour, guarded when ``guard`` is given."""
+        fn = _refund(ran, coroutine=self.coroutine)
+        return self.build(fn if guard is None else guard.requires_approval(timeout="1m")(fn))
+
+    def agent_calls(self, guard: ag.Guard, ran: list[str]) -> tuple[str, ToolMessage]:
+        """The guarded tool called as an agent would (call_1: refund 4900 of p_1).
+
+        Returns the tool's name and the ToolMessage the model gets back.
+        """
+        built = self.tool(ran, guard)
+        message = self.run(built, _call(built.name, "call_1", payment_id="p_1", amount=4900))
+        assert isinstance(message, ToolMessage)
+        return built.name, message
+
+
+FLAVOURS = {
+    "tool": Flavour(False, tool, _invoke),
+    "StructuredTool.from_function": Flavour(False, StructuredTool.from_function, _invoke),
+    "async-tool": Flavour(True, tool, _ainvoke),
+    "async-StructuredTool.from_function(coroutine=)": Flavour(
+        True, lambda fn: StructuredTool.from_function(coroutine=fn), _ainvoke
+    ),
 }
 
 
-def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
-    """Refund part of a payment; amount is in minor units."""
-    return {"refunded": amount, "payment_id": payment_id, "currency": currency}
-
-
-async def issue_refund_async(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
-    """Refund part of a payment; amount is in minor units."""
-    await asyncio.sleep(0)
-    return {"refunded": amount, "payment_id": payment_id, "currency": currency}
-
-
-def _async_tool(fn: Callable[..., Any]) -> BaseTool:
-    return StructuredTool.from_function(coroutine=fn)
+@pytest.fixture(params=list(FLAVOURS.values()), ids=list(FLAVOURS))
+def flavour(request: pytest.FixtureRequest) -> Flavour:
+    """Each way to build the tool (plain and async functions), and its invoke or ainvoke."""
+    chosen: Flavour = request.param
+    return chosen
 
 
 def _call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
@@ -50,11 +100,9 @@ def _call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
     return {"type": "tool_call", "id": call_id, "name": name, "args": args}
 
 
-@pytest.mark.parametrize("build", BUILDERS.values(), ids=BUILDERS.keys())
-def test_args_schema_equals_the_unguarded_one(guard: ag.Guard, build: Any) -> None:
+def test_args_schema_equals_the_unguarded_one(guard: ag.Guard, flavour: Flavour) -> None:
     """The tool built over the guarded function shows the model the same schema."""
-    guarded = guard.requires_approval(timeout="1m")(issue_refund)
-    plain_tool, guarded_tool = build(issue_refund), build(guarded)
+    plain_tool, guarded_tool = flavour.tool([]), flavour.tool([], guard)
     assert (
         plain_tool.args_schema.model_json_schema() == guarded_tool.args_schema.model_json_schema()
     )
@@ -67,80 +115,33 @@ def test_args_schema_equals_the_unguarded_one(guard: ag.Guard, build: Any) -> No
     )
 
 
-def test_async_args_schema_equals_the_unguarded_one(guard: ag.Guard) -> None:
-    """An async guarded function gives the same schema as the unguarded coroutine."""
-    guarded = guard.requires_approval(timeout="1m")(issue_refund_async)
-    assert _async_tool(issue_refund_async).args_schema.model_json_schema() == (
-        _async_tool(guarded).args_schema.model_json_schema()
-    )
-
-
-@pytest.mark.parametrize("build", BUILDERS.values(), ids=BUILDERS.keys())
 def test_tool_runs_after_approval(
-    approval_provider: LocalProvider, guard: ag.Guard, build: Any
+    approval_provider: LocalProvider, guard: ag.Guard, flavour: Flavour
 ) -> None:
     """Invoking the tool with a tool call waits for approval, runs, and returns a ToolMessage."""
     approval_provider.policy = approve_after(0.05)
-    refund_tool = build(guard.requires_approval(timeout="1m")(issue_refund))
-    message = refund_tool.invoke(_call("issue_refund", "call_1", payment_id="p_1", amount=4900))
-    assert isinstance(message, ToolMessage)
+    ran: list[str] = []
+    _, message = flavour.agent_calls(guard, ran)
     assert "success" == message.status
     assert '{"refunded": 4900, "payment_id": "p_1", "currency": "GBP"}' == message.content
+    assert ["p_1"] == ran
     [request] = approval_provider.requests()
     assert {"payment_id": "p_1", "amount": 4900, "currency": "GBP"} == request.arguments
 
 
 def test_not_run_comes_back_as_a_readable_tool_message(
-    approval_provider: LocalProvider, guard: ag.Guard
+    approval_provider: LocalProvider, guard: ag.Guard, flavour: Flavour
 ) -> None:
     """A denied call gives the model a ToolMessage whose content is the NotRun's sentence."""
     approval_provider.policy = deny_after(0.05, "refunds over 40 GBP need a manager")
-    calls: list[str] = []
-
-    @tool
-    @guard.requires_approval(timeout="1m")
-    def refund(payment_id: str, amount: int) -> str:
-        """Refund part of a payment."""
-        calls.append(payment_id)
-        return "refunded"
-
-    message = refund.invoke(_call("refund", "call_1", payment_id="p_1", amount=4900))
-    assert isinstance(message, ToolMessage)
+    ran: list[str] = []
+    name, message = flavour.agent_calls(guard, ran)
     assert (
-        "A person denied this call to refund: refunds over 40 GBP need a manager" == message.content
+        f"A person denied this call to {name}: refunds over 40 GBP need a manager"
+        == message.content
     )
     assert "call_1" == message.tool_call_id
-    assert [] == calls
-
-
-def test_async_tool_runs_after_approval_with_ainvoke(
-    approval_provider: LocalProvider, guard: ag.Guard
-) -> None:
-    """An async guarded tool, awaited through ainvoke, runs once approved."""
-    approval_provider.policy = approve_after(0.05)
-    refund_tool = _async_tool(guard.requires_approval(timeout="1m")(issue_refund_async))
-    message = asyncio.run(
-        refund_tool.ainvoke(_call("issue_refund_async", "call_1", payment_id="p_1", amount=10))
-    )
-    assert isinstance(message, ToolMessage)
-    assert '{"refunded": 10, "payment_id": "p_1", "currency": "GBP"}' == message.content
-
-
-def test_async_not_run_comes_back_as_a_readable_tool_message(
-    approval_provider: LocalProvider, guard: ag.Guard
-) -> None:
-    """A denied async tool gives ainvoke a ToolMessage with the NotRun's sentence."""
-    approval_provider.policy = deny_after(0.05, "no")
-
-    @tool
-    @guard.requires_approval(timeout="1m")
-    async def refund(payment_id: str) -> str:
-        """Refund a payment."""
-        return "refunded"
-
-    message = asyncio.run(refund.ainvoke(_call("refund", "call_1", payment_id="p_1")))
-    assert isinstance(message, ToolMessage)
-    assert "A person denied this call to refund: no" == message.content
+    assert [] == ran
 
 
 def test_injected_config_and_call_id_are_not_sent_for_approval(

@@ -104,46 +104,31 @@ def test_not_run_reaches_the_model_as_its_sentence(
     assert f"A person denied this call to {fn.__name__}: not this customer" == sent
 
 
-def test_run_context_is_not_sent_for_approval(
-    approval_provider: LocalProvider, guard: ag.Guard
+def refund_for_the_user(ctx: RunContextWrapper[Deps], payment_id: str) -> str:
+    """Refund a payment for the run's user."""
+    return f"{payment_id} for {ctx.context.user}"
+
+
+async def refund_in_the_call(ctx: ToolContext[Deps], payment_id: str) -> str:
+    """Refund a payment in the runner's tool call."""
+    return f"{payment_id} in {ctx.tool_call_id}"
+
+
+CONTEXT_TOOLS = {
+    "RunContextWrapper-sync": (refund_for_the_user, "p_1 for ann"),
+    "ToolContext-async": (refund_in_the_call, "p_1 in call_1"),
+}
+
+
+@pytest.mark.parametrize(("fn", "expected"), CONTEXT_TOOLS.values(), ids=CONTEXT_TOOLS.keys())
+def test_injected_context_is_not_sent_for_approval(
+    approval_provider: LocalProvider, guard: ag.Guard, fn: Any, expected: str
 ) -> None:
-    """A RunContextWrapper parameter reaches the tool but is not sent to the reviewer."""
+    """A RunContextWrapper or ToolContext parameter reaches the tool but not the reviewer."""
     approval_provider.policy = approve_after(0.05)
-
-    @function_tool
-    @guard.requires_approval(timeout="1m")
-    def refund(ctx: RunContextWrapper[Deps], payment_id: str) -> str:
-        """Refund a payment.
-
-        Args:
-            payment_id: The payment to refund.
-        """
-        return f"{payment_id} for {ctx.context.user}"
-
+    refund = function_tool(guard.requires_approval(timeout="1m")(fn))
     assert ["payment_id"] == list(refund.params_json_schema["properties"])
     output, _ = _invoke(refund, Deps(), payment_id="p_1")
-    assert "p_1 for ann" == output
-    [request] = approval_provider.requests()
-    assert {"payment_id": "p_1"} == request.arguments
-
-
-def test_tool_context_is_not_sent_for_approval_in_async(
-    approval_provider: LocalProvider, guard: ag.Guard
-) -> None:
-    """A ToolContext parameter of an async tool is recognised as injected too."""
-    approval_provider.policy = approve_after(0.05)
-
-    @function_tool
-    @guard.requires_approval(timeout="1m")
-    async def refund(ctx: ToolContext[Deps], payment_id: str) -> str:
-        """Refund a payment.
-
-        Args:
-            payment_id: The payment to refund.
-        """
-        return f"{payment_id} in {ctx.tool_call_id}"
-
-    output, _ = _invoke(refund, Deps(), payment_id="p_1")
-    assert "p_1 in call_1" == output
+    assert expected == output
     [request] = approval_provider.requests()
     assert {"payment_id": "p_1"} == request.arguments
