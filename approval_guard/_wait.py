@@ -30,7 +30,14 @@ import attrs
 
 from . import _threads
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
-from ._clock import EXPIRY_SAFETY, Clock, ClockSample, plausibly_expired, still_valid
+from ._clock import (
+    EXPIRY_SAFETY,
+    Clock,
+    ClockSample,
+    certainly_expired,
+    plausibly_expired,
+    still_valid,
+)
 from ._duration import format_duration
 from ._ledger import Ledger
 from ._outcome import NotRun, Reason
@@ -885,18 +892,29 @@ class _Call:
         valid, left = still_valid(expires_at, confirmed, now)
         if valid:
             return None
+        # The first sample may prove the expiry a re-read with a lagging Date cannot.
+        if plausibly_expired(expires_at, confirmed, now) or certainly_expired(
+            expires_at, sample, now
+        ):
+            return self.not_run(
+                Reason.APPROVAL_EXPIRED,
+                f"The approval for {tool} expired at {format_timestamp(expires_at)} before "
+                "the call could start, so it did not run.",
+                note=note,
+            )
+        if left is None and confirmed.lagging:
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The provider's Date header was behind the timestamps in its own answer (a "
+                f"cache or a lagging clock), so the approval's expiry could not be checked and "
+                f"{tool} did not run.",
+                note=note,
+            )
         if left is None:
             return self.not_run(
                 Reason.NOT_OBTAINED,
                 f"The provider's answer had no usable Date header, so the approval's expiry "
                 f"could not be checked and {tool} did not run.",
-                note=note,
-            )
-        if plausibly_expired(expires_at, confirmed, now):
-            return self.not_run(
-                Reason.APPROVAL_EXPIRED,
-                f"The approval for {tool} expired at {format_timestamp(expires_at)} before "
-                "the call could start, so it did not run.",
                 note=note,
             )
         # Not expired by our best estimate: only too close to its end to be sure.
@@ -922,7 +940,9 @@ class _Call:
         decision = request.decision
         assert decision is not None and decision.expires_at is not None
         _, left = still_valid(decision.expires_at, sample, self.clock.monotonic())
-        if (
+        # A Date behind the answer's own timestamps (a cache) says nothing of the
+        # provider's clock now: a fresh answer may carry a usable one.
+        if not sample.lagging and (
             left is None
             or left > EXPIRY_SAFETY + EXPIRY_DOUBT
             or sample.received - sample.sent <= SHORT_ROUND_TRIP
