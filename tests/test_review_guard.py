@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import requests
 import approval_guard as ag
 from approval_guard._serialize import dumps
 from approval_guard._wire import format_http_date
-from approval_guard.testing import LocalProvider
+from approval_guard.testing import LocalProvider, approve_after
 from tests.test_integration import make_guard, refund_tool
 
 ARGS = {"payment_id": "p", "amount": 1, "currency": "GBP"}
@@ -55,3 +56,61 @@ def test_a_date_behind_an_old_decision_does_not_keep_an_expired_approval_alive(
         out = refund_tool(make_guard(p), ran, timeout="1m")("p", 1)
     assert [] == ran
     assert isinstance(out, ag.NotRun) and expected == out.reason, out.message
+
+
+class UserId(str):
+    """A str subclass, as typed ids often are."""
+
+
+class LyingInt(int):
+    def __int__(self) -> int:
+        return 1
+
+    def __index__(self) -> int:
+        return 1
+
+
+class LyingFloat(float):
+    def __float__(self) -> float:
+        return 1.0
+
+
+class LyingDecimal(Decimal):
+    def __str__(self) -> str:
+        return "1"
+
+
+class LyingStr(str):
+    def __str__(self) -> str:
+        return "someone_else"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (UserId("payment_123"), "payment_123"),
+        (LyingStr("payment_123"), "payment_123"),
+        (LyingInt(4900), 4900),
+        (LyingFloat(4900.5), 4900.5),
+        (LyingDecimal("4900"), "4900"),
+    ],
+)
+def test_a_subclass_argument_is_sent_and_run_as_its_own_value(
+    approval_provider: LocalProvider, value: Any, shown: Any
+) -> None:
+    """A str/int/float/Decimal subclass is sent as the value the tool gets, not its conversions'."""
+    p = approval_provider
+    p.policy = approve_after(0.0)
+    ran: list[Any] = []
+
+    @make_guard(p).requires_approval(timeout="1m")
+    def issue_refund(payment_id: Any) -> str:
+        ran.append(payment_id)
+        return "done"
+
+    out = issue_refund(value)
+    [request] = p.requests()
+    assert {"payment_id": shown} == request.arguments
+    assert type(shown) is type(request.arguments["payment_id"])
+    assert "done" == out, out
+    assert [value] == ran
