@@ -787,6 +787,18 @@ class _Call:
                     f"and {tool} did not run.",
                     note=note,
                 )
+            if decision.arguments is not None and not _same_or_too_deep(
+                decision.arguments, self.plan.arguments
+            ):
+                # API 1.1: only names sent as editable may change, and this call sends none;
+                # what was approved is not what would run.
+                log.error("the approval of %s changes the call's arguments", request.id)
+                return self.not_run(
+                    Reason.NOT_OBTAINED,
+                    f"The approval came with arguments changed from those of the call, which "
+                    f"offered none for editing, so {tool} did not run.",
+                    note=note,
+                )
             return request, sample
         if request.status == DENIED:
             if decision is None or decision.status != DENIED:
@@ -1016,6 +1028,14 @@ def _no_invoke() -> Any:
 
 
 _NUMBERS = (int, float)
+
+
+def _same_or_too_deep(a: Any, b: Any) -> bool:
+    """:func:`same_json`, False for structures too deep to compare."""
+    try:
+        return same_json(a, b)
+    except RecursionError:
+        return False
 
 
 def same_json(a: Any, b: Any) -> bool:
