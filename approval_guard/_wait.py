@@ -47,6 +47,7 @@ from ._wire import (
     DENIED,
     EXPIRED,
     PENDING,
+    STATUSES,
     ApprovalRequest,
     WireError,
     format_timestamp,
@@ -186,6 +187,8 @@ class _Call:
         self.in_flight = 0
         self.unseen: list[Answer] = []
         self.handed_off = False
+        # A cancel was answered 200 by a body that did not show the request cancelled.
+        self.withdraw_unconfirmed = False
         self.withdraw_lock = threading.Lock()  # one late withdrawal at a time
 
     # -- outcomes ----------------------------------------------------------
@@ -307,10 +310,13 @@ class _Call:
                         return (yield from self.give_up_waiting())
                     continue
                 log.error("the provider refused to read %s: %s", request_id, answer.describe())
+                # Nobody will wait for this request any more: withdraw it if the provider lets us.
+                yield from self.cancel("the provider refused to read the request")
                 return self.not_run(
                     Reason.NOT_OBTAINED,
                     f"The approval provider stopped answering for the request "
-                    f"({answer.describe()}), so {self.plan.tool} did not run.",
+                    f"({answer.describe()}), so {self.plan.tool} did not run"
+                    f"{self.withdrawal()}",
                 )
             checked = self.check_echo(answer, expect_id=request_id)
             if isinstance(checked, NotRun):
@@ -658,6 +664,11 @@ class _Call:
             return "."
         if self.last_status == CANCELLED:
             return "; the pending request was cancelled."
+        if self.last_status == PENDING and self.withdraw_unconfirmed:
+            return (
+                "; the provider's answer to the cancel did not show the request withdrawn, so "
+                "it may stay open until its deadline."
+            )
         if self.last_status == PENDING:
             return "; the pending request could not be withdrawn and stays open until its deadline."
         return "."
@@ -718,8 +729,16 @@ class _Call:
                     continue
                 return
             if answer.ok:
-                self.last_status = CANCELLED
-                log.info("approval request cancelled: request_id=%s (%s)", request_id, reason)
+                # Only a body showing this request cancelled says it was: a 200 that shows
+                # it still pending, decided, or something else entirely does not.
+                status = self.status_in(answer.body, request_id)
+                if status is None:
+                    self.withdraw_unconfirmed = True
+                    log.warning("cancel of %s: the answer does not show it cancelled", request_id)
+                    return
+                self.last_status = status
+                if status == CANCELLED:
+                    log.info("approval request cancelled: request_id=%s (%s)", request_id, reason)
                 return
             log.warning("cancel of %s: %s", request_id, answer.describe())
             if self.policy.retryable(answer, creating=False):
@@ -729,10 +748,21 @@ class _Call:
                     continue
                 return
             current = answer.body.get("request") if isinstance(answer.body, dict) else None
-            status = current.get("status") if isinstance(current, dict) else None
-            if isinstance(status, str):
+            status = self.status_in(current, request_id)
+            if status is not None:
                 self.last_status = status
             return
+
+    @staticmethod
+    def status_in(body: Any, request_id: str) -> str | None:
+        """The status of ``request_id`` as a body describes it, or None if it does not."""
+        try:
+            request = parse_request(body)
+        except Exception:
+            return None
+        if request.id != request_id or request.status not in STATUSES:
+            return None
+        return request.status
 
     def recover(self, end: float) -> Generator[Op, Any, None]:
         """Learn the id of a request whose create answer was lost: replay the create.

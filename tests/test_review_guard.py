@@ -267,3 +267,49 @@ def test_an_approval_that_edits_arguments_never_offered_as_editable_does_not_run
     else:
         assert [] == ran
         assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason, out
+
+
+def _abandon_when_created(p: HostileProvider) -> threading.Event:
+    abandon = threading.Event()
+
+    def watch() -> None:
+        p.created.wait(5)
+        abandon.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return abandon
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda r: {**r, "status": "approved"},
+        lambda r: {**r, "status": "pending"},
+        lambda r: {**r, "id": "another", "status": "cancelled"},
+        lambda r: {"ok": True},
+    ],
+)
+def test_a_cancel_answered_200_without_a_cancelled_request_is_not_reported_cancelled(
+    hostile: Callable[..., HostileProvider], answer: Callable[[dict[str, Any]], Any]
+) -> None:
+    """A 200 to the cancel whose body does not show this request cancelled: never "cancelled"."""
+    p = hostile(cancel=lambda r, _: (200, answer(r)))
+    ran: list[Any] = []
+    with ag.harness_call(abandon=_abandon_when_created(p)):
+        out = _refund(hostile_guard(p), ran)("p", 1)
+    assert [] == ran and "cancel" in p.seen
+    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
+    assert "was cancelled" not in out.message and "cancelled" != out.status, out
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 418])
+def test_a_poll_refused_for_good_still_withdraws_the_request(
+    hostile: Callable[..., HostileProvider], status: int
+) -> None:
+    """A poll answered with a non-retryable error: nobody waits any more, so the cancel is sent."""
+    p = hostile(read=lambda r, _: (status, {"error": {"type": "nope", "message": "no"}}))
+    ran: list[Any] = []
+    out = _refund(hostile_guard(p), ran)("p", 1)
+    assert [] == ran and ["create", "read", "cancel"] == p.seen
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    assert out.message.endswith("; the pending request was cancelled."), out.message
