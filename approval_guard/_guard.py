@@ -372,6 +372,7 @@ class Guard:
             deadline_margin=self._deadline_margin,
             poll_wait=self._poll_wait,
             worker=self._worker,
+            current_arguments=lambda: to_json_value(spec.bind(args, kwargs)),
         )
         return plan, facts.abandon
 

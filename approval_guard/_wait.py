@@ -146,6 +146,10 @@ class CallPlan:
     deadline_margin: float
     poll_wait: float
     worker: str
+    #: The call's arguments as JSON again, made from the objects the tool will be given
+    #: (None: not checked). They must still be what was sent: the caller's objects may
+    #: have changed while the call waited.
+    current_arguments: Callable[[], Any] | None = None
 
 
 Outcome = Union[NotRun, Ran]  # noqa: UP007
@@ -929,6 +933,9 @@ class _Call:
             return self.abandoned_after_approval()
         if isinstance(confirmed, NotRun):
             return confirmed
+        changed = self.arguments_changed()
+        if changed is not None:
+            return changed
         # The very last check before the call.
         now = self.clock.monotonic()
         valid, left = still_valid(expires_at, confirmed, now)
@@ -966,6 +973,24 @@ class _Call:
             f"ends at {format_timestamp(expires_at)} by the provider's clock, too close to "
             "tell from the provider's answers), so it did not run.",
             note=note,
+        )
+
+    def arguments_changed(self) -> NotRun | None:
+        """A NotRun if the objects the tool would get are no longer what the reviewer saw."""
+        current = self.plan.current_arguments
+        if current is None:
+            return None
+        try:
+            same = same_json(current(), self.plan.arguments)
+        except Exception:  # no longer serialisable, or too deep: not what was sent either
+            same = False
+        if same:
+            return None
+        log.error("the arguments of %s changed while it waited for approval", self.plan.tool)
+        return self.not_run(
+            Reason.NOT_OBTAINED,
+            f"The call's arguments changed after they were sent for approval, so {self.plan.tool} "
+            "did not run: what would run is not what the reviewer saw.",
         )
 
     def confirm_clock(

@@ -313,3 +313,28 @@ def test_a_poll_refused_for_good_still_withdraws_the_request(
     assert [] == ran and ["create", "read", "cancel"] == p.seen
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
     assert out.message.endswith("; the pending request was cancelled."), out.message
+
+
+def test_arguments_changed_while_waiting_do_not_run(approval_provider: LocalProvider) -> None:
+    """The caller's list changes after the request was made: what would run was never seen."""
+    payees = ["alice"]
+
+    def mutate_then_approve(provider: LocalProvider, request: Any) -> None:
+        payees.append("mallory")
+        provider.approve(request.id)
+
+    approval_provider.policy = mutate_then_approve
+    ran: list[Any] = []
+
+    @make_guard(approval_provider).requires_approval(timeout="1m")
+    def pay(to: list[str]) -> str:
+        ran.append(list(to))
+        return "paid"
+
+    out = pay(payees)
+    [request] = approval_provider.requests()
+    assert {"to": ["alice"]} == request.arguments
+    assert [] == ran
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason, out
+    # The approval was not used up: nothing ran.
+    assert None is make_guard(approval_provider).ledger.get(request.id)
