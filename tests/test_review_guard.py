@@ -14,6 +14,7 @@ import pytest
 import requests
 
 import approval_guard as ag
+from approval_guard._guard import _provider_scope
 from approval_guard._serialize import dumps
 from approval_guard._wire import format_http_date, format_timestamp
 from approval_guard.testing import LocalProvider, approve_after
@@ -338,3 +339,16 @@ def test_arguments_changed_while_waiting_do_not_run(approval_provider: LocalProv
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason, out
     # The approval was not used up: nothing ran.
     assert None is make_guard(approval_provider).ledger.get(request.id)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("http://localhost:{port}", "http://LOCALHOST.:{port}/"),
+        ("http://[::1]:{port}", "http://[0:0:0:0:0:0:0:1]:{port}"),
+    ],
+)
+def test_one_provider_spelled_two_ways_shares_one_record(first: str, second: str) -> None:
+    """A host's trailing dot or an address's long form is the same provider: one claim."""
+    assert _provider_scope(first.format(port=8080)) == _provider_scope(second.format(port=8080))
+
