@@ -352,3 +352,26 @@ def test_one_provider_spelled_two_ways_shares_one_record(first: str, second: str
     """A host's trailing dot or an address's long form is the same provider: one claim."""
     assert _provider_scope(first.format(port=8080)) == _provider_scope(second.format(port=8080))
 
+
+
+def denied(request: dict[str, Any], note: str) -> dict[str, Any]:
+    now = format_timestamp(datetime.now(timezone.utc))
+    return {
+        **request,
+        "status": "denied",
+        "decision": {"status": "denied", "note": note, "decided_at": now},
+    }
+
+
+@pytest.mark.parametrize("note", ["\ud800", "no \udfff way", "\ud83d"])
+def test_a_note_with_a_lone_surrogate_gives_an_outcome_that_can_be_written(
+    hostile: Callable[..., HostileProvider], note: str
+) -> None:
+    """JSON may escape a lone surrogate; the NotRun's sentence and JSON must still encode."""
+    raw = json.dumps(denied({}, note))  # escaped as \\udXXX, as a provider would send it
+    p = hostile(create=lambda r, _: (201, {**r, **json.loads(raw)}))
+    out = _refund(hostile_guard(p), [])("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.DENIED == out.reason
+    str(out).encode("utf-8")
+    out.to_json().encode("utf-8")
+    assert out.note is not None and "\ufffd" in out.note
