@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import queue
+import re
 import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,6 +55,7 @@ MAX_RETRY_AFTER = 86400.0
 #: Body fields compared with what was sent, never quoted: kept exactly as they came.
 _ECHOED_FIELDS = frozenset({"tool", "arguments"})
 _POOL_SIZE = 64
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _USER_AGENT = "approval-guard/0.1"
 
 
@@ -246,7 +248,9 @@ class _Scrubber:
         """Every string of a decoded body scrubbed, except the echoes that are compared."""
         kind = type(value)
         if kind is str:
-            return self.text(value)
+            # JSON may escape a lone surrogate (\\ud800): no UTF-8 writer accepts one, and a
+            # note or status that cannot be written would make the outcome raise downstream.
+            return self.text(_LONE_SURROGATE.sub("\ufffd", value))
         if kind is dict:
             return {
                 key: item if key in _ECHOED_FIELDS else self.json(item)

@@ -81,9 +81,12 @@ class ClockSample:
         The answer was written at a provider time in ``[date, date + 1s)`` and
         at a local time no earlier than ``sent``; so now, the provider's clock
         reads less than ``date + 1s + (monotonic_now - sent)``. A provider
-        timestamp above ``date + 1s`` proves the Date lags: then the bound is
-        raised to that timestamp plus the same elapsed time, never below it.
-        None also when the arithmetic leaves the calendar (a Date near year 9999).
+        timestamp above ``date + 1s`` proves the Date lags (a cache, a lagging
+        node): the bound is then raised to that timestamp plus the same elapsed
+        time, never below it, but it is no longer certain (the answer may have
+        been written long after that timestamp), so :func:`still_valid` and the
+        best estimate do not use it (see :attr:`lagging`). None also when the
+        arithmetic leaves the calendar (a Date near year 9999).
         """
         if self.date is None:
             return None
@@ -93,6 +96,14 @@ class ClockSample:
         if self.floor is not None and self.floor > base:
             base = self.floor
         return _plus(base, max(0.0, monotonic_now - self.sent))
+
+    @property
+    def lagging(self) -> bool:
+        """Whether the Date is behind a timestamp the same answer carried: not a clock reading."""
+        if self.date is None or self.floor is None:
+            return False
+        base = _plus(self.date, 1.0)
+        return base is not None and self.floor > base
 
     def provider_now_lower(self, monotonic_now: float) -> datetime | None:
         """A time the provider's clock has certainly reached by now, or None without a Date."""
@@ -108,7 +119,7 @@ class ClockSample:
         second after the lower bound, never past the upper one.
         """
         lower = self.provider_now_lower(monotonic_now)
-        upper = self.provider_now_upper(monotonic_now)
+        upper = None if self.lagging else self.provider_now_upper(monotonic_now)
         if lower is None or upper is None:
             return None
         best = _plus(lower, 0.5)
@@ -128,13 +139,20 @@ def still_valid(
     """Whether a call starting now starts before ``expires_at`` by the provider's clock.
 
     Returns ``(valid, seconds_left)``; ``seconds_left`` is None when it cannot be told
-    (no usable Date header, or one at the end of time), which callers treat as not valid.
+    (no usable Date header, one behind the answer's own timestamps, or one at the end
+    of time), which callers treat as not valid.
     """
-    upper = sample.provider_now_upper(monotonic_now)
+    upper = None if sample.lagging else sample.provider_now_upper(monotonic_now)
     if upper is None:
         return False, None
     left = (expires_at - upper).total_seconds()
     return left > EXPIRY_SAFETY, left
+
+
+def certainly_expired(expires_at: datetime, sample: ClockSample, monotonic_now: float) -> bool:
+    """Whether ``expires_at`` has passed by a time the provider's clock has surely reached."""
+    lower = sample.provider_now_lower(monotonic_now)
+    return lower is not None and expires_at <= lower
 
 
 def plausibly_expired(expires_at: datetime, sample: ClockSample, monotonic_now: float) -> bool:
@@ -144,7 +162,9 @@ def plausibly_expired(expires_at: datetime, sample: ClockSample, monotonic_now: 
     because its margin was too thin to confirm has not (by our best estimate).
     """
     best = sample.provider_now_best(monotonic_now)
-    return best is not None and expires_at <= best
+    if best is None:  # a lagging Date: only the lower bound is known
+        return certainly_expired(expires_at, sample, monotonic_now)
+    return expires_at <= best
 
 
 def utc(moment: datetime) -> datetime:

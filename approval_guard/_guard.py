@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import ipaddress
 import os
 import threading
 import urllib.parse
 import uuid
 from collections.abc import Callable, Collection, Coroutine, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import attrs
@@ -181,7 +182,11 @@ def _provider_scope(base_url: str) -> str:
     """The provider's identity in the execution record: scheme, host and port, then the path."""
     parts = urllib.parse.urlsplit(base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    host = (parts.hostname or "").lower()
+    # One host, one spelling: no trailing dot (an absolute DNS name), an address in its
+    # canonical form (``[0:0:0:0:0:0:0:1]`` is ``[::1]``), so one provider is one scope.
+    host = (parts.hostname or "").lower().rstrip(".")
+    with suppress(ValueError):
+        host = ipaddress.ip_address(host).compressed
     if ":" in host:
         host = f"[{host}]"
     return f"{parts.scheme.lower()}://{host}:{port}{parts.path.rstrip('/')}"
@@ -372,6 +377,7 @@ class Guard:
             deadline_margin=self._deadline_margin,
             poll_wait=self._poll_wait,
             worker=self._worker,
+            current_arguments=lambda: to_json_value(spec.bind(args, kwargs)),
         )
         return plan, facts.abandon
 

@@ -127,26 +127,39 @@ def _convert(value: Any, path: str, active: set[int]) -> Any:
         return _checked_int(value, path)
     if kind is float and math.isfinite(value):
         return value
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, enum.Enum):
         return _convert(value.value, path, active)
+    # A subclass's own conversions (__str__, __int__, __float__) may say something
+    # else than the value the tool computes with: the base class's are used, so the
+    # reviewer sees that value, and the echo (plain JSON types) compares equal.
+    if isinstance(value, str):
+        return str.__str__(value)
     if isinstance(value, int):
-        return _checked_int(int(value), path)
+        return _checked_int(int.__int__(value), path)
     if isinstance(value, float):
-        if not math.isfinite(value):
+        number = float.__float__(value)
+        if not math.isfinite(number):
             raise ArgumentSerializationError(
-                f"{path} is {value!r}, which JSON cannot represent; pass a finite number"
+                f"{path} is {_short_repr(number)}, which JSON cannot represent; pass a finite "
+                "number"
             )
-        return float(value)
+        return number
     if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ArgumentSerializationError(f"{path} is {value!r}, which is not a finite Decimal")
-        return str(value)
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
-        return value.isoformat()
+        if not Decimal.is_finite(value):
+            raise ArgumentSerializationError(
+                f"{path} is {_short_repr(value)}, which is not a finite Decimal"
+            )
+        return Decimal.__str__(value)
+    if isinstance(value, _dt.datetime):
+        return _dt.datetime.isoformat(value)
+    if isinstance(value, _dt.date):
+        return _dt.date.isoformat(value)
+    if isinstance(value, _dt.time):
+        return _dt.time.isoformat(value)
     if isinstance(value, uuid.UUID):
-        return str(value)
+        return uuid.UUID.__str__(value)
 
     marker = id(value)
     if marker in active:
@@ -175,6 +188,7 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
                     f"{path} has a key {_short_repr(key)} of type {type(key).__name__}; "
                     "JSON object keys must be strings"
                 )
+            key = str.__str__(key)  # a subclass's own __str__ is not what the tool looks up
             if key in out:
                 # Two keys that become one (an Enum and its value) would hide one
                 # entry from the reviewer while the tool still gets both.

@@ -30,7 +30,14 @@ import attrs
 
 from . import _threads
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
-from ._clock import EXPIRY_SAFETY, Clock, ClockSample, plausibly_expired, still_valid
+from ._clock import (
+    EXPIRY_SAFETY,
+    Clock,
+    ClockSample,
+    certainly_expired,
+    plausibly_expired,
+    still_valid,
+)
 from ._duration import format_duration
 from ._ledger import Ledger
 from ._outcome import NotRun, Reason
@@ -40,6 +47,7 @@ from ._wire import (
     DENIED,
     EXPIRED,
     PENDING,
+    STATUSES,
     ApprovalRequest,
     WireError,
     format_timestamp,
@@ -138,6 +146,10 @@ class CallPlan:
     deadline_margin: float
     poll_wait: float
     worker: str
+    #: The call's arguments as JSON again, made from the objects the tool will be given
+    #: (None: not checked). They must still be what was sent: the caller's objects may
+    #: have changed while the call waited.
+    current_arguments: Callable[[], Any] | None = None
 
 
 Outcome = Union[NotRun, Ran]  # noqa: UP007
@@ -179,6 +191,8 @@ class _Call:
         self.in_flight = 0
         self.unseen: list[Answer] = []
         self.handed_off = False
+        # A cancel was answered 200 by a body that did not show the request cancelled.
+        self.withdraw_unconfirmed = False
         self.withdraw_lock = threading.Lock()  # one late withdrawal at a time
 
     # -- outcomes ----------------------------------------------------------
@@ -300,10 +314,13 @@ class _Call:
                         return (yield from self.give_up_waiting())
                     continue
                 log.error("the provider refused to read %s: %s", request_id, answer.describe())
+                # Nobody will wait for this request any more: withdraw it if the provider lets us.
+                yield from self.cancel("the provider refused to read the request")
                 return self.not_run(
                     Reason.NOT_OBTAINED,
                     f"The approval provider stopped answering for the request "
-                    f"({answer.describe()}), so {self.plan.tool} did not run.",
+                    f"({answer.describe()}), so {self.plan.tool} did not run"
+                    f"{self.withdrawal()}",
                 )
             checked = self.check_echo(answer, expect_id=request_id)
             if isinstance(checked, NotRun):
@@ -651,6 +668,11 @@ class _Call:
             return "."
         if self.last_status == CANCELLED:
             return "; the pending request was cancelled."
+        if self.last_status == PENDING and self.withdraw_unconfirmed:
+            return (
+                "; the provider's answer to the cancel did not show the request withdrawn, so "
+                "it may stay open until its deadline."
+            )
         if self.last_status == PENDING:
             return "; the pending request could not be withdrawn and stays open until its deadline."
         return "."
@@ -711,8 +733,16 @@ class _Call:
                     continue
                 return
             if answer.ok:
-                self.last_status = CANCELLED
-                log.info("approval request cancelled: request_id=%s (%s)", request_id, reason)
+                # Only a body showing this request cancelled says it was: a 200 that shows
+                # it still pending, decided, or something else entirely does not.
+                status = self.status_in(answer.body, request_id)
+                if status is None:
+                    self.withdraw_unconfirmed = True
+                    log.warning("cancel of %s: the answer does not show it cancelled", request_id)
+                    return
+                self.last_status = status
+                if status == CANCELLED:
+                    log.info("approval request cancelled: request_id=%s (%s)", request_id, reason)
                 return
             log.warning("cancel of %s: %s", request_id, answer.describe())
             if self.policy.retryable(answer, creating=False):
@@ -722,10 +752,21 @@ class _Call:
                     continue
                 return
             current = answer.body.get("request") if isinstance(answer.body, dict) else None
-            status = current.get("status") if isinstance(current, dict) else None
-            if isinstance(status, str):
+            status = self.status_in(current, request_id)
+            if status is not None:
                 self.last_status = status
             return
+
+    @staticmethod
+    def status_in(body: Any, request_id: str) -> str | None:
+        """The status of ``request_id`` as a body describes it, or None if it does not."""
+        try:
+            request = parse_request(body)
+        except Exception:
+            return None
+        if request.id != request_id or request.status not in STATUSES:
+            return None
+        return request.status
 
     def recover(self, end: float) -> Generator[Op, Any, None]:
         """Learn the id of a request whose create answer was lost: replay the create.
@@ -778,6 +819,18 @@ class _Call:
                     Reason.NOT_OBTAINED,
                     f"The approval carried no expiry time, so its validity could not be checked "
                     f"and {tool} did not run.",
+                    note=note,
+                )
+            if decision.arguments is not None and not _same_or_too_deep(
+                decision.arguments, self.plan.arguments
+            ):
+                # API 1.1: only names sent as editable may change, and this call sends none;
+                # what was approved is not what would run.
+                log.error("the approval of %s changes the call's arguments", request.id)
+                return self.not_run(
+                    Reason.NOT_OBTAINED,
+                    f"The approval came with arguments changed from those of the call, which "
+                    f"offered none for editing, so {tool} did not run.",
                     note=note,
                 )
             return request, sample
@@ -880,23 +933,37 @@ class _Call:
             return self.abandoned_after_approval()
         if isinstance(confirmed, NotRun):
             return confirmed
+        changed = self.arguments_changed()
+        if changed is not None:
+            return changed
         # The very last check before the call.
         now = self.clock.monotonic()
         valid, left = still_valid(expires_at, confirmed, now)
         if valid:
             return None
+        # The first sample may prove the expiry a re-read with a lagging Date cannot.
+        if plausibly_expired(expires_at, confirmed, now) or certainly_expired(
+            expires_at, sample, now
+        ):
+            return self.not_run(
+                Reason.APPROVAL_EXPIRED,
+                f"The approval for {tool} expired at {format_timestamp(expires_at)} before "
+                "the call could start, so it did not run.",
+                note=note,
+            )
+        if left is None and confirmed.lagging:
+            return self.not_run(
+                Reason.NOT_OBTAINED,
+                f"The provider's Date header was behind the timestamps in its own answer (a "
+                f"cache or a lagging clock), so the approval's expiry could not be checked and "
+                f"{tool} did not run.",
+                note=note,
+            )
         if left is None:
             return self.not_run(
                 Reason.NOT_OBTAINED,
                 f"The provider's answer had no usable Date header, so the approval's expiry "
                 f"could not be checked and {tool} did not run.",
-                note=note,
-            )
-        if plausibly_expired(expires_at, confirmed, now):
-            return self.not_run(
-                Reason.APPROVAL_EXPIRED,
-                f"The approval for {tool} expired at {format_timestamp(expires_at)} before "
-                "the call could start, so it did not run.",
                 note=note,
             )
         # Not expired by our best estimate: only too close to its end to be sure.
@@ -906,6 +973,24 @@ class _Call:
             f"ends at {format_timestamp(expires_at)} by the provider's clock, too close to "
             "tell from the provider's answers), so it did not run.",
             note=note,
+        )
+
+    def arguments_changed(self) -> NotRun | None:
+        """A NotRun if the objects the tool would get are no longer what the reviewer saw."""
+        current = self.plan.current_arguments
+        if current is None:
+            return None
+        try:
+            same = same_json(current(), self.plan.arguments)
+        except Exception:  # no longer serialisable, or too deep: not what was sent either
+            same = False
+        if same:
+            return None
+        log.error("the arguments of %s changed while it waited for approval", self.plan.tool)
+        return self.not_run(
+            Reason.NOT_OBTAINED,
+            f"The call's arguments changed after they were sent for approval, so {self.plan.tool} "
+            "did not run: what would run is not what the reviewer saw.",
         )
 
     def confirm_clock(
@@ -922,7 +1007,9 @@ class _Call:
         decision = request.decision
         assert decision is not None and decision.expires_at is not None
         _, left = still_valid(decision.expires_at, sample, self.clock.monotonic())
-        if (
+        # A Date behind the answer's own timestamps (a cache) says nothing of the
+        # provider's clock now: a fresh answer may carry a usable one.
+        if not sample.lagging and (
             left is None
             or left > EXPIRY_SAFETY + EXPIRY_DOUBT
             or sample.received - sample.sent <= SHORT_ROUND_TRIP
@@ -996,6 +1083,14 @@ def _no_invoke() -> Any:
 
 
 _NUMBERS = (int, float)
+
+
+def _same_or_too_deep(a: Any, b: Any) -> bool:
+    """:func:`same_json`, False for structures too deep to compare."""
+    try:
+        return same_json(a, b)
+    except RecursionError:
+        return False
 
 
 def same_json(a: Any, b: Any) -> bool:

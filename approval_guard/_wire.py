@@ -237,6 +237,8 @@ class Decision:
     note: str | None
     decided_at: datetime
     expires_at: datetime | None = None
+    #: API 1.1: the whole arguments object with a reviewer's edits, when it has any.
+    arguments: dict[str, Any] | None = None
 
 
 @attrs.frozen
@@ -279,7 +281,16 @@ def parse_decision(obj: object) -> Decision:
     expires_at = None
     if raw_expires is not None:
         expires_at = parse_timestamp(raw_expires, field="decision.expires_at")
-    return Decision(status=status, note=note, decided_at=decided_at, expires_at=expires_at)
+    arguments = obj.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise WireError("'decision.arguments' is not an object")
+    return Decision(
+        status=status,
+        note=note,
+        decided_at=decided_at,
+        expires_at=expires_at,
+        arguments=arguments,
+    )
 
 
 def parse_request(obj: object) -> ApprovalRequest:
@@ -322,6 +333,8 @@ def decision_to_json(decision: Decision) -> dict[str, Any]:
     }
     if decision.expires_at is not None:
         out["expires_at"] = format_timestamp(decision.expires_at)
+    if decision.arguments is not None:
+        out["arguments"] = decision.arguments
     return out
 
 
