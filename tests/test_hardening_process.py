@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import approval_guard as ag
-from approval_guard._wire import format_http_date, format_timestamp
+from approval_guard._wire import format_timestamp
 from approval_guard.testing import LocalProvider, approve_after
 from tests.test_integration import make_guard, refund_tool
 
@@ -66,8 +66,7 @@ class _SameIdProvider:
                 self.send_response(201)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.send_header("Date", format_http_date(now))
-                self.end_headers()
+                self.end_headers()  # send_response wrote Date (one Date, as HTTP has it)
                 self.wfile.write(data)
 
         self.creates = 0
