@@ -96,3 +96,47 @@ def canonical(value: DurationLike, *, name: str = "duration") -> str:
     if seconds < 1:
         raise ValueError(f"{name} must be at least 1s, got {value!r}")
     return format_duration(seconds)
+
+
+_AGE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def parse_age(text: str) -> timedelta:
+    """``"30d"``, ``"12h"``, ``"1d12h"``, ``"90m"``, ``"45s"`` -> a positive timedelta.
+
+    >>> parse_age("1d12h")
+    datetime.timedelta(days=1, seconds=43200)
+    """
+    match = _AGE.fullmatch(text.strip())
+    if not text.strip() or match is None:
+        raise ValueError(f"not an age: {text!r} (use forms like 30d, 12h, 90m, 1d12h)")
+    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    age = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    if age <= timedelta(0):
+        raise ValueError(f"the age must be positive, not {text!r}")
+    return age
+
+
+def format_age(age: timedelta) -> str:
+    """The inverse of :func:`parse_age`: ``timedelta(days=1, hours=12)`` -> ``"1d12h"``."""
+    total = int(age.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, total = divmod(total, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def format_time_left(seconds: float) -> str:
+    """``"29m 54s left"``; ``"deadline passed"`` once it has."""
+    seconds = int(seconds)
+    if seconds <= 0:
+        return "deadline passed"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s left"
+    if minutes:
+        return f"{minutes}m {secs:02d}s left"
+    return f"{secs}s left"

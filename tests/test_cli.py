@@ -18,11 +18,13 @@ import pytest
 import requests
 
 import approval_guard as ag
+from approval_guard import _env
 from approval_guard._wire import parse_timestamp
-from approval_guard.provider import _cli
+from approval_guard.cli import main
+from approval_guard.cli._demo import load_refund_example
 from approval_guard.testing import LocalProvider
 
-ENV_NAMES = (_cli.ENV_URL, _cli.ENV_REVIEWER_TOKEN, _cli.ENV_CREDENTIAL)
+ENV_NAMES = (_env.ENV_URL, _env.ENV_REVIEWER_TOKEN, _env.ENV_CREDENTIAL)
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -87,7 +89,7 @@ def run(
     connection = (
         ["--url", provider.url, "--token", provider.reviewer_credential] if provider else []
     )
-    code = _cli.main([*argv, *connection])
+    code = main([*argv, *connection])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -307,9 +309,7 @@ def test_cancel_with_the_instance_credential_withdraws_the_request(
     """``cancel --credential`` (the creating instance's) makes a pending request cancelled."""
     request_id = create(provider)
 
-    code = _cli.main(
-        ["cancel", request_id, "--url", provider.url, "--credential", provider.credential]
-    )
+    code = main(["cancel", request_id, "--url", provider.url, "--credential", provider.credential])
     out, _ = capsys.readouterr()
 
     assert 0 == code
@@ -322,10 +322,10 @@ def test_cancel_reads_the_credential_from_the_environment(
 ) -> None:
     """APPROVAL_GUARD_URL and APPROVAL_GUARD_CREDENTIAL stand in for --url and --credential."""
     request_id = create(provider)
-    monkeypatch.setenv(_cli.ENV_URL, provider.url)
-    monkeypatch.setenv(_cli.ENV_CREDENTIAL, provider.credential)
+    monkeypatch.setenv(_env.ENV_URL, provider.url)
+    monkeypatch.setenv(_env.ENV_CREDENTIAL, provider.credential)
 
-    assert 0 == _cli.main(["cancel", request_id])
+    assert 0 == main(["cancel", request_id])
     assert "cancelled" == read(provider, request_id)["status"]
 
 
@@ -335,7 +335,7 @@ def test_cancel_without_an_instance_credential_explains_what_it_needs(
     """Without --credential, cancel fails with a hint instead of sending anything."""
     request_id = create(provider)
 
-    code = _cli.main(["cancel", request_id, "--url", provider.url])
+    code = main(["cancel", request_id, "--url", provider.url])
     _, err = capsys.readouterr()
 
     assert 1 == code
@@ -348,8 +348,8 @@ def test_reviewer_commands_read_url_and_token_from_the_environment(
 ) -> None:
     """APPROVAL_GUARD_URL and APPROVAL_GUARD_REVIEWER_TOKEN stand in for --url and --token."""
     request_id = create(provider)
-    monkeypatch.setenv(_cli.ENV_URL, provider.url)
-    monkeypatch.setenv(_cli.ENV_REVIEWER_TOKEN, provider.reviewer_credential)
+    monkeypatch.setenv(_env.ENV_URL, provider.url)
+    monkeypatch.setenv(_env.ENV_REVIEWER_TOKEN, provider.reviewer_credential)
 
     code, out, _ = run(capsys, None, "list")
 
@@ -364,7 +364,7 @@ def test_wrong_token_is_one_clear_line_and_exit_1(
     capsys: pytest.CaptureFixture[str], provider: LocalProvider
 ) -> None:
     """A refused credential says 401 in one line, and never echoes the token."""
-    code = _cli.main(["list", "--url", provider.url, "--token", "agr_wrong_token_xyz"])
+    code = main(["list", "--url", provider.url, "--token", "agr_wrong_token_xyz"])
     out, err = capsys.readouterr()
 
     assert (1, "") == (code, out)
@@ -379,7 +379,7 @@ def test_instance_credential_cannot_approve(
     """Approving with an instance credential is refused (403) and the request stays pending."""
     request_id = create(provider)
 
-    code = _cli.main(["approve", request_id, "--url", provider.url, "--token", provider.credential])
+    code = main(["approve", request_id, "--url", provider.url, "--token", provider.credential])
     _, err = capsys.readouterr()
 
     assert 1 == code
@@ -406,7 +406,7 @@ def test_no_provider_running_says_how_to_start_one(capsys: pytest.CaptureFixture
     """Connection refused becomes 'no provider is answering at URL; start one with serve'."""
     url = f"http://127.0.0.1:{free_port()}"
 
-    code = _cli.main(["list", "--url", url, "--token", "agr_anything"])
+    code = main(["list", "--url", url, "--token", "agr_anything"])
     _, err = capsys.readouterr()
 
     assert 1 == code
@@ -419,11 +419,11 @@ def test_no_provider_running_says_how_to_start_one(capsys: pytest.CaptureFixture
 
 def test_missing_token_explains_where_to_get_one(capsys: pytest.CaptureFixture[str]) -> None:
     """A reviewer command with no token fails before any request, naming the variable."""
-    code = _cli.main(["list", "--url", "http://127.0.0.1:9"])
+    code = main(["list", "--url", "http://127.0.0.1:9"])
     _, err = capsys.readouterr()
 
     assert 1 == code
-    assert _cli.ENV_REVIEWER_TOKEN in err
+    assert _env.ENV_REVIEWER_TOKEN in err
 
 
 @pytest.mark.parametrize(
@@ -439,13 +439,13 @@ def test_missing_token_explains_where_to_get_one(capsys: pytest.CaptureFixture[s
 )
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     """Bad command lines are argparse's business: a usage message and exit code 2."""
-    assert 2 == _cli.main(argv)
+    assert 2 == main(argv)
     assert "usage: approval-guard" in capsys.readouterr().err
 
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     """``--help`` is a success and lists the subcommands."""
-    assert 0 == _cli.main(["--help"])
+    assert 0 == main(["--help"])
     out = capsys.readouterr().out
     for command in ("serve", "list", "show", "approve", "deny", "cancel", "demo"):
         assert command in out
@@ -583,7 +583,7 @@ def test_demo_decide_deny_ends_with_reason_denied() -> None:
 
 def test_refund_example_loads_from_the_checkout() -> None:
     """The demo finds examples/refund_tool.py and its build() guards issue_refund."""
-    module = _cli.load_refund_example()
+    module = load_refund_example()
 
     assert Path(module.__file__ or "").name == "refund_tool.py"
     assert callable(module.build)

@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from approval_guard.provider import _cli
+from approval_guard import _env
+from approval_guard.cli import main
 from approval_guard.testing import LocalProvider
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ def provider() -> Iterator[LocalProvider]:
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The user's own APPROVAL_GUARD_* variables must not leak into these tests."""
-    for name in (_cli.ENV_URL, _cli.ENV_REVIEWER_TOKEN, _cli.ENV_CREDENTIAL):
+    for name in (_env.ENV_URL, _env.ENV_REVIEWER_TOKEN, _env.ENV_CREDENTIAL):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -101,7 +102,7 @@ def test_a_request_target_that_is_no_url_gets_a_json_400(
 
 def run(capsys: pytest.CaptureFixture[str], provider: LocalProvider, *argv: str) -> tuple[int, str]:
     """``approval-guard ARGV`` in-process as the reviewer; (exit code, stdout + stderr)."""
-    code = _cli.main([*argv, "--url", provider.url, "--token", provider.reviewer_credential])
+    code = main([*argv, "--url", provider.url, "--token", provider.reviewer_credential])
     out, err = capsys.readouterr()
     return code, out + err
 
@@ -220,7 +221,7 @@ def test_list_ends_when_a_hostile_provider_cursor_loops(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        code = _cli.main(["list", "--url", url, "--token", "agr_x"])
+        code = main(["list", "--url", url, "--token", "agr_x"])
     finally:
         server.shutdown()
         server.server_close()

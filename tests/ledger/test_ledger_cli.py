@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from approval_guard._duration import format_age, parse_age
 from approval_guard._ledger import SQLiteLedger
-from approval_guard._ledger_cli import format_age, parse_age, register
+from approval_guard.cli._parser import add_ledger_commands as register
 
 if TYPE_CHECKING:
     from tests.ledger.conftest import Backend
@@ -170,7 +171,7 @@ def test_the_approval_guard_command_has_the_ledger_commands(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`approval-guard ledger show` works through the package's own command line."""
-    from approval_guard.provider._cli import main
+    from approval_guard.cli import main
 
     assert main(["ledger", "show", "--db", str(db)]) == 0
     assert "req-finished" in capsys.readouterr().out

@@ -1,0 +1,212 @@
+"""``demo``: a temporary provider, the guarded refund, a person's decision, the outcome."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from approval_guard import _duration, _wire
+
+from ._output import PROG, CliError, LiveLine, pretty_json, safe, say, time_left
+from ._reviewer_client import ReviewerClient
+from ._signals import interrupt, on_sigterm
+
+#: The demo's refund, as an agent might ask for it.
+DEMO_ARGUMENTS: dict[str, Any] = {"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}
+
+
+def _refund_example_path() -> Path:
+    """Where ``examples/refund_tool.py`` is: in the installed package, or in a checkout."""
+    package_dir = Path(__file__).resolve().parents[1]
+    shipped = package_dir / "examples" / "refund_tool.py"  # the wheel's copy
+    if shipped.is_file():
+        return shipped
+    checkout = package_dir.parent
+    in_checkout = checkout / "examples" / "refund_tool.py"
+    if in_checkout.is_file() and (checkout / "pyproject.toml").is_file():
+        return in_checkout
+    raise CliError("cannot find examples/refund_tool.py; reinstall approval-guard")
+
+
+def load_refund_example() -> ModuleType:
+    """Import ``examples/refund_tool.py`` (it is not a package module) by its path."""
+    path = _refund_example_path()
+    spec = importlib.util.spec_from_file_location("approval_guard_demo_refund_tool", path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cli_command() -> str:
+    """How to run this CLI from the user's shell, as exactly as we can tell."""
+    if shutil.which(PROG):
+        return PROG
+    if Path(sys.argv[0]).name == PROG:  # e.g. `.venv/bin/approval-guard demo`, not on PATH
+        return sys.argv[0]
+    return f"{sys.executable} -m approval_guard"
+
+
+def _find_demo_request(
+    client: ReviewerClient, finished: threading.Event, *, within: float = 15.0
+) -> _wire.ApprovalRequest:
+    """The request the guarded call created, as soon as the provider has it."""
+    give_up = time.monotonic() + within
+    while time.monotonic() < give_up:
+        pending = client.list_requests(_wire.PENDING)
+        if pending:
+            return pending[0]
+        if finished.wait(0.05):
+            break
+    raise CliError("the guarded call did not create an approval request")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``demo``: a temporary provider, the guarded refund, a person's decision, the outcome."""
+    import approval_guard as ag
+    from approval_guard.provider import ProviderServer
+
+    module = load_refund_example()
+    with tempfile.TemporaryDirectory(prefix="approval-guard-demo-") as folder:
+        try:
+            server = ProviderServer(db=str(Path(folder) / "approvals.sqlite3"), port=args.port)
+            server.start()
+        except OSError as exc:
+            raise CliError(f"cannot start the demo provider: {exc.strerror or exc}") from None
+        try:
+            tokens = server.first_start_tokens
+            if tokens is None:
+                raise CliError("the demo provider did not generate credentials")
+            guard = ag.Guard(base_url=server.url, credential=tokens.instance)
+            issue_refund = module.build(guard)
+            reviewer = ReviewerClient(server.url, tokens.reviewer)
+            try:
+                with on_sigterm(interrupt):
+                    return _run_demo(args, ag, issue_refund, reviewer, server.url, tokens.reviewer)
+            finally:
+                reviewer.close()
+        finally:
+            server.stop()
+
+
+def _run_demo(
+    args: argparse.Namespace,
+    ag: ModuleType,
+    issue_refund: Callable[..., Any],
+    reviewer: ReviewerClient,
+    url: str,
+    reviewer_token: str,
+) -> int:
+    out = sys.stdout
+    abandon = threading.Event()
+    # An Event, not Thread.join(): a join interrupted by Ctrl-C can lose track of the thread.
+    finished = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def agent() -> None:
+        # The harness side: one tool call that may wait up to 35 minutes, and may be abandoned.
+        try:
+            with ag.harness_call(
+                idempotency_key=f"demo-{uuid.uuid4()}", limit="35m", abandon=abandon
+            ):
+                outcome["value"] = issue_refund(**DEMO_ARGUMENTS)
+        except BaseException as exc:  # reported below; a thread must not die silently
+            outcome["error"] = exc
+        finally:
+            finished.set()
+
+    call = ", ".join(f"{k}={v!r}" for k, v in DEMO_ARGUMENTS.items())
+    say(f"{PROG} demo: a temporary provider is running at {url}")
+    say(f"The agent calls issue_refund({call}); the refund runs only if a person approves it.")
+    worker = threading.Thread(target=agent, name="approval-guard-demo-agent", daemon=True)
+    worker.start()
+    try:
+        request = _find_demo_request(reviewer, finished)
+        command = _cli_command()
+        connection = f"--url {url} --token {reviewer_token}"
+        # The demo's tokens are throwaway: its provider and database vanish when it ends.
+        say()
+        say(f"Approval request {request.id} is waiting. Decide it:")
+        say(f"  in a browser:     {url}/?token={reviewer_token}")
+        say(f"  from a terminal:  {command} approve {request.id} {connection}")
+        say(
+            f'               or:  {command} deny {request.id} --note "Not a duplicate" {connection}'
+        )
+        if args.decide:
+            say(
+                f"(--decide {args.decide}: deciding by itself in "
+                f"{_duration.format_duration(args.after)})"
+            )
+        say()
+
+        live = LiveLine(out)
+        decide_at = time.monotonic() + args.after if args.decide else None
+        while not finished.is_set():
+            live.update(f"waiting for a decision on {request.id}: {time_left(request.deadline_at)}")
+            if decide_at is not None and time.monotonic() >= decide_at:
+                decide_at = None
+                live.clear()
+                _auto_decide(reviewer, request.id, args.decide)
+            finished.wait(0.1)
+        live.clear()
+    except KeyboardInterrupt:
+        say()
+        say("Interrupted: withdrawing the approval request…")
+        abandon.set()
+        finished.wait(15)
+        _print_outcome(ag, outcome)
+        return 1
+    except CliError:
+        abandon.set()
+        finished.wait(15)
+        raise
+    return _print_outcome(ag, outcome)
+
+
+def _auto_decide(reviewer: ReviewerClient, request_id: str, decide: str) -> None:
+    if decide == "approve":
+        reviewer.decide(
+            request_id,
+            _wire.APPROVED,
+            note=f"Approved automatically by `{PROG} demo --decide approve`.",
+            valid_for="5m",
+        )
+        say(f"(--decide approve: approved {request_id})")
+    else:
+        reviewer.decide(
+            request_id,
+            _wire.DENIED,
+            note=f"Denied automatically by `{PROG} demo --decide deny`: the payment is not a "
+            "duplicate.",
+        )
+        say(f"(--decide deny: denied {request_id})")
+
+
+def _print_outcome(ag: ModuleType, outcome: dict[str, Any]) -> int:
+    """Print what happened to the call; 0 if it ran or a person denied it, 1 otherwise."""
+    if "error" in outcome:
+        exc = outcome["error"]
+        say(f"Outcome: the demo failed: {type(exc).__name__}: {exc}")
+        return 1
+    if "value" not in outcome:
+        say("Outcome: unknown; the guarded call did not finish")
+        return 1
+    value = outcome["value"]
+    if isinstance(value, ag.NotRun):
+        say(f"Outcome: issue_refund did not run (reason: {value.reason}).")
+        say(f"  {safe(value.message)}")
+        return 0 if value.reason == ag.Reason.DENIED else 1
+    say("Outcome: approved, and issue_refund ran. It returned:")
+    say(pretty_json(value, indent="  "))
+    return 0

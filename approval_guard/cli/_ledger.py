@@ -1,0 +1,86 @@
+"""``ledger show|prune``: look at the execution record, or trim it.
+
+::
+
+    approval-guard ledger show --db executions.sqlite3 --limit 20
+    approval-guard ledger show --dsn postgresql://agent@db.internal/agents
+    approval-guard ledger prune --db executions.sqlite3 --older-than 30d
+
+Each handler takes the parsed arguments and returns an exit code (0 ok, 1
+failure), reporting a failure itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from approval_guard._duration import format_age
+from approval_guard._ledger import Execution, Ledger, SQLiteLedger
+from approval_guard.exceptions import ApprovalGuardError
+
+from ._output import PROG, say
+
+# A row younger than this may belong to a call whose approval is still valid, or
+# that is running now; deleting it would let a retry run the tool a second time.
+MIN_PRUNE_AGE = timedelta(hours=1)
+
+
+def _open(args: argparse.Namespace) -> Ledger:
+    if args.db is not None:
+        # SQLite would happily create an empty file for a mistyped path; say so instead.
+        if not Path(args.db).is_file():
+            raise ApprovalGuardError(f"no such ledger file: {args.db}")
+        return SQLiteLedger(args.db)
+    from approval_guard._ledger_pg import PostgresLedger
+
+    return PostgresLedger(args.dsn, table=args.table)
+
+
+def _when(moment: datetime | None) -> str:
+    if moment is None:
+        return "-"
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def format_table(rows: Sequence[Execution]) -> str:
+    """Executions as an aligned text table, one per line, under a header."""
+    header = ("REQUEST ID", "TOOL", "STATE", "STARTED", "ENDED", "WORKER")
+    lines = [header] + [
+        (r.request_id, r.tool, r.state, _when(r.started_at), _when(r.ended_at), r.worker)
+        for r in rows
+    ]
+    widths = [max(len(line[col]) for line in lines) for col in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _fail(exc: BaseException) -> int:
+    say(f"{PROG}: error: {exc}", stream=sys.stderr)
+    return 1
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``ledger show``: the newest executions as a table."""
+    try:
+        rows = _open(args).recent(args.limit)
+    except (ApprovalGuardError, ImportError) as exc:
+        return _fail(exc)
+    say(format_table(rows) if rows else "no executions recorded")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """``ledger prune``: delete old executions and say how many."""
+    try:
+        count = _open(args).prune(args.older_than)
+    except (ApprovalGuardError, ImportError) as exc:
+        return _fail(exc)
+    noun = "execution" if count == 1 else "executions"
+    say(f"deleted {count} {noun} older than {format_age(args.older_than)}")
+    return 0

@@ -1,0 +1,92 @@
+"""What the command writes to the terminal: every line a person reads from it.
+
+Tool names and arguments come from a model, so everything the provider sends
+goes through :func:`safe` (``approval_guard._display``) before it is printed;
+numbers are printed exactly as stored.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+from typing import Any, TextIO
+
+from approval_guard._clock import SystemClock
+from approval_guard._display import escape, escape_lines
+from approval_guard._duration import format_time_left
+from approval_guard.provider._store import dump_json
+
+PROG = "approval-guard"
+
+
+class CliError(Exception):
+    """A failure worth one line on stderr and exit code 1."""
+
+
+def say(message: str = "", *, stream: TextIO | None = None) -> None:
+    """Print one line, flushed (a person may be watching a pipe)."""
+    print(message, file=stream or sys.stdout, flush=True)
+
+
+def safe(text: str) -> str:
+    """Make provider text safe for a terminal: hidden characters escaped, as on the page.
+
+    Tool names and arguments come from a model; an escape sequence in them must
+    not be able to rewrite the reviewer's screen, nor a bidi override reverse them.
+    """
+    return escape(text)
+
+
+def pretty_json(value: Any, *, indent: str = "") -> str:
+    """Readable JSON with every number exactly as stored, each line terminal-safe."""
+    text = escape_lines(dump_json(value, indent=2))
+    return "\n".join(indent + line for line in text.splitlines())
+
+
+def compact_json(value: Any, *, width: int) -> str:
+    """One terminal-safe line of JSON, cut to ``width`` with an ellipsis."""
+    text = safe(dump_json(value))
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def local_time(moment: datetime) -> str:
+    """A provider timestamp in the reader's own time zone."""
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def time_left(deadline: datetime) -> str:
+    """``"29m 54s left"`` until ``deadline``; ``"deadline passed"`` once it has."""
+    return format_time_left((deadline - SystemClock().now()).total_seconds())
+
+
+class LiveLine:
+    """One status line: rewritten in place on a terminal, printed every few seconds otherwise."""
+
+    def __init__(self, stream: TextIO, *, every: float = 5.0) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._every = 1.0 if self._tty else every
+        self._last = -float("inf")
+        self._width = 0
+
+    def update(self, text: str) -> None:
+        """Show ``text``, unless the line was shown less than an interval ago."""
+        now = time.monotonic()
+        if now - self._last < self._every:
+            return
+        self._last = now
+        if self._tty:
+            self._stream.write("\r" + text.ljust(self._width))
+            self._width = len(text)
+        else:
+            self._stream.write(text + "\n")
+        self._stream.flush()
+
+    def clear(self) -> None:
+        """Erase the line (on a terminal) so that ordinary output can follow."""
+        self._last = time.monotonic()  # and do not redraw it straight away
+        if self._tty and self._width:
+            self._stream.write("\r" + " " * self._width + "\r")
+            self._stream.flush()
+            self._width = 0

@@ -1,0 +1,208 @@
+"""The argument parser: every verb, its options, and the handler it runs.
+
+Environment defaults are read when the parser is built (at call time, never at
+import), from the names in ``approval_guard._env``. Each leaf sets ``func``
+(``Callable[[argparse.Namespace], int]``) as its default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+
+from approval_guard import _duration, _wire
+from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN, ENV_URL
+
+from . import _demo, _ledger, _review, _serve
+from ._output import PROG
+
+DEFAULT_URL = "http://127.0.0.1:8765"
+
+_SubParsers = argparse._SubParsersAction
+
+
+def _duration_arg(text: str) -> float:
+    """``--after``: any canonical duration, ``0s`` included."""
+    try:
+        return float(_duration.parse_duration_string(text.strip()))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _valid_for_arg(text: str) -> str:
+    """``--valid-for``: a positive duration, sent in canonical form."""
+    try:
+        return _duration.canonical(text.strip(), name="--valid-for")
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _url_arg(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
+    return text.rstrip("/")
+
+
+def _age_arg(text: str) -> timedelta:
+    """``--older-than``: an age no younger than the ledger lets anyone prune."""
+    try:
+        age = _duration.parse_age(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if age < _ledger.MIN_PRUNE_AGE:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too young: rows younger than 1h may belong to calls whose approval "
+            "is still valid, and deleting them would let a retry run the tool again"
+        )
+    return age
+
+
+def _limit_arg(text: str) -> int:
+    try:
+        limit = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if limit < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {limit}")
+    return limit
+
+
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser; environment defaults are read from ``environ`` now, at call time."""
+    env = dict(os.environ if environ is None else environ)
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run the local approval provider, review requests, or run the demo.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_serve(sub)
+    _add_review_commands(sub, env)
+    _add_demo(sub)
+    add_ledger_commands(sub)
+    return parser
+
+
+def _add_serve(sub: _SubParsers[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser("serve", help="run the provider in the foreground")
+    serve.add_argument(
+        "--db", default="approvals.sqlite3", help="SQLite file (default: approvals.sqlite3)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=_serve.DEFAULT_PORT,
+        help=f"port (default: {_serve.DEFAULT_PORT}; 0 picks a free one)",
+    )
+    serve.set_defaults(func=_serve.cmd_serve)
+
+
+def _add_review_commands(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -> None:
+    connection = argparse.ArgumentParser(add_help=False)
+    connection.add_argument(
+        "--url",
+        type=_url_arg,
+        default=env.get(ENV_URL, DEFAULT_URL),
+        help=f"the provider (default: ${ENV_URL} or {DEFAULT_URL})",
+    )
+    reviewer = argparse.ArgumentParser(add_help=False, parents=[connection])
+    reviewer.add_argument(
+        "--token",
+        default=env.get(ENV_REVIEWER_TOKEN),
+        help=f"a reviewer credential (default: ${ENV_REVIEWER_TOKEN})",
+    )
+
+    list_ = sub.add_parser("list", parents=[reviewer], help="list requests, newest first")
+    list_.add_argument("--status", choices=_wire.STATUSES, help="only requests with this status")
+    list_.add_argument("--json", action="store_true", help="print the requests as JSON")
+    list_.set_defaults(func=_review.cmd_list)
+
+    show = sub.add_parser("show", parents=[reviewer], help="one request with its history")
+    show.add_argument("id", help="the request id")
+    show.set_defaults(func=_review.cmd_show)
+
+    approve = sub.add_parser("approve", parents=[reviewer], help="approve a pending request")
+    approve.add_argument("id", help="the request id")
+    approve.add_argument("--note", help="why (the agent sees it)")
+    approve.add_argument(
+        "--valid-for",
+        type=_valid_for_arg,
+        default="5m",
+        help="how long the call may wait to start (default: 5m)",
+    )
+    approve.set_defaults(func=_review.cmd_approve)
+
+    deny = sub.add_parser("deny", parents=[reviewer], help="deny a pending request")
+    deny.add_argument("id", help="the request id")
+    deny.add_argument("--note", required=True, help="why not (the agent receives it)")
+    deny.set_defaults(func=_review.cmd_deny)
+
+    cancel = sub.add_parser(
+        "cancel",
+        parents=[connection],
+        help="withdraw a pending request (needs the instance credential that created it)",
+    )
+    cancel.add_argument("id", help="the request id")
+    cancel.add_argument("--reason", help="why it is withdrawn")
+    cancel.add_argument(
+        "--credential",
+        default=env.get(ENV_CREDENTIAL),
+        help=f"the instance credential that created the request (default: ${ENV_CREDENTIAL})",
+    )
+    cancel.set_defaults(func=_review.cmd_cancel)
+
+
+def _add_demo(sub: _SubParsers[argparse.ArgumentParser]) -> None:
+    demo = sub.add_parser(
+        "demo", help="run a guarded refund through a temporary provider and wait for a decision"
+    )
+    demo.add_argument(
+        "--decide",
+        choices=("approve", "deny"),
+        help="decide by itself after --after, for a non-interactive run",
+    )
+    demo.add_argument(
+        "--after", type=_duration_arg, default=2.0, help="delay before --decide acts (default: 2s)"
+    )
+    demo.add_argument("--port", type=int, default=0, help="port (default: 0, a free one)")
+    demo.set_defaults(func=_demo.cmd_demo)
+
+
+def add_ledger_commands(sub: _SubParsers[argparse.ArgumentParser]) -> None:
+    """Add ``ledger show`` and ``ledger prune`` to a command line's subcommands."""
+    where = argparse.ArgumentParser(add_help=False)
+    record = where.add_mutually_exclusive_group(required=True)
+    record.add_argument("--db", metavar="PATH", help="a SQLite ledger file")
+    record.add_argument(
+        "--dsn",
+        help="a PostgreSQL DSN; leave the password out and use PGPASSWORD or ~/.pgpass, "
+        "so that it stays out of your shell history and the process list",
+    )
+    where.add_argument(
+        "--table",
+        default="approval_guard_executions",
+        help="the PostgreSQL table (default: approval_guard_executions)",
+    )
+
+    ledger = sub.add_parser(
+        "ledger", help="look at the execution record (which approved calls ran)"
+    )
+    commands = ledger.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
+
+    show = commands.add_parser("show", parents=[where], help="list recent executions, newest first")
+    show.add_argument(
+        "--limit", type=_limit_arg, default=50, help="how many rows to show (default: 50)"
+    )
+    show.set_defaults(func=_ledger.cmd_show)
+
+    prune = commands.add_parser("prune", parents=[where], help="delete old executions")
+    prune.add_argument(
+        "--older-than",
+        type=_age_arg,
+        required=True,
+        metavar="AGE",
+        help="delete rows that ended (or started) longer ago than this: 30d, 12h, 1d12h",
+    )
+    prune.set_defaults(func=_ledger.cmd_prune)

@@ -1,0 +1,168 @@
+"""The reviewer's verbs: ``list``, ``show``, ``approve``, ``deny``, ``cancel``.
+
+Each handler takes the parsed arguments and returns an exit code; a failure is
+a :class:`~approval_guard.cli._output.CliError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from approval_guard import _wire
+from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
+from approval_guard.provider._store import dump_json
+
+from ._output import PROG, CliError, compact_json, local_time, pretty_json, safe, say, time_left
+from ._reviewer_client import ReviewerClient
+
+
+def _reviewer(args: argparse.Namespace) -> ReviewerClient:
+    if not args.token:
+        raise CliError(
+            f"no reviewer token: pass --token or set {ENV_REVIEWER_TOKEN} "
+            f"(`{PROG} serve` printed it on its first start)"
+        )
+    return ReviewerClient(args.url, args.token)
+
+
+def _describe(request: _wire.ApprovalRequest) -> list[tuple[str, str]]:
+    rows = [
+        ("request", request.id),
+        ("tool", request.tool),
+        ("status", request.status),
+        ("created", local_time(request.created_at)),
+        ("timeout", request.timeout),
+    ]
+    deadline = local_time(request.deadline_at)
+    if request.is_pending:
+        deadline += f" ({time_left(request.deadline_at)})"
+    rows.append(("deadline", deadline))
+    if request.decision is not None:
+        rows.append(("decided", local_time(request.decision.decided_at)))
+        if request.decision.expires_at is not None:
+            rows.append(("valid until", local_time(request.decision.expires_at)))
+        rows.append(("note", request.decision.note if request.decision.note else "(none)"))
+    if request.cancelled_at is not None:
+        rows.append(("cancelled", local_time(request.cancelled_at)))
+    return rows
+
+
+def _when(request: _wire.ApprovalRequest) -> str:
+    """Time left for a pending request; when it closed for the others."""
+    if request.is_pending:
+        return time_left(request.deadline_at)
+    closed = request.deadline_at  # expired: the deadline is when
+    if request.decision is not None:
+        closed = request.decision.decided_at
+    elif request.cancelled_at is not None:
+        closed = request.cancelled_at
+    return closed.astimezone().strftime("%m-%d %H:%M:%S")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``list``: requests, newest first."""
+    client = _reviewer(args)
+    try:
+        requests_ = client.list_requests(args.status)
+    finally:
+        client.close()
+    if args.json:
+        # Exact numbers as stored (a JSONNumber is no Python number), ASCII for the terminal.
+        listed = [_wire.request_to_json(r) for r in requests_]
+        say(dump_json(listed, indent=2, ensure_ascii=True))
+        return 0
+    if not requests_:
+        say(f"no {args.status} requests" if args.status else "no requests")
+        return 0
+    say(f"{'ID':<36}  {'STATUS':<9}  {'TOOL':<20}  {'WHEN':<16}  ARGUMENTS")
+    for r in requests_:
+        tool = safe(r.tool)
+        tool = tool if len(tool) <= 20 else tool[:19] + "…"
+        args_text = compact_json(r.arguments, width=60)
+        say(f"{safe(r.id):<36}  {r.status:<9}  {tool:<20}  {_when(r):<16}  {args_text}")
+    return 0
+
+
+def _history_line(event: dict[str, Any]) -> str:
+    """One audit event: ``  <local time>  <type>  by <name> (<kind>)  key=value ...``."""
+    try:
+        at = local_time(_wire.parse_timestamp(event.get("at"), field="at"))
+    except _wire.WireError:
+        at = safe(str(event.get("at", "")))
+    parts = [f"  {at:<25}", f"{safe(str(event.get('type', 'event'))):<10}"]
+    actor = event.get("actor")
+    if isinstance(actor, dict) and actor.get("name"):
+        parts.append(f"by {safe(str(actor['name']))} ({safe(str(actor.get('kind', '?')))})")
+    detail = event.get("detail")
+    if isinstance(detail, dict):
+        parts.extend(
+            f"{safe(str(k))}={compact_json(v, width=80)}"
+            for k, v in detail.items()
+            if v is not None
+        )
+    return "  ".join(parts).rstrip()
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``show ID``: one request with its arguments and audit trail."""
+    client = _reviewer(args)
+    try:
+        request = client.get(args.id)
+        history = client.history(args.id)
+    finally:
+        client.close()
+    for label, value in _describe(request):
+        say(f"{label:<12} {safe(value)}")
+    say("arguments")
+    say(pretty_json(request.arguments, indent="  "))
+    events = [e for e in history.get("events", []) if isinstance(e, dict)]
+    polls = history.get("poll_count")
+    say("history" + (f" (polled {polls} times by the adapter)" if isinstance(polls, int) else ""))
+    for event in events:
+        say(_history_line(event))
+    if not events:
+        say("  (none)")
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """``approve ID``: the call may start until the approval's ``expires_at``."""
+    client = _reviewer(args)
+    try:
+        request = client.decide(args.id, _wire.APPROVED, note=args.note, valid_for=args.valid_for)
+    finally:
+        client.close()
+    expires = request.decision.expires_at if request.decision else None
+    until = f"; the call may start until {local_time(expires)}" if expires else ""
+    say(f"approved {safe(request.id)} ({safe(request.tool)}){until}")
+    return 0
+
+
+def cmd_deny(args: argparse.Namespace) -> int:
+    """``deny ID --note TEXT``: the call will not run; the note tells the agent why."""
+    if not args.note.strip():
+        raise CliError("--note must say why: the agent receives it as the reason")
+    client = _reviewer(args)
+    try:
+        request = client.decide(args.id, _wire.DENIED, note=args.note)
+    finally:
+        client.close()
+    say(f"denied {safe(request.id)} ({safe(request.tool)})")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """``cancel ID``: withdraw a pending request, with the instance credential that made it."""
+    if not args.credential:
+        raise CliError(
+            f"cancel needs the instance credential that created the request: pass --credential "
+            f"or set {ENV_CREDENTIAL} (a reviewer token cannot cancel; deny it instead)"
+        )
+    client = ReviewerClient(args.url, args.credential)
+    try:
+        request = client.cancel(args.id, reason=args.reason)
+    finally:
+        client.close()
+    say(f"cancelled {safe(request.id)} ({safe(request.tool)})")
+    return 0

@@ -1,0 +1,170 @@
+"""``ReviewerClient``: the provider's API as the command uses it, over the library's one client."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from approval_guard import _client, _wire
+from approval_guard._clock import SystemClock
+from approval_guard.provider._store import MAX_JSON_DEPTH, load_json
+
+from ._output import PROG, CliError, safe
+
+HTTP_TIMEOUT = 10.0
+
+# An answer holds the arguments this many levels down at most: a list answer,
+# its "requests" array, the request object.
+_ENVELOPE_DEPTH = 3
+
+
+class ReviewerClient:
+    """The provider's API as the CLI uses it; every failure becomes a :class:`CliError`.
+
+    It sends through the library's one HTTP client, ``approval_guard._client.ProviderClient``
+    (Bearer set as requests' auth so no ``.netrc`` replaces it, no environment
+    proxy for plain http, bounded answers); ``credential`` never appears in a message.
+    """
+
+    def __init__(self, url: str, credential: str, *, timeout: float = HTTP_TIMEOUT) -> None:
+        self.url = url.rstrip("/")
+        self._timeout = timeout
+        self._client = _client.ProviderClient(self.url, credential, clock=SystemClock())
+
+    def __repr__(self) -> str:
+        return f"ReviewerClient(url={self.url!r})"
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self._client.close()
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        request_id: str | None = None,
+        body: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> Any:
+        """Send one call; return the decoded JSON or raise :class:`CliError`."""
+        if params:
+            path = f"{path}?{urllib.parse.urlencode(params)}"
+        try:
+            answer = self._client.call(
+                method, path, payload=body, timeout=self._timeout, decode=_exact_json
+            )
+        except _client.TransportError as exc:
+            if exc.kind == "connection":
+                raise CliError(
+                    f"no provider is answering at {self.url}; start one with `{PROG} serve`"
+                ) from None
+            if exc.kind == "timeout":
+                raise CliError(
+                    f"the provider at {self.url} did not answer within {self._timeout:g}s"
+                ) from None
+            raise CliError(
+                f"could not use the answer of the provider at {self.url}: {safe(exc.message)}"
+            ) from None
+        if answer.ok:
+            return answer.body
+        raise self._error(answer.status, answer.body, request_id)
+
+    def _error(self, status: int, data: Any, request_id: str | None) -> CliError:
+        kind, message = _wire.parse_error(data) or (f"http_{status}", "")
+        if status == 401:
+            return CliError(
+                f"the provider at {self.url} refused the credential (401 unauthorized); "
+                "check --token / --credential and the environment variables"
+            )
+        if status == 403:
+            return CliError(
+                f"the provider at {self.url} does not allow this credential to do that "
+                f"(403 forbidden){': ' + safe(message) if message else ''}"
+            )
+        if status == 404 and request_id is not None:
+            return CliError(f"no request with id {safe(request_id)} at {self.url} (404 not found)")
+        if kind == "not_pending" and request_id is not None:
+            current = data.get("request") if isinstance(data, dict) else None
+            state = current.get("status") if isinstance(current, dict) else None
+            now = f": it is {safe(str(state))}" if state else ""
+            return CliError(f"request {safe(request_id)} is no longer pending{now}")
+        detail = f": {safe(message)}" if message else ""
+        return CliError(f"the provider answered {status} {safe(kind)}{detail}")
+
+    # The calls themselves.
+
+    def list_requests(self, status: str | None = None) -> list[_wire.ApprovalRequest]:
+        """Every request, newest first, optionally only those with ``status``.
+
+        A list answer is one page (1,000 at most): the pages are followed through
+        ``next_before`` to the last, so an old pending request is never left out.
+        """
+        out: list[_wire.ApprovalRequest] = []
+        seen: set[str] = set()
+        before: str | None = None
+        while True:
+            params = {"status": status} if status else {}
+            if before is not None:
+                params["before"] = before
+            data = self.call("GET", "/v1/requests", params=params or None)
+            items = data.get("requests", data.get("items")) if isinstance(data, dict) else data
+            if not isinstance(items, list):
+                raise CliError(f"the provider at {self.url} answered a list in an unknown shape")
+            fresh = [r for r in (_parse(item) for item in items) if r.id not in seen]
+            out.extend(fresh)
+            seen.update(r.id for r in fresh)
+            following = data.get("next_before") if isinstance(data, dict) else None
+            # A page with nothing new ends it too: a provider's cursor cannot loop us.
+            if not fresh or not isinstance(following, str):
+                return out
+            before = following
+
+    def get(self, request_id: str) -> _wire.ApprovalRequest:
+        """One request."""
+        return _parse(self.call("GET", f"/v1/requests/{_quote(request_id)}", request_id=request_id))
+
+    def history(self, request_id: str) -> dict[str, Any]:
+        """The request's audit trail: ``{"events": [...], "poll_count": N, ...}``."""
+        data = self.call("GET", f"/v1/requests/{_quote(request_id)}/history", request_id=request_id)
+        return data if isinstance(data, dict) else {}
+
+    def decide(
+        self, request_id: str, status: str, *, note: str | None, valid_for: str | None = None
+    ) -> _wire.ApprovalRequest:
+        """Record a reviewer's decision."""
+        body: dict[str, Any] = {"status": status, "note": note}
+        if valid_for is not None:
+            body["valid_for"] = valid_for
+        data = self.call(
+            "POST", f"/v1/requests/{_quote(request_id)}/decision", request_id=request_id, body=body
+        )
+        return _parse(data.get("request", data) if isinstance(data, dict) else data)
+
+    def cancel(self, request_id: str, *, reason: str | None) -> _wire.ApprovalRequest:
+        """Withdraw a pending request (instance credential)."""
+        body = {"reason": reason} if reason else None
+        data = self.call(
+            "POST", f"/v1/requests/{_quote(request_id)}/cancel", request_id=request_id, body=body
+        )
+        return _parse(data)
+
+
+def _exact_json(raw: bytes) -> Any:
+    """The provider's answer with every number as sent (``1e400`` is not ``inf``).
+
+    Arguments may nest as deep as the provider accepts them (``MAX_JSON_DEPTH``);
+    the answer around them adds a few levels, which must not make it unreadable.
+    """
+    return load_json(raw.decode("utf-8"), max_depth=MAX_JSON_DEPTH + _ENVELOPE_DEPTH)
+
+
+def _quote(request_id: str) -> str:
+    return urllib.parse.quote(request_id, safe="")
+
+
+def _parse(obj: Any) -> _wire.ApprovalRequest:
+    try:
+        return _wire.parse_request(obj)
+    except _wire.WireError as exc:
+        raise CliError(f"the provider sent a request object this CLI cannot read: {exc}") from None
