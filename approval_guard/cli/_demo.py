@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -90,12 +91,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 raise CliError("the demo provider did not generate credentials")
             guard = ag.Guard(base_url=server.url, credential=tokens.instance)
             issue_refund = module.build(guard)
-            reviewer = ReviewerClient(server.url, tokens.reviewer)
-            try:
-                with on_sigterm(interrupt):
-                    return _run_demo(args, ag, issue_refund, reviewer, server.url, tokens.reviewer)
-            finally:
-                reviewer.close()
+            with (
+                closing(ReviewerClient(server.url, tokens.reviewer)) as reviewer,
+                on_sigterm(interrupt),
+            ):
+                return _run_demo(args, ag, issue_refund, reviewer, server.url, tokens.reviewer)
         finally:
             server.stop()
 

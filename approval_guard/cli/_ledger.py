@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from approval_guard._duration import format_age
 from approval_guard._ledger import Execution, Ledger, SQLiteLedger
@@ -24,12 +25,15 @@ from approval_guard.exceptions import ApprovalGuardError
 
 from ._output import PROG, say
 
+if TYPE_CHECKING:
+    from approval_guard._ledger_pg import PostgresLedger
+
 # A row younger than this may belong to a call whose approval is still valid, or
 # that is running now; deleting it would let a retry run the tool a second time.
 MIN_PRUNE_AGE = timedelta(hours=1)
 
 
-def _open(args: argparse.Namespace) -> Ledger:
+def _open(args: argparse.Namespace) -> SQLiteLedger | PostgresLedger:
     if args.db is not None:
         # SQLite would happily create an empty file for a mistyped path; say so instead.
         if not Path(args.db).is_file():
@@ -38,6 +42,21 @@ def _open(args: argparse.Namespace) -> Ledger:
     from approval_guard._ledger_pg import PostgresLedger
 
     return PostgresLedger(args.dsn, table=args.table)
+
+
+def _report(args: argparse.Namespace, action: Callable[[Ledger], str]) -> int:
+    """Open the record ``--db``/``--dsn`` names, print what ``action`` says of it; 1 on failure."""
+    try:
+        ledger = _open(args)
+        try:
+            text = action(ledger)
+        finally:
+            ledger.close()
+    except (ApprovalGuardError, ImportError) as exc:
+        say(f"{PROG}: error: {exc}", stream=sys.stderr)
+        return 1
+    say(text)
+    return 0
 
 
 def _when(moment: datetime | None) -> str:
@@ -60,27 +79,22 @@ def format_table(rows: Sequence[Execution]) -> str:
     )
 
 
-def _fail(exc: BaseException) -> int:
-    say(f"{PROG}: error: {exc}", stream=sys.stderr)
-    return 1
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     """``ledger show``: the newest executions as a table."""
-    try:
-        rows = _open(args).recent(args.limit)
-    except (ApprovalGuardError, ImportError) as exc:
-        return _fail(exc)
-    say(format_table(rows) if rows else "no executions recorded")
-    return 0
+
+    def table(ledger: Ledger) -> str:
+        rows = ledger.recent(args.limit)
+        return format_table(rows) if rows else "no executions recorded"
+
+    return _report(args, table)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
     """``ledger prune``: delete old executions and say how many."""
-    try:
-        count = _open(args).prune(args.older_than)
-    except (ApprovalGuardError, ImportError) as exc:
-        return _fail(exc)
-    noun = "execution" if count == 1 else "executions"
-    say(f"deleted {count} {noun} older than {format_age(args.older_than)}")
-    return 0
+
+    def prune(ledger: Ledger) -> str:
+        count = ledger.prune(args.older_than)
+        noun = "execution" if count == 1 else "executions"
+        return f"deleted {count} {noun} older than {format_age(args.older_than)}"
+
+    return _report(args, prune)

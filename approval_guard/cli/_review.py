@@ -7,6 +7,7 @@ a :class:`~approval_guard.cli._output.CliError`.
 from __future__ import annotations
 
 import argparse
+from contextlib import closing
 from typing import Any
 
 from approval_guard import _wire
@@ -62,11 +63,8 @@ def _when(request: _wire.ApprovalRequest) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``list``: requests, newest first."""
-    client = _reviewer(args)
-    try:
+    with closing(_reviewer(args)) as client:
         requests_ = client.list_requests(args.status)
-    finally:
-        client.close()
     if args.json:
         # Exact numbers as stored (a JSONNumber is no Python number), ASCII for the terminal.
         listed = [_wire.request_to_json(r) for r in requests_]
@@ -106,12 +104,9 @@ def _history_line(event: dict[str, Any]) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """``show ID``: one request with its arguments and audit trail."""
-    client = _reviewer(args)
-    try:
+    with closing(_reviewer(args)) as client:
         request = client.get(args.id)
         history = client.history(args.id)
-    finally:
-        client.close()
     for label, value in _describe(request):
         say(f"{label:<12} {safe(value)}")
     say("arguments")
@@ -128,11 +123,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_approve(args: argparse.Namespace) -> int:
     """``approve ID``: the call may start until the approval's ``expires_at``."""
-    client = _reviewer(args)
-    try:
+    with closing(_reviewer(args)) as client:
         request = client.decide(args.id, _wire.APPROVED, note=args.note, valid_for=args.valid_for)
-    finally:
-        client.close()
     expires = request.decision.expires_at if request.decision else None
     until = f"; the call may start until {local_time(expires)}" if expires else ""
     say(f"approved {safe(request.id)} ({safe(request.tool)}){until}")
@@ -143,11 +135,8 @@ def cmd_deny(args: argparse.Namespace) -> int:
     """``deny ID --note TEXT``: the call will not run; the note tells the agent why."""
     if not args.note.strip():
         raise CliError("--note must say why: the agent receives it as the reason")
-    client = _reviewer(args)
-    try:
+    with closing(_reviewer(args)) as client:
         request = client.decide(args.id, _wire.DENIED, note=args.note)
-    finally:
-        client.close()
     say(f"denied {safe(request.id)} ({safe(request.tool)})")
     return 0
 
@@ -159,10 +148,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             f"cancel needs the instance credential that created the request: pass --credential "
             f"or set {ENV_CREDENTIAL} (a reviewer token cannot cancel; deny it instead)"
         )
-    client = ReviewerClient(args.url, args.credential)
-    try:
+    with closing(ReviewerClient(args.url, args.credential)) as client:
         request = client.cancel(args.id, reason=args.reason)
-    finally:
-        client.close()
     say(f"cancelled {safe(request.id)} ({safe(request.tool)})")
     return 0

@@ -56,16 +56,14 @@ class ReviewerClient:
             )
         except _client.TransportError as exc:
             if exc.kind == "connection":
-                raise CliError(
-                    f"no provider is answering at {self.url}; start one with `{PROG} serve`"
-                ) from None
-            if exc.kind == "timeout":
-                raise CliError(
-                    f"the provider at {self.url} did not answer within {self._timeout:g}s"
-                ) from None
-            raise CliError(
-                f"could not use the answer of the provider at {self.url}: {safe(exc.message)}"
-            ) from None
+                problem = f"no provider is answering at {self.url}; start one with `{PROG} serve`"
+            elif exc.kind == "timeout":
+                problem = f"the provider at {self.url} did not answer within {self._timeout:g}s"
+            else:
+                problem = (
+                    f"could not use the answer of the provider at {self.url}: {safe(exc.message)}"
+                )
+            raise CliError(problem) from None
         if answer.ok:
             return answer.body
         raise self._error(answer.status, answer.body, request_id)
