@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import io
 import json
 import os
 import signal
@@ -19,9 +22,11 @@ import requests
 
 import approval_guard as ag
 from approval_guard import _env
+from approval_guard._duration import format_time_left
 from approval_guard._wire import parse_timestamp
 from approval_guard.cli import main
 from approval_guard.cli._demo import load_refund_example
+from approval_guard.cli._output import LiveLine
 from approval_guard.testing import LocalProvider
 
 ENV_NAMES = (_env.ENV_URL, _env.ENV_REVIEWER_TOKEN, _env.ENV_CREDENTIAL)
@@ -644,3 +649,79 @@ def test_the_cli_shows_numbers_exactly_and_hidden_characters_escaped(
     assert "1e400" in out and "Infinity" not in out and "inf" not in out.lower().split()
     assert "a\\u202eb\\u200b" in out
     assert "\u202e" not in out and "\u200b" not in out
+
+
+# ----------------------------------------------------------------------------- the package's shape
+
+# What a second HTTP client would import; the CLI sends only through ``_client.ProviderClient``.
+HTTP_MODULES = {"requests", "urllib3", "httpx", "aiohttp", "http", "urllib.request", "socket"}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "approval_guard" / "cli").glob("*.py")), ids=lambda p: p.name
+)
+def test_the_cli_has_no_http_client_of_its_own(path: Path) -> None:
+    """No CLI module imports an HTTP library: every exchange goes through the library's client."""
+    imported = _imported_modules(path)
+
+    assert set() == {
+        name
+        for name in imported
+        for http in HTTP_MODULES
+        if name == http or name.startswith(f"{http}.")
+    }
+
+
+def test_the_console_script_and_the_old_address_run_the_same_main() -> None:
+    """The approval-guard script names approval_guard.cli:main; the old path re-exports it."""
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "scripts"
+    ]
+    module_name, _, attribute = scripts["approval-guard"].partition(":")
+
+    from approval_guard.provider import _cli as old_address
+
+    assert main is getattr(importlib.import_module(module_name), attribute)
+    assert main is old_address.main
+
+
+@pytest.mark.parametrize(
+    ("expected", "seconds"),
+    [
+        ("29m 54s left", 1794.9),
+        ("1h 01m 01s left", 3661),
+        ("59s left", 59.99),
+        ("1s left", 1),
+        ("deadline passed", 0.99),
+        ("deadline passed", 0),
+        ("deadline passed", -30),
+    ],
+)
+def test_time_left_counts_down_in_whole_seconds(expected: str, seconds: float) -> None:
+    """The time left reads "29m 54s left", cut to whole seconds, then "deadline passed"."""
+    assert expected == format_time_left(seconds)
+
+
+def test_the_live_line_off_a_terminal_prints_at_most_once_an_interval() -> None:
+    """Off a terminal the status line is printed as lines, no more often than every interval."""
+    now = [0.0]
+    stream = io.StringIO()
+    live = LiveLine(stream, every=5.0, monotonic=lambda: now[0])
+
+    for moment, text in [(0.0, "a"), (4.9, "b"), (5.0, "c"), (6.0, "d"), (10.0, "e")]:
+        now[0] = moment
+        live.update(text)
+
+    assert ["a", "c", "e"] == stream.getvalue().splitlines()

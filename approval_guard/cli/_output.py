@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -63,8 +64,15 @@ def time_left(deadline: datetime) -> str:
 class LiveLine:
     """One status line: rewritten in place on a terminal, printed every few seconds otherwise."""
 
-    def __init__(self, stream: TextIO, *, every: float = 5.0) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        every: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._stream = stream
+        self._monotonic = monotonic
         self._tty = stream.isatty()
         self._every = 1.0 if self._tty else every
         self._last = -float("inf")
@@ -72,7 +80,7 @@ class LiveLine:
 
     def update(self, text: str) -> None:
         """Show ``text``, unless the line was shown less than an interval ago."""
-        now = time.monotonic()
+        now = self._monotonic()
         if now - self._last < self._every:
             return
         self._last = now
@@ -85,7 +93,7 @@ class LiveLine:
 
     def clear(self) -> None:
         """Erase the line (on a terminal) so that ordinary output can follow."""
-        self._last = time.monotonic()  # and do not redraw it straight away
+        self._last = self._monotonic()  # and do not redraw it straight away
         if self._tty and self._width:
             self._stream.write("\r" + " " * self._width + "\r")
             self._stream.flush()
