@@ -1,4 +1,4 @@
-"""The argument parser: every verb, its options, and the handler it runs.
+"""The argument parser: every verb, its options, the handler it runs.
 
 Environment defaults are read when the parser is built (at call time, never at
 import), from the names in ``approval_guard._env``. Each leaf sets ``func``
