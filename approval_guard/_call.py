@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 
+import attrs
+
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
 from ._clock import Clock, ClockSample
 from ._ledger import Ledger
@@ -17,44 +19,35 @@ from ._outcome import NotRun, Reason
 from ._wire import ApprovalRequest
 
 
+@attrs.define(eq=False)
 class CallState:
     """What one call knows while its rules run: its plan, its collaborators, what it has seen."""
 
-    def __init__(
-        self,
-        plan: CallPlan,
-        client: ProviderClient,
-        ledger: Ledger,
-        clock: Clock,
-        policy: RetryPolicy,
-        abandon: threading.Event | None,
-        timings: Timings,
-    ) -> None:
-        self.plan = plan
-        self.abandon = abandon
-        self.client = client
-        self.ledger = ledger
-        self.clock = clock
-        self.policy = policy
-        self.timings = timings
-        self.request: ApprovalRequest | None = None
-        self.last_status: str | None = None
-        # A create was sent whose answer never came: the request may exist unseen.
-        self.maybe_created = False
-        self.lost_create = False
-        # The tool itself raised: its exception is the caller's, never turned into a NotRun.
-        self.tool_raised = False
-        # A create attempt may outlive the rules' interest in it (a driver stops waiting for
-        # an abandonable one). Its answer is then the only news of the request it made, so
-        # whoever sees it last withdraws that request. Guarded by late_lock.
-        self.late_lock = threading.Lock()
-        self.ended = False
-        self.in_flight = 0
-        self.unseen: list[Answer] = []
-        self.handed_off = False
-        # A cancel was answered 200 by a body that did not show the request cancelled.
-        self.withdraw_unconfirmed = False
-        self.withdraw_lock = threading.Lock()  # one late withdrawal at a time
+    plan: CallPlan
+    client: ProviderClient
+    ledger: Ledger
+    clock: Clock
+    policy: RetryPolicy
+    abandon: threading.Event | None
+    timings: Timings
+    request: ApprovalRequest | None = attrs.field(init=False, default=None)
+    last_status: str | None = attrs.field(init=False, default=None)
+    # A create was sent whose answer never came: the request may exist unseen.
+    maybe_created: bool = attrs.field(init=False, default=False)
+    lost_create: bool = attrs.field(init=False, default=False)
+    # The tool itself raised: its exception is the caller's, never turned into a NotRun.
+    tool_raised: bool = attrs.field(init=False, default=False)
+    # A create attempt may outlive the rules' interest in it (a driver stops waiting for
+    # an abandonable one). Its answer is then the only news of the request it made, so
+    # whoever sees it last withdraws that request. Guarded by late_lock.
+    late_lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
+    ended: bool = attrs.field(init=False, default=False)
+    in_flight: int = attrs.field(init=False, default=0)
+    unseen: list[Answer] = attrs.field(init=False, factory=list)
+    handed_off: bool = attrs.field(init=False, default=False)
+    # A cancel was answered 200 by a body that did not show the request cancelled.
+    withdraw_unconfirmed: bool = attrs.field(init=False, default=False)
+    withdraw_lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
 
     def not_run(self, reason: Reason, message: str, *, note: str | None = None) -> NotRun:
         request = self.request
