@@ -1,4 +1,4 @@
-"""Time: a ``Clock`` protocol (monotonic, wall, interruptible sleep) and deadline arithmetic.
+"""Time: the injected ``Clock``, on which every deadline (ours or the provider's) is measured.
 
 Every local deadline is on the monotonic clock. The provider's timestamps are
 on *its* clock, which may be minutes away from ours; we relate the two through
@@ -8,6 +8,7 @@ resolution and was written somewhere inside the round trip).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -36,6 +37,18 @@ class Clock(Protocol):
         ...
 
 
+class AsyncClock(Clock, Protocol):
+    """A :class:`Clock` that can also sleep on an event loop; async tools use it when given.
+
+    Optional, so that a sync-only ``Clock`` written before it keeps working: an
+    async call on a clock without ``sleep_async`` sleeps on the event loop.
+    """
+
+    async def sleep_async(self, seconds: float) -> None:
+        """Sleep ``seconds`` without blocking the running event loop."""
+        ...
+
+
 class SystemClock:
     """The real clocks: ``time.monotonic`` and ``datetime.now(timezone.utc)``."""
 
@@ -51,8 +64,20 @@ class SystemClock:
         time.sleep(max(0.0, seconds))
         return False
 
+    async def sleep_async(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
     def __repr__(self) -> str:
         return "SystemClock()"
+
+
+async def sleep_async(clock: Clock, seconds: float) -> None:
+    """Sleep on ``clock``'s own ``sleep_async``, or on the event loop's for a clock without one."""
+    own = getattr(clock, "sleep_async", None)
+    if own is None:
+        await asyncio.sleep(max(0.0, seconds))
+    else:
+        await own(seconds)
 
 
 @attrs.frozen

@@ -23,12 +23,14 @@ import attrs
 
 from ._client import ProviderClient, RetryPolicy, check_base_url
 from ._clock import Clock, SystemClock
+from ._drive import drive_async, drive_sync
 from ._duration import DurationLike, format_duration, to_seconds
 from ._inject import injected_parameters
 from ._ledger import Ledger, ProviderLedger, default_worker, process_ledger
+from ._ops import CallPlan, Ran, Timings
 from ._outcome import NotRun
 from ._serialize import Binder, binder, dumps, to_json_value
-from ._wait import CallPlan, Ran, describe_clamp, drive_async, drive_sync, guarded_call
+from ._wait import describe_clamp, guarded_call
 from ._wait import requested_timeout as _requested_timeout
 from .exceptions import ConfigurationError
 
@@ -223,6 +225,7 @@ class Guard:
         ledger: Ledger | None = None,
         allow_insecure_http: bool = False,
         clock: Clock | None = None,
+        timings: Timings | None = None,
     ) -> None:
         try:
             self._base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
@@ -259,6 +262,7 @@ class Guard:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._client = ProviderClient(self._base_url, credential, clock=self._clock)
         self._policy = RetryPolicy()
+        self._timings = timings
         self._worker = default_worker()
 
     def __repr__(self) -> str:
@@ -383,7 +387,15 @@ class Guard:
 
     def _call_sync(self, spec: _ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         plan, abandon = self._plan(spec, args, kwargs)
-        gen = guarded_call(plan, self._client, self._ledger, self._clock, self._policy, abandon)
+        gen = guarded_call(
+            plan,
+            self._client,
+            self._ledger,
+            self._clock,
+            self._policy,
+            abandon,
+            timings=self._timings,
+        )
 
         def invoke() -> Any:
             token = _HARNESS.set(None)
@@ -392,14 +404,22 @@ class Guard:
             finally:
                 _HARNESS.reset(token)
 
-        outcome = drive_sync(gen, invoke, self._clock, abandon)
+        outcome = drive_sync(gen, invoke, self._clock, abandon, timings=self._timings)
         return spec.result(outcome)
 
     async def _call_async(
         self, spec: _ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         plan, abandon = self._plan(spec, args, kwargs)
-        gen = guarded_call(plan, self._client, self._ledger, self._clock, self._policy, abandon)
+        gen = guarded_call(
+            plan,
+            self._client,
+            self._ledger,
+            self._clock,
+            self._policy,
+            abandon,
+            timings=self._timings,
+        )
 
         async def invoke() -> Any:
             token = _HARNESS.set(None)
@@ -408,7 +428,7 @@ class Guard:
             finally:
                 _HARNESS.reset(token)
 
-        outcome = await drive_async(gen, invoke, abandon)
+        outcome = await drive_async(gen, invoke, self._clock, abandon, timings=self._timings)
         return spec.result(outcome)
 
 

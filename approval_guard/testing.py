@@ -42,6 +42,7 @@ from typing import Protocol
 import attrs
 
 from approval_guard._duration import parse_duration_string
+from approval_guard._ops import Timings
 from approval_guard._wire import APPROVED, DENIED, PENDING, ApprovalRequest
 from approval_guard.provider._server import DEFAULT_POLL_CAP, Faults, ProviderServer, Stats
 from approval_guard.provider._store import (
@@ -395,4 +396,4 @@ def _testing_credentials(store: Store) -> tuple[str, str]:
     return tokens[INSTANCE], tokens[REVIEWER]
 
 
-__all__ = ["LocalProvider", "Policy", "approve_after", "deny_after"]
+__all__ = ["LocalProvider", "Policy", "Timings", "approve_after", "deny_after"]

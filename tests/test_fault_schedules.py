@@ -23,9 +23,9 @@ least a third end with the approval used. Whatever happens, these hold:
   unless no answer to its create ever arrived (so it never learnt the id).
 
 Speed: ``poll_wait`` is 1 s and the limits are a few seconds, and the read
-timeouts are cut down for this module (``READ_SLACK`` 0.3 s instead of 5 s,
-``CREATE_TIMEOUT`` 0.5 s, ``CANCEL_TIMEOUT`` 1.5 s,
-``CANCEL_RETRY_WINDOW`` 1.2 s) so that "a delay past the
+timeouts are cut down for this module (``Timings``: read slack 0.3 s instead of 5 s,
+create timeout 0.5 s, cancel timeout 1.5 s,
+cancel retry window 1.2 s) so that "a delay past the
 read timeout" costs well under two seconds. Schedules run in batches, each
 schedule of a batch on its own provider at the same time; hypothesis draws
 and shrinks whole batches. Counts go to the terminal summary, and to
@@ -54,7 +54,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import approval_guard as ag
-from approval_guard import _wait
 from approval_guard._wire import (
     APPROVED,
     CANCELLED,
@@ -64,7 +63,7 @@ from approval_guard._wire import (
     format_http_date,
 )
 from approval_guard.provider._store import NotPendingError
-from approval_guard.testing import LocalProvider
+from approval_guard.testing import LocalProvider, Timings
 
 BATCH = 30  # schedules per hypothesis example, run at once on BATCH providers
 EXAMPLES = 10  # hypothesis examples: BATCH * EXAMPLES = 300 schedules per run
@@ -322,30 +321,32 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
 @pytest.fixture(scope="module")
 def benches() -> Iterator[list[Bench]]:
     """BATCH providers, each with its Guard, shared by every example; read timeouts cut down."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_wait, "READ_SLACK", READ_SLACK)
-        mp.setattr(_wait, "CREATE_TIMEOUT", CREATE_TIMEOUT)
-        mp.setattr(_wait, "CANCEL_TIMEOUT", CANCEL_TIMEOUT)
-        mp.setattr(_wait, "CANCEL_RETRY_WINDOW", CANCEL_RETRY_WINDOW)
-        providers = [LocalProvider().start() for _ in range(BATCH)]
-        try:
-            yield [
-                Bench(
-                    provider=p,
-                    guard=ag.Guard(
-                        base_url=p.url,
-                        credential=p.credential,
-                        harness_limit="1m",
-                        poll_wait=POLL_WAIT,
-                        return_margin=RETURN_MARGIN,
-                        deadline_margin=DEADLINE_MARGIN,
-                    ),
-                )
-                for p in providers
-            ]
-        finally:
-            for p in providers:
-                p.close()
+    timings = Timings(
+        read_slack=READ_SLACK,
+        create_timeout=CREATE_TIMEOUT,
+        cancel_timeout=CANCEL_TIMEOUT,
+        cancel_retry_window=CANCEL_RETRY_WINDOW,
+    )
+    providers = [LocalProvider().start() for _ in range(BATCH)]
+    try:
+        yield [
+            Bench(
+                provider=p,
+                guard=ag.Guard(
+                    base_url=p.url,
+                    credential=p.credential,
+                    harness_limit="1m",
+                    poll_wait=POLL_WAIT,
+                    return_margin=RETURN_MARGIN,
+                    deadline_margin=DEADLINE_MARGIN,
+                    timings=timings,
+                ),
+            )
+            for p in providers
+        ]
+    finally:
+        for p in providers:
+            p.close()
 
 
 # --------------------------------------------------------------------------- one schedule

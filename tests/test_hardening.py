@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 import approval_guard as ag
+import approval_guard._ops as ops_module
 import approval_guard._wait as wait_module
 from approval_guard._serialize import to_json_value
-from approval_guard._wait import same_json
+from approval_guard._verdict import same_json
 from approval_guard._wire import format_http_date, format_timestamp
 from approval_guard.testing import LocalProvider, approve_after, deny_after
 from tests.test_integration import ctrl_c_during, finish, in_thread, make_guard, refund_tool
@@ -185,7 +186,7 @@ def test_closing_a_waiting_generator_is_clean(approval_provider: LocalProvider) 
     gen = wait_module.guarded_call(plan, guard._client, guard.ledger, guard._clock,
                                    guard._policy)
     op = gen.send(None)
-    while not (isinstance(op, wait_module.Blocking) and op.abandonable):
+    while not (isinstance(op, ops_module.Blocking) and op.abandonable):
         op = gen.send(op.fn())  # type: ignore[union-attr]
     gen.close()  # must not raise "generator ignored GeneratorExit"
 

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 import approval_guard as ag
-import approval_guard._wait as wait_module
-from approval_guard.testing import LocalProvider, approve_after
+from approval_guard.testing import LocalProvider, Timings, approve_after
 
 
 @pytest.fixture
@@ -177,14 +176,15 @@ def test_create_faults_recover_the_same_single_request(
     ids=lambda f: f"{f['kind']}-{f.get('status', '')}",
 )
 def test_poll_faults_are_not_decisions(
-    provider: LocalProvider, monkeypatch: pytest.MonkeyPatch, fault: dict[str, Any]
+    provider: LocalProvider, fault: dict[str, Any]
 ) -> None:
     """Poll failures (including a read timeout) are retried; the approval still arrives."""
-    monkeypatch.setattr(wait_module, "READ_SLACK", 0.5)  # so a 1.5 s delay outlasts the read
     kind = fault.pop("kind")
     provider.faults.add(kind, on="poll", times=2, **fault)
     ran: list[Any] = []
-    tool = refund_tool(make_guard(provider, poll_wait="1s"), ran)
+    # A short read slack, so that a 1.5 s delay outlasts the read.
+    guard = make_guard(provider, poll_wait="1s", timings=Timings(read_slack=0.5))
+    tool = refund_tool(guard, ran)
     thread, box = in_thread(lambda: tool("p", 1))
     request = provider.next_request(timeout=10)
     until = time.monotonic() + 20

@@ -1,0 +1,233 @@
+"""Running an approved call at most once: claim the record, check the expiry, invoke, record.
+
+The claim is taken before the last checks, so two workers holding the same
+approval cannot both pass them; a check that refuses gives the claim back,
+since nothing started. The expiry is judged by the provider's clock, as late
+as possible: the very last thing before the tool starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Generator
+from typing import Any
+
+from ._call import CallState, failure
+from ._client import Answer
+from ._clock import (
+    EXPIRY_SAFETY,
+    ClockSample,
+    certainly_expired,
+    plausibly_expired,
+    still_valid,
+)
+from ._ops import Blocking, CallGen, Checkpoint, Invoke, Op, Ran
+from ._outcome import NotRun, Reason
+from ._verdict import check_echo, same_json
+from ._wire import APPROVED, ApprovalRequest, format_timestamp
+from .exceptions import LedgerError
+
+log = logging.getLogger("approval_guard")
+
+
+def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> CallGen:
+    """Claim, check, run and record one approved call."""
+    plan = call.plan
+    decision = request.decision
+    assert decision is not None and decision.expires_at is not None
+    note = decision.note
+    if call.abandoned():
+        return _abandoned_after_approval(call)
+    try:
+        claimed = yield Blocking(
+            lambda: call.ledger.claim(request.id, tool=plan.tool, worker=plan.worker)
+        )
+    except Exception as exc:
+        log.error("the execution record could not be claimed for %s: %s", request.id, exc)
+        return call.not_run(
+            Reason.NOT_OBTAINED,
+            f"The execution record could not be reached to confirm {plan.tool} had not "
+            "already run, so it did not run.",
+            note=note,
+        )
+    if not claimed:
+        return call.not_run(
+            Reason.ALREADY_EXECUTED,
+            f"This approved call to {plan.tool} has already started or run once, so it did "
+            "not run again.",
+            note=note,
+        )
+    try:
+        refused = yield from _last_checks(call, request, sample)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        # Nothing started: the claim is given back.
+        yield from _release(call, request.id)
+        raise
+    if refused is not None:
+        yield from _release(call, request.id)
+        return refused
+    try:
+        value = yield Invoke()
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        call.tool_raised = True
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            yield Blocking(lambda: call.ledger.fail(request.id, error[:1000]))
+        except Exception:
+            log.exception("could not mark %s as failed in the execution record", request.id)
+        raise
+    try:
+        yield Blocking(lambda: call.ledger.finish(request.id))
+    except Exception:
+        log.exception("could not mark %s as finished in the execution record", request.id)
+    return Ran(value)
+
+
+def _last_checks(
+    call: CallState, request: ApprovalRequest, sample: ClockSample
+) -> Generator[Op, Any, NotRun | None]:
+    """With the claim held: abandonment, then the expiry, judged by the provider's clock."""
+    tool = call.plan.tool
+    decision = request.decision
+    assert decision is not None and decision.expires_at is not None
+    expires_at, note = decision.expires_at, decision.note
+    confirmed = yield from _confirm_clock(call, request, sample)
+    # A task cancelled while the claim was being written is told so here,
+    # before the call (the caller gives the claim back, since nothing started).
+    yield Checkpoint()
+    if call.abandoned():
+        return _abandoned_after_approval(call)
+    if isinstance(confirmed, NotRun):
+        return confirmed
+    changed = _arguments_changed(call)
+    if changed is not None:
+        return changed
+    # The very last check before the call.
+    now = call.clock.monotonic()
+    valid, left = still_valid(expires_at, confirmed, now)
+    if valid:
+        return None
+    # The first sample may prove the expiry a re-read with a lagging Date cannot.
+    if plausibly_expired(expires_at, confirmed, now) or certainly_expired(
+        expires_at, sample, now
+    ):
+        return call.not_run(
+            Reason.APPROVAL_EXPIRED,
+            f"The approval for {tool} expired at {format_timestamp(expires_at)} before "
+            "the call could start, so it did not run.",
+            note=note,
+        )
+    if left is None and confirmed.lagging:
+        return call.not_run(
+            Reason.NOT_OBTAINED,
+            f"The provider's Date header was behind the timestamps in its own answer (a "
+            f"cache or a lagging clock), so the approval's expiry could not be checked and "
+            f"{tool} did not run.",
+            note=note,
+        )
+    if left is None:
+        return call.not_run(
+            Reason.NOT_OBTAINED,
+            f"The provider's answer had no usable Date header, so the approval's expiry "
+            f"could not be checked and {tool} did not run.",
+            note=note,
+        )
+    # Not expired by our best estimate: only too close to its end to be sure.
+    return call.not_run(
+        Reason.NOT_OBTAINED,
+        f"The approval for {tool} could not be confirmed as still valid in time (it "
+        f"ends at {format_timestamp(expires_at)} by the provider's clock, too close to "
+        "tell from the provider's answers), so it did not run.",
+        note=note,
+    )
+
+
+def _arguments_changed(call: CallState) -> NotRun | None:
+    """A NotRun if the objects the tool would get are no longer what the reviewer saw."""
+    current = call.plan.current_arguments
+    if current is None:
+        return None
+    try:
+        same = same_json(current(), call.plan.arguments)
+    except Exception:  # no longer serialisable, or too deep: not what was sent either
+        same = False
+    if same:
+        return None
+    log.error("the arguments of %s changed while it waited for approval", call.plan.tool)
+    return call.not_run(
+        Reason.NOT_OBTAINED,
+        f"The call's arguments changed after they were sent for approval, so {call.plan.tool} "
+        "did not run: what would run is not what the reviewer saw.",
+    )
+
+
+def _confirm_clock(
+    call: CallState, request: ApprovalRequest, sample: ClockSample
+) -> Generator[Op, Any, ClockSample | NotRun]:
+    """A sharper clock sample when the one in hand is too loose to tell.
+
+    An answer's Date was written somewhere inside its round trip, so after
+    a long poll the provider's clock is only known to within the whole poll:
+    an approval still valid for seconds can look expired. When that doubt
+    is what stands between the approval and the call, a ``wait=0`` re-read
+    (a short round trip) gives a fresh sample to judge by.
+    """
+    timings = call.timings
+    decision = request.decision
+    assert decision is not None and decision.expires_at is not None
+    _, left = still_valid(decision.expires_at, sample, call.clock.monotonic())
+    # A Date behind the answer's own timestamps (a cache) says nothing of the
+    # provider's clock now: a fresh answer may carry a usable one.
+    if not sample.lagging and (
+        left is None
+        or left > EXPIRY_SAFETY + timings.expiry_doubt
+        or sample.received - sample.sent <= timings.short_round_trip
+    ):
+        return sample
+    timeout = min(timings.reread_timeout, call.left(call.plan.local_end))
+    if timeout <= 0:
+        return sample
+    try:
+        answer: Answer = yield Blocking(
+            functools.partial(call.client.read, request.id, wait=0, timeout=timeout),
+            limit=timeout,
+        )
+    except Exception as exc:
+        log.warning("re-reading %s for its clock failed (%s)", request.id, failure(exc))
+        return sample
+    if not answer.ok:
+        log.warning("re-reading %s for its clock: %s", request.id, answer.describe())
+        return sample
+    fresh = check_echo(call, answer, expect_id=request.id)
+    if isinstance(fresh, NotRun):
+        return fresh
+    if fresh.status != APPROVED or fresh.decision != decision:
+        log.error("the provider's re-read of %s shows another decision", request.id)
+        return call.not_run(
+            Reason.NOT_OBTAINED,
+            f"The provider's latest answer no longer showed the same approval, so "
+            f"{call.plan.tool} did not run.",
+            note=decision.note,
+        )
+    return call.sampled(answer, fresh)
+
+
+def _abandoned_after_approval(call: CallState) -> NotRun:
+    return call.not_run(
+        Reason.CANCELLED,
+        f"The call to {call.plan.tool} was approved, but the harness had abandoned it "
+        "before it could start, so it did not run.",
+    )
+
+
+def _release(call: CallState, request_id: str) -> Generator[Op, Any, None]:
+    try:
+        yield Blocking(lambda: call.ledger.release(request_id))
+    except (LedgerError, Exception):
+        # Left as "started": it then counts as run, which is safe.
+        log.exception("could not release the claim on %s", request_id)
