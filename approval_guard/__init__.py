@@ -13,7 +13,8 @@
 """
 
 from ._clock import Clock, SystemClock
-from ._guard import Guard, HarnessCall, harness_call, requires_approval
+from ._guard import Guard, requires_approval
+from ._harness import HarnessCall, harness_call
 from ._ledger import Execution, Ledger, MemoryLedger, SQLiteLedger
 from ._ledger_pg import PostgresLedger
 from ._outcome import NotRun, Reason
