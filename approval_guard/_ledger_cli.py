@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from ._ledger import Execution, Ledger, SQLiteLedger
+from ._ledger import Execution, Ledger
+from ._ledger_sqlite import SQLiteLedger
 from .exceptions import ApprovalGuardError
 
 PROG = "approval-guard"

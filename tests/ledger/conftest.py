@@ -26,7 +26,8 @@ from typing import Any, NoReturn
 import attrs
 import pytest
 
-from approval_guard._ledger import Ledger, MemoryLedger, SQLiteLedger
+from approval_guard._ledger import Ledger, MemoryLedger
+from approval_guard._ledger_sqlite import SQLiteLedger
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTGRES_SCRIPT = ROOT / ".ci" / "postgres.sh"

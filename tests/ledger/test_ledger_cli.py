@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from approval_guard._ledger import SQLiteLedger
 from approval_guard._ledger_cli import format_age, parse_age, register
+from approval_guard._ledger_sqlite import SQLiteLedger
 
 if TYPE_CHECKING:
     from tests.ledger.conftest import Backend
