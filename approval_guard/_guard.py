@@ -13,7 +13,8 @@ from collections.abc import Callable, Collection, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from . import _harness
-from ._client import ProviderClient, RetryPolicy, check_base_url
+from ._backoff import RetryPolicy
+from ._client import ProviderClient, check_base_url
 from ._clock import Clock, SystemClock
 from ._duration import DurationLike, format_duration
 from ._env import default_guard_settings
