@@ -41,7 +41,7 @@ from typing import Protocol
 
 import attrs
 
-from approval_guard._duration import parse_duration_string
+from approval_guard._duration import to_timedelta
 from approval_guard._wire import APPROVED, DENIED, PENDING, ApprovalRequest
 from approval_guard.provider._server import DEFAULT_POLL_CAP, Faults, ProviderServer, Stats
 from approval_guard.provider._store import (
@@ -111,18 +111,6 @@ def _check_delay(delay: float) -> float:
     if delay < 0:
         raise ValueError(f"delay must not be negative, got {delay!r}")
     return float(delay)
-
-
-def _validity(value: Validity) -> timedelta:
-    # Unlike the HTTP API, zero and negative validities are allowed here, so a
-    # test can make an approval that has already expired.
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, str):
-        return timedelta(seconds=parse_duration_string(value.strip()))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"valid_for must be a duration string, timedelta or seconds: {value!r}")
-    return timedelta(seconds=value)
 
 
 class LocalProvider:
@@ -315,7 +303,7 @@ class LocalProvider:
             reviewer=self._reviewer(),
             status=APPROVED,
             note=note,
-            valid_for=_validity(valid_for),
+            valid_for=to_timedelta(valid_for, name="valid_for"),
             expires_at=expires_at,
         )
         if request is None:
