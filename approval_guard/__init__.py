@@ -13,9 +13,11 @@
 """
 
 from ._clock import Clock, SystemClock
-from ._guard import Guard, HarnessCall, harness_call, requires_approval
-from ._ledger import Execution, Ledger, MemoryLedger, SQLiteLedger
+from ._guard import Guard, requires_approval
+from ._harness import HarnessCall, harness_call
+from ._ledger import Execution, Ledger, MemoryLedger
 from ._ledger_pg import PostgresLedger
+from ._ledger_sqlite import SQLiteLedger
 from ._outcome import NotRun, Reason
 from .exceptions import (
     ApprovalGuardError,

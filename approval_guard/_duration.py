@@ -1,9 +1,12 @@
-"""Durations: ``"30m"``, ``timedelta`` or seconds <-> the provider's canonical form.
+"""Durations: ``"30m"``, ``timedelta`` or seconds <-> text; the package's only duration codec.
 
 The provider writes durations as ``<integer><unit>`` parts, units ``h``, ``m``,
 ``s``, largest first (``45s``, ``30m``, ``1h30m``). We accept any such string
 (``"90s"`` too, sent as ``"1m30s"``), a :class:`datetime.timedelta`, or a plain
-number of seconds. Pure functions, no I/O.
+number of seconds. The ledger command's ages add days (``"30d"``,
+:func:`parse_age`); a reviewer reads time left as ``"29m 54s left"``
+(:func:`format_time_left`). Digits are ASCII only: an Arabic-Indic "1h" is not a duration.
+Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ from typing import Union
 
 DurationLike = Union[str, timedelta, int, float]  # noqa: UP007 (runtime alias on 3.10)
 
-_PART = re.compile(r"(\d+)([hms])")
-_WHOLE = re.compile(r"(?:\d+[hms])+")
+# [0-9], not \d: \d matches every script's digits, and int() reads them all.
+_PART = re.compile(r"([0-9]+)([hms])")
+_WHOLE = re.compile(r"(?:[0-9]+[hms])+")
+_AGE = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _UNIT_SECONDS = {"h": 3600, "m": 60, "s": 1}
 _UNIT_ORDER = "hms"
+_AGE_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
 
 def parse_duration_string(text: str) -> int:
@@ -69,25 +75,22 @@ def to_seconds(value: DurationLike, *, name: str = "duration") -> float:
     return seconds
 
 
+def _write_parts(total: int, units: tuple[tuple[str, int], ...]) -> str:
+    parts = []
+    for unit, size in units:
+        count, total = divmod(total, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
 def format_duration(seconds: float) -> str:
     """Write whole seconds in canonical form, rounding a fraction down.
 
     >>> format_duration(5400), format_duration(45), format_duration(0)
     ('1h30m', '45s', '0s')
     """
-    total = max(0, math.floor(seconds))
-    if total == 0:
-        return "0s"
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    out = ""
-    if hours:
-        out += f"{hours}h"
-    if minutes:
-        out += f"{minutes}m"
-    if secs:
-        out += f"{secs}s"
-    return out
+    return _write_parts(max(0, math.floor(seconds)), _AGE_UNITS[1:])
 
 
 def canonical(value: DurationLike, *, name: str = "duration") -> str:
@@ -98,7 +101,37 @@ def canonical(value: DurationLike, *, name: str = "duration") -> str:
     return format_duration(seconds)
 
 
-_AGE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+def check_duration_text(value: object, name: str, low: int, high: int) -> int:
+    """A wire duration string as whole seconds between ``low`` and ``high``, or ValueError.
+
+    The message starts with ``name``, as a request's field is named in an error.
+    """
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a duration string such as '30m'")
+    try:
+        seconds = parse_duration_string(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if not low <= seconds <= high:
+        raise ValueError(
+            f"{name} must be between {format_duration(low)} and {format_duration(high)}"
+        )
+    return seconds
+
+
+def to_timedelta(value: DurationLike, *, name: str = "duration") -> timedelta:
+    """Any accepted duration as a ``timedelta``, zero and negative ones included.
+
+    For tests that make an approval that has already expired; use
+    :func:`to_seconds` where only a positive duration makes sense.
+    """
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, str):
+        return timedelta(seconds=parse_duration_string(value.strip()))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a duration string, timedelta or seconds: {value!r}")
+    return timedelta(seconds=value)
 
 
 def parse_age(text: str) -> timedelta:
@@ -119,21 +152,19 @@ def parse_age(text: str) -> timedelta:
 
 def format_age(age: timedelta) -> str:
     """The inverse of :func:`parse_age`: ``timedelta(days=1, hours=12)`` -> ``"1d12h"``."""
-    total = int(age.total_seconds())
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, total = divmod(total, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts) or "0s"
+    return _write_parts(int(age.total_seconds()), _AGE_UNITS)
 
 
 def format_time_left(seconds: float) -> str:
-    """``"29m 54s left"``; ``"deadline passed"`` once it has."""
-    seconds = int(seconds)
-    if seconds <= 0:
+    """``"29m 54s left"`` (whole seconds, cut toward zero); ``"deadline passed"`` once it has.
+
+    >>> format_time_left(3725.9), format_time_left(65), format_time_left(0.5)
+    ('1h 02m 05s left', '1m 05s left', 'deadline passed')
+    """
+    whole = int(seconds)
+    if whole <= 0:
         return "deadline passed"
-    hours, rest = divmod(seconds, 3600)
+    hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
         return f"{hours}h {minutes:02d}m {secs:02d}s left"

@@ -1,6 +1,63 @@
-"""The names of the environment variables the package reads."""
+"""The environment: the one place the package reads ``APPROVAL_GUARD_*`` variables, at call time.
+
+Nothing reads the environment at import. The library's default Guard reads
+:data:`ENV_URL`, :data:`ENV_CREDENTIAL` and :data:`ENV_HARNESS_LIMIT`
+(:func:`default_guard_settings`); the ``approval-guard`` command reads the URL,
+the credential and :data:`ENV_REVIEWER_TOKEN` (:func:`read`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import attrs
+
+from .exceptions import ConfigurationError
 
 ENV_URL = "APPROVAL_GUARD_URL"
 ENV_CREDENTIAL = "APPROVAL_GUARD_CREDENTIAL"
 ENV_HARNESS_LIMIT = "APPROVAL_GUARD_HARNESS_LIMIT"
 ENV_REVIEWER_TOKEN = "APPROVAL_GUARD_REVIEWER_TOKEN"
+
+#: Every variable the package reads, in the order the docs list them.
+ENV_NAMES = (ENV_URL, ENV_CREDENTIAL, ENV_HARNESS_LIMIT, ENV_REVIEWER_TOKEN)
+
+DEFAULT_HARNESS_LIMIT = "35m"
+
+
+def read(name: str, environ: Mapping[str, str] | None = None, default: str = "") -> str:
+    """One variable's value now (``default`` when unset or empty)."""
+    env = os.environ if environ is None else environ
+    return env.get(name, "") or default
+
+
+@attrs.frozen(repr=False)
+class GuardSettings:
+    """The default Guard's settings, as read from the environment (the credential never shown)."""
+
+    base_url: str
+    credential: str
+    harness_limit: str
+
+    def __repr__(self) -> str:
+        return (
+            f"GuardSettings(base_url={self.base_url!r}, credential='***', "
+            f"harness_limit={self.harness_limit!r})"
+        )
+
+
+def default_guard_settings(environ: Mapping[str, str] | None = None) -> GuardSettings:
+    """The module-level ``requires_approval``'s Guard settings, read now.
+
+    Raises ConfigurationError when the URL or the credential is missing.
+    """
+    url = read(ENV_URL, environ)
+    credential = read(ENV_CREDENTIAL, environ)
+    limit = read(ENV_HARNESS_LIMIT, environ, DEFAULT_HARNESS_LIMIT)
+    if not url or not credential:
+        raise ConfigurationError(
+            f"module-level requires_approval needs {ENV_URL} and {ENV_CREDENTIAL} in the "
+            "environment (or use a Guard object)"
+        )
+    return GuardSettings(base_url=url, credential=credential, harness_limit=limit)

@@ -24,16 +24,14 @@ DELETE on it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
 import re
-import threading
 import urllib.parse
 from datetime import timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from ._connection import ProcessConnection
 from ._ledger import STARTED, Execution
 from .exceptions import ConfigurationError, LedgerError
 
@@ -208,13 +206,10 @@ class PostgresLedger:
             "DELETE FROM {t} WHERE COALESCE(ended_at, started_at) < now() - %s"
         ).format(t=self._table)
 
-        self._lock = threading.Lock()
-        self._conn: psycopg.Connection[Any] | None = None
-        self._pid = os.getpid()
         self._table_ready = False
-        # Connections inherited through fork(): kept referenced so that garbage collection
-        # in the child never sends the parent's server a goodbye on the shared socket.
-        self._inherited: list[psycopg.Connection[Any]] = []
+        self._held: ProcessConnection[psycopg.Connection[Any]] = ProcessConnection(
+            self._open, usable=lambda conn: not conn.closed and not conn.broken
+        )
 
     @property
     def table(self) -> str:
@@ -226,10 +221,7 @@ class PostgresLedger:
 
     def close(self) -> None:
         """Close the connection; the next operation opens a new one."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None and self._pid == os.getpid():
-                conn.close()
+        self._held.close()
 
     # -- connection ---------------------------------------------------------------------
 
@@ -249,16 +241,8 @@ class PostgresLedger:
         error.__cause__ = None if leaked else exc
         return error
 
-    def _connection(self) -> psycopg.Connection[Any]:
-        # Caller holds self._lock.
-        if self._pid != os.getpid():
-            if self._conn is not None:
-                self._inherited.append(self._conn)
-            self._conn, self._pid = None, os.getpid()
-        conn = self._conn
-        if conn is not None and not conn.closed and not conn.broken:
-            return conn
-        self._drop()
+    def _open(self) -> psycopg.Connection[Any]:
+        # Called by self._held.get(), under its lock.
         try:
             # prepare_threshold=None: no server-side prepared statements, which a pooler in
             # transaction mode (PgBouncer) would send to the wrong backend.
@@ -276,7 +260,6 @@ class PostgresLedger:
             error = self._error("create table", exc)
             raise error from error.__cause__
         self._table_ready = True
-        self._conn = conn
         return conn
 
     def _ensure_table(self, conn: psycopg.Connection[Any]) -> None:
@@ -290,20 +273,11 @@ class PostgresLedger:
             conn.execute(self._sql_create)
             conn.execute(self._sql_index)
 
-    def _drop(self) -> None:
-        # Caller holds self._lock. A broken connection is closed and forgotten, so that the
-        # next operation reconnects.
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            # Closing a dead connection may fail too; there is nothing left to clean up.
-            with contextlib.suppress(Exception):
-                conn.close()
-
     def _run(
         self, what: str, query: sql.Composed, params: tuple[object, ...]
     ) -> tuple[int, list[tuple[Any, ...]]]:
-        with self._lock:
-            conn = self._connection()
+        with self._held.lock:
+            conn = self._held.get()
             try:
                 cursor = conn.execute(query, params)
                 rows = cursor.fetchall() if cursor.description is not None else []
@@ -312,7 +286,7 @@ class PostgresLedger:
                 error = self._error(what, exc)
                 if conn.closed or conn.broken or isinstance(exc, self._psycopg.OperationalError):
                     log.warning("%s; the next operation reconnects", error)
-                    self._drop()
+                    self._held.drop()
                 raise error from error.__cause__
 
     # -- the Ledger protocol ------------------------------------------------------------

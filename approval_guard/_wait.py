@@ -21,7 +21,6 @@ from typing import Any, Union, cast
 from ._call import CallState, failure, seconds_text
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
 from ._clock import Clock, ClockSample
-from ._duration import format_duration
 from ._execute import execute
 from ._ledger import Ledger
 from ._ops import Abandoned, Blocking, CallGen, CallPlan, Op, Sleep, Timings
@@ -341,16 +340,3 @@ def _give_up_waiting(
         f"did not run and nobody denied it{withdrawal(call)}",
     )
 
-
-def requested_timeout(tool_timeout: float, limit: float, margins: float) -> float:
-    """``min(tool timeout, harness limit - return_margin - deadline_margin)``, whole seconds."""
-    return float(math.floor(min(tool_timeout, limit - margins)))
-
-
-def describe_clamp(tool: str, asked: float, got: float) -> None:
-    log.warning(
-        "approval timeout for %s clamped from %s to %s to fit the harness's limit",
-        tool,
-        format_duration(asked),
-        format_duration(got),
-    )

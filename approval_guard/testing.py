@@ -32,17 +32,15 @@ same port).
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from datetime import datetime, timedelta
 
-import attrs
-
-from approval_guard._duration import parse_duration_string
+from approval_guard._duration import to_timedelta
+from approval_guard._now import utcnow
 from approval_guard._ops import Timings
+from approval_guard._policies import Policy, Validity, approve_after, deny_after
 from approval_guard._wire import APPROVED, DENIED, PENDING, ApprovalRequest
 from approval_guard.provider._server import DEFAULT_POLL_CAP, Faults, ProviderServer, Stats
 from approval_guard.provider._store import (
@@ -63,68 +61,6 @@ CREATE TABLE IF NOT EXISTS testing_credentials (
     token TEXT NOT NULL
 )
 """
-
-Validity = str | timedelta | float
-
-
-class Policy(Protocol):
-    """Decides requests as they arrive; called in its own thread, once per request."""
-
-    def __call__(self, provider: LocalProvider, request: ApprovalRequest) -> None: ...
-
-
-@attrs.frozen
-class _DecideAfter:
-    """A policy: after ``delay`` seconds, approve (or deny) every new request."""
-
-    status: str
-    delay: float
-    note: str | None = None
-    valid_for: Validity = "5m"
-
-    def __call__(self, provider: LocalProvider, request: ApprovalRequest) -> None:
-        if not provider._sleep(self.delay):
-            return
-        try:
-            if self.status == APPROVED:
-                provider.approve(request.id, note=self.note, valid_for=self.valid_for)
-            else:
-                provider.deny(request.id, self.note)
-        except NotPendingError:
-            pass  # cancelled or expired first: nothing to decide
-
-
-def approve_after(
-    delay: float = 0.0, *, note: str | None = None, valid_for: Validity = "5m"
-) -> Policy:
-    """A policy that approves every new request ``delay`` seconds after it appears."""
-    return _DecideAfter(APPROVED, _check_delay(delay), note, valid_for)
-
-
-def deny_after(delay: float = 0.0, note: str | None = "denied by policy") -> Policy:
-    """A policy that denies every new request ``delay`` seconds after it appears."""
-    return _DecideAfter(DENIED, _check_delay(delay), note)
-
-
-def _check_delay(delay: float) -> float:
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay):
-        raise ValueError(f"delay must be a number of seconds, not {delay!r}")
-    if delay < 0:
-        raise ValueError(f"delay must not be negative, got {delay!r}")
-    return float(delay)
-
-
-def _validity(value: Validity) -> timedelta:
-    # Unlike the HTTP API, zero and negative validities are allowed here, so a
-    # test can make an approval that has already expired.
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, str):
-        return timedelta(seconds=parse_duration_string(value.strip()))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"valid_for must be a duration string, timedelta or seconds: {value!r}")
-    return timedelta(seconds=value)
-
 
 class LocalProvider:
     """The local provider, running in-process on 127.0.0.1, driven by the test.
@@ -171,7 +107,7 @@ class LocalProvider:
         self._memory_store = store if self._memory else None
 
     def _now(self) -> datetime:
-        return datetime.now(timezone.utc) + self.clock_offset
+        return utcnow() + self.clock_offset
 
     def __repr__(self) -> str:
         # Never the credentials.
@@ -316,7 +252,7 @@ class LocalProvider:
             reviewer=self._reviewer(),
             status=APPROVED,
             note=note,
-            valid_for=_validity(valid_for),
+            valid_for=to_timedelta(valid_for, name="valid_for"),
             expires_at=expires_at,
         )
         if request is None:

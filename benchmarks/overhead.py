@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import approval_guard as ag
-from approval_guard._client import Answer
+from approval_guard._answer import Answer
 from approval_guard._clock import ClockSample, SystemClock
 
 from ._common import Result, median

@@ -26,9 +26,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import approval_guard as ag
-from approval_guard._client import ProviderClient, TransportError, _Scrubber
+from approval_guard._answer import TransportError
+from approval_guard._client import ProviderClient
 from approval_guard._clock import SystemClock
-from approval_guard._wire import SECRET_WORDS, format_http_date, format_timestamp, scrub_text
+from approval_guard._scrub import SECRET_WORDS, Scrubber, scrub_text
+from approval_guard._wire import format_http_date, format_timestamp
 from approval_guard.testing import LocalProvider, approve_after
 from tests.test_integration import make_guard, refund_tool
 
@@ -610,6 +612,6 @@ def test_every_secret_shaped_text_holds_a_secret_word(text: str) -> None:
 @given(_JSON, st.booleans())
 def test_the_scrubbers_shortcut_agrees_with_the_full_walk(value: Any, ascii_only: bool) -> None:
     """Skipping the walk for a clean body gives exactly what the walk would have."""
-    scrubber = _Scrubber(SECRET)
+    scrubber = Scrubber(SECRET)
     raw = json.dumps(value, ensure_ascii=ascii_only).encode()
     assert scrubber.json(value) == scrubber.body(raw, value)

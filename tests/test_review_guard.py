@@ -14,7 +14,7 @@ import pytest
 import requests
 
 import approval_guard as ag
-from approval_guard._guard import _provider_scope
+from approval_guard._plan import provider_scope as _provider_scope
 from approval_guard._serialize import dumps
 from approval_guard._wire import format_http_date, format_timestamp
 from approval_guard.testing import LocalProvider, approve_after

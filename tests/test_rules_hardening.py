@@ -14,7 +14,9 @@ import pytest
 import responses
 
 import approval_guard as ag
-from approval_guard._client import Answer, ProviderClient, RetryPolicy
+from approval_guard._answer import Answer
+from approval_guard._backoff import RetryPolicy
+from approval_guard._client import ProviderClient
 from approval_guard._clock import ClockSample, plausibly_expired, still_valid
 from approval_guard._wire import format_http_date
 from approval_guard.testing import LocalProvider, approve_after

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from approval_guard._client import MAX_RETRY_AFTER, TransportError, parse_retry_after
+from approval_guard._answer import TransportError
+from approval_guard._backoff import MAX_RETRY_AFTER, parse_retry_after
+from approval_guard._scrub import safe_text, scrub_text
 from approval_guard._wire import (
     MESSAGE_LIMIT,
     WireError,
@@ -18,8 +20,6 @@ from approval_guard._wire import (
     parse_http_date,
     parse_request,
     parse_timestamp,
-    safe_text,
-    scrub_text,
 )
 
 NOW = datetime(2026, 9, 16, 12, 0, 0, tzinfo=timezone.utc)

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from approval_guard._duration import format_age
-from approval_guard._ledger import Execution, Ledger, SQLiteLedger
+from approval_guard._ledger import Execution, Ledger
+from approval_guard._ledger_sqlite import SQLiteLedger
 from approval_guard.exceptions import ApprovalGuardError
 
 from ._output import PROG, say

@@ -82,7 +82,7 @@ from urllib.parse import parse_qs, urlsplit
 import attrs
 
 from approval_guard._display import escape, escape_lines
-from approval_guard._duration import format_duration, parse_duration_string
+from approval_guard._duration import check_duration_text, parse_duration_string
 from approval_guard._wire import (
     APPROVED,
     DENIED,
@@ -847,17 +847,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _duration(value: object, field: str, low: int, high: int) -> int:
-        if not isinstance(value, str):
-            raise _bad(f"{field!r} must be a duration string such as '30m'")
         try:
-            seconds = parse_duration_string(value)
+            return check_duration_text(value, repr(field), low, high)
         except ValueError as exc:
-            raise _bad(f"{field!r}: {exc}") from None
-        if not low <= seconds <= high:
-            raise _bad(
-                f"{field!r} must be between {format_duration(low)} and {format_duration(high)}"
-            )
-        return seconds
+            raise _bad(str(exc)) from None
 
     def _wait(self, query: dict[str, list[str]]) -> float:
         values = query.get("wait")

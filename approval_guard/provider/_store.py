@@ -49,6 +49,7 @@ from typing import Any
 import attrs
 
 from approval_guard._duration import format_duration
+from approval_guard._now import utcnow
 from approval_guard._wire import (
     APPROVED,
     CANCELLED,
@@ -261,7 +262,7 @@ class Session:
 
 def system_clock() -> datetime:
     """The default clock: the system's wall time in UTC."""
-    return datetime.now(timezone.utc)
+    return utcnow()
 
 
 def _to_us(moment: datetime) -> int:

@@ -38,7 +38,8 @@ from typing import Any
 
 def make_ledger(spec: dict[str, Any]) -> Any:
     """The ledger a spec describes (the same function lives in conftest.py)."""
-    from approval_guard._ledger import MemoryLedger, SQLiteLedger
+    from approval_guard._ledger import MemoryLedger
+    from approval_guard._ledger_sqlite import SQLiteLedger
 
     if spec["kind"] == "memory":
         return MemoryLedger()  # this process's own record: shared with nobody

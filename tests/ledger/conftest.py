@@ -26,7 +26,8 @@ from typing import Any, NoReturn
 import attrs
 import pytest
 
-from approval_guard._ledger import Ledger, MemoryLedger, SQLiteLedger
+from approval_guard._ledger import Ledger, MemoryLedger
+from approval_guard._ledger_sqlite import SQLiteLedger
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTGRES_SCRIPT = ROOT / ".ci" / "postgres.sh"
@@ -285,7 +286,7 @@ def tool_runs(tmp_path: Path) -> list[str]:
 
 def provider_rows(ledger: Any, provider: Any) -> Any:
     """``ledger`` as a Guard on ``provider`` sees it: rows by that provider's request ids."""
-    from approval_guard._guard import _provider_scope
     from approval_guard._ledger import ProviderLedger
+    from approval_guard._plan import provider_scope as _provider_scope
 
     return ProviderLedger(ledger, _provider_scope(provider.url))

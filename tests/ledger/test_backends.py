@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from approval_guard._ledger import FINISHED, STARTED, SQLiteLedger
+from approval_guard._ledger import FINISHED, STARTED
 from approval_guard._ledger_pg import redact_dsn
+from approval_guard._ledger_sqlite import SQLiteLedger
 from approval_guard.exceptions import ConfigurationError, LedgerError
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def _terminate(backend: Backend) -> None:
     """Kill the ledger's server session, as a restart or a network cut would."""
     import psycopg
 
-    conn = backend.ledger._conn  # type: ignore[attr-defined]
+    conn = backend.ledger._held.held  # type: ignore[attr-defined]
     assert conn is not None
     with psycopg.connect(backend.spec["dsn"], autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))

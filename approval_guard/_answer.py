@@ -1,0 +1,78 @@
+"""What one exchange with the provider gives back: an ``Answer``, or a ``TransportError``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import requests
+
+from ._clock import Clock, ClockSample
+from ._scrub import safe_text
+from ._wire import MESSAGE_LIMIT, parse_error
+
+__all__ = ["MAX_ANSWER_BYTES", "Answer", "TransportError", "read_limited"]
+
+#: Larger answers are refused, not parsed.
+MAX_ANSWER_BYTES = 1024 * 1024
+
+
+class TransportError(Exception):
+    """No usable answer: connection refused/reset, timeout, garbage or oversized body.
+
+    The message is bounded and printable (it ends up in logs and in ``NotRun``
+    sentences) and never quotes a header value.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        message = safe_text(message, MESSAGE_LIMIT)
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@attrs.frozen
+class Answer:
+    """One HTTP answer from the provider, decoded."""
+
+    status: int
+    body: Any
+    provider_request_id: str | None
+    sample: ClockSample
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def error(self) -> tuple[str, str]:
+        """``(type, message)`` of an error answer (``("unknown", "")`` if the body has none)."""
+        return parse_error(self.body) or ("unknown", "")
+
+    def describe(self) -> str:
+        kind, message = self.error
+        text = f"HTTP {self.status} {kind}"
+        return f"{text}: {message}" if message else text
+
+
+def read_limited(response: requests.Response, deadline: float, clock: Clock) -> bytes:
+    """The body, refused (TransportError) when over MAX_ANSWER_BYTES or past ``deadline``."""
+    declared = (response.headers.get("Content-Length") or "").strip(" \t")
+    # ASCII digits only ("²".isdigit() is true); a long one is too large unread.
+    if (
+        declared.isascii()
+        and declared.isdigit()
+        and (len(declared) > 12 or int(declared) > MAX_ANSWER_BYTES)
+    ):
+        raise TransportError("too_large", "the provider's answer declares over 1 MiB; refused")
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(chunk_size=8192):
+        if clock.monotonic() > deadline:
+            raise TransportError("timeout", "the provider's answer did not finish in time")
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise TransportError("too_large", "the provider's answer is over 1 MiB; refused")
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,88 @@
+"""What the harness knows about one tool call, carried in a context variable.
+
+:func:`harness_call` sets it; a guarded call reads it (:func:`current`) when it
+plans, and clears it while its tool runs (:func:`outside`), so a guarded tool
+that calls another guarded tool does not reuse the key.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import attrs
+
+from ._duration import DurationLike
+from ._plan import check_key, seconds_option
+from .exceptions import ConfigurationError
+
+
+@attrs.frozen
+class HarnessCall:
+    """Per-call facts that the harness knows (see :func:`harness_call`)."""
+
+    idempotency_key: str | None = None
+    limit: float | None = None
+    abandon: threading.Event | None = None
+
+
+_NO_HARNESS = HarnessCall()
+
+_HARNESS: contextvars.ContextVar[HarnessCall | None] = contextvars.ContextVar(
+    "approval_guard_harness_call", default=None
+)
+
+
+def current() -> HarnessCall:
+    """The facts of the innermost :func:`harness_call` block, or none."""
+    return _HARNESS.get() or _NO_HARNESS
+
+
+@contextmanager
+def outside() -> Iterator[None]:
+    """Run a block (the tool itself) as if no :func:`harness_call` were active."""
+    token = _HARNESS.set(None)
+    try:
+        yield
+    finally:
+        _HARNESS.reset(token)
+
+
+@contextmanager
+def harness_call(
+    *,
+    idempotency_key: str | None = None,
+    limit: DurationLike | None = None,
+    abandon: threading.Event | None = None,
+) -> Iterator[HarnessCall]:
+    """Tell guarded calls made inside the block what the harness knows about this tool call.
+
+    - ``idempotency_key``: the harness's own id for the tool call. A harness that
+      retries the call (after a crash, on another worker) passes the same key, so
+      the same approval request is recovered instead of a second one created; the
+      execution record then makes sure it runs at most once.
+    - ``limit``: how long the harness lets this call wait (overrides
+      ``Guard(harness_limit=...)``).
+    - ``abandon``: an event the harness sets when it gives up on the call; the
+      pending request is then cancelled and the call returns ``NotRun(CANCELLED)``.
+
+    It is a context variable, so it follows threads' and asyncio tasks' own
+    contexts. Inside the tool itself it is cleared, so a guarded tool that calls
+    another guarded tool does not reuse the key::
+
+        with ag.harness_call(idempotency_key="toolcall_abc", limit="10m"):
+            out = issue_refund("payment_123", 4900)
+    """
+    if idempotency_key is not None:
+        check_key(idempotency_key)
+    seconds = None if limit is None else seconds_option(limit, "limit")
+    if abandon is not None and not callable(getattr(abandon, "is_set", None)):
+        raise ConfigurationError("abandon must be a threading.Event (or have is_set() and wait())")
+    facts = HarnessCall(idempotency_key=idempotency_key, limit=seconds, abandon=abandon)
+    token = _HARNESS.set(facts)
+    try:
+        yield facts
+    finally:
+        _HARNESS.reset(token)

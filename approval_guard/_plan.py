@@ -1,0 +1,205 @@
+"""Planning a guarded call: checked options, the timeout clamp, the provider's scope, the plan.
+
+Everything here is decided before any HTTP: a tool's options are checked when
+the decorator is applied (:func:`make_spec`), and each call's :class:`CallPlan`
+depends only on the call and the configuration, never on time already spent.
+"""
+
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import logging
+import math
+import urllib.parse
+import uuid
+from collections.abc import Callable, Collection
+from contextlib import suppress
+from typing import Any
+
+import attrs
+
+from ._clock import Clock
+from ._duration import DurationLike, format_duration, to_seconds
+from ._inject import injected_parameters
+from ._ops import CallPlan, Ran
+from ._outcome import NotRun
+from ._serialize import Binder, binder, dumps, to_json_value
+from .exceptions import ConfigurationError
+
+log = logging.getLogger("approval_guard")
+
+#: The longest approval window the provider API allows.
+MAX_TIMEOUT = 24 * 3600
+
+
+def seconds_option(value: DurationLike, name: str) -> float:
+    """An option's duration in seconds; a bad one raises ConfigurationError."""
+    try:
+        return to_seconds(value, name=name)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def check_token(value: object, name: str) -> str:
+    """A non-empty printable-ASCII token without spaces; the message never shows the value."""
+    if not isinstance(value, str) or not value or not all(32 < ord(ch) < 127 for ch in value):
+        raise ConfigurationError(
+            f"{name} must be a non-empty token of printable ASCII without spaces"
+        )
+    return value
+
+
+def check_key(key: str) -> str:
+    """An idempotency key: 1 to 255 printable ASCII characters without spaces."""
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= 255
+        or not all(32 < ord(ch) < 127 for ch in key)
+    ):
+        raise ConfigurationError(
+            "idempotency_key must be 1 to 255 printable ASCII characters without spaces"
+        )
+    return key
+
+
+@attrs.frozen
+class ToolSpec:
+    """A decorated tool's checked options."""
+
+    fn: Callable[..., Any]
+    name: str
+    timeout: float
+    exclude: frozenset[str]
+    signature: inspect.Signature
+    is_async: bool
+    bind: Binder
+    on_not_run: Callable[[NotRun], Any] | None = None
+
+    def result(self, outcome: Ran | NotRun) -> Any:
+        if isinstance(outcome, Ran):
+            return outcome.value
+        return outcome if self.on_not_run is None else self.on_not_run(outcome)
+
+
+def make_spec(
+    fn: Callable[..., Any],
+    *,
+    timeout: DurationLike,
+    tool: str | None,
+    exclude: Collection[str],
+    on_not_run: Callable[[NotRun], Any] | None = None,
+) -> ToolSpec:
+    """Check a tool's options; a bad one raises ConfigurationError now, not on the first call."""
+    if not callable(fn):
+        raise TypeError(f"requires_approval decorates a function, not {type(fn).__name__}")
+    if on_not_run is not None and not callable(on_not_run):
+        raise ConfigurationError("on_not_run must be a callable taking a NotRun, such as str")
+    seconds = seconds_option(timeout, "timeout")
+    if seconds != int(seconds) or not 1 <= seconds <= MAX_TIMEOUT:
+        raise ConfigurationError(
+            f"timeout must be whole seconds between 1s and 24h, got {timeout!r}"
+        )
+    name = tool if tool is not None else getattr(fn, "__name__", None)
+    if not isinstance(name, str) or not 1 <= len(name) <= 200:
+        raise ConfigurationError("tool must be a name of 1 to 200 characters")
+    if isinstance(exclude, str):
+        raise ConfigurationError("exclude must be a collection of parameter names, not a string")
+    signature = inspect.signature(fn)
+    unknown = set(exclude) - set(signature.parameters)
+    if unknown:
+        raise ConfigurationError(
+            f"exclude names parameters that {name} does not have: {sorted(unknown)}"
+        )
+    # Parameters a framework fills in (a run context, a config) are never the
+    # model's arguments: recognised by type, they are left out like `exclude`.
+    left_out = frozenset(exclude) | injected_parameters(fn, signature)
+    return ToolSpec(
+        fn=fn,
+        name=name,
+        timeout=seconds,
+        exclude=left_out,
+        signature=signature,
+        is_async=inspect.iscoroutinefunction(fn),
+        bind=binder(signature, exclude=left_out),
+        on_not_run=on_not_run,
+    )
+
+
+def requested_timeout(tool_timeout: float, limit: float, margins: float) -> float:
+    """``min(tool timeout, harness limit - return_margin - deadline_margin)``, whole seconds."""
+    return float(math.floor(min(tool_timeout, limit - margins)))
+
+
+def describe_clamp(tool: str, asked: float, got: float) -> None:
+    log.warning(
+        "approval timeout for %s clamped from %s to %s to fit the harness's limit",
+        tool,
+        format_duration(asked),
+        format_duration(got),
+    )
+
+
+def provider_scope(base_url: str) -> str:
+    """The provider's identity in the execution record: scheme, host and port, then the path."""
+    parts = urllib.parse.urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    # One host, one spelling: no trailing dot (an absolute DNS name), an address in its
+    # canonical form (``[0:0:0:0:0:0:0:1]`` is ``[::1]``), so one provider is one scope.
+    host = (parts.hostname or "").lower().rstrip(".")
+    with suppress(ValueError):
+        host = ipaddress.ip_address(host).compressed
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme.lower()}://{host}:{port}{parts.path.rstrip('/')}"
+
+
+@attrs.frozen
+class CallSettings:
+    """A Guard's time settings that shape every call's plan (seconds)."""
+
+    harness_limit: float
+    poll_wait: float
+    return_margin: float
+    deadline_margin: float
+
+
+def plan_call(
+    spec: ToolSpec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    idempotency_key: str | None,
+    limit: float | None,
+    settings: CallSettings,
+    clock: Clock,
+    worker: str,
+) -> CallPlan:
+    """One call's plan: its arguments, its request body, its deadlines."""
+    # to_json_value builds fresh plain-JSON containers, so no JSON round trip is needed.
+    arguments = to_json_value(spec.bind(args, kwargs))
+    limit = limit if limit is not None else settings.harness_limit
+    timeout = requested_timeout(
+        spec.timeout, limit, settings.return_margin + settings.deadline_margin
+    )
+    if 1 <= timeout < spec.timeout:
+        describe_clamp(spec.name, spec.timeout, timeout)
+    # The body depends only on the call and the configuration, never on time
+    # already spent: a harness that replays the key after a crash must send
+    # the same bytes, or the provider rejects it as a different request.
+    body = dumps({"tool": spec.name, "arguments": arguments, "timeout": format_duration(timeout)})
+    started = clock.monotonic()
+    return CallPlan(
+        tool=spec.name,
+        arguments=arguments,
+        body=body,
+        idempotency_key=idempotency_key or str(uuid.uuid4()),
+        timeout=timeout,
+        started=started,
+        local_end=started + limit - settings.return_margin,
+        harness_end=started + limit,
+        deadline_margin=settings.deadline_margin,
+        poll_wait=settings.poll_wait,
+        worker=worker,
+        current_arguments=lambda: to_json_value(spec.bind(args, kwargs)),
+    )

@@ -1,0 +1,52 @@
+"""The public surfaces of approval_guard.provider and approval_guard.testing are pinned."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+import approval_guard.provider
+import approval_guard.testing
+
+PINNED = [
+    (
+        approval_guard.provider,
+        [
+            "DEFAULT_POLL_CAP",
+            "MAX_BODY_BYTES",
+            "Credential",
+            "Fault",
+            "FaultRecord",
+            "Faults",
+            "FirstStartTokens",
+            "IdempotencyKeyInUse",
+            "IdempotencyKeyReused",
+            "NotPendingError",
+            "ProviderServer",
+            "Stats",
+            "Store",
+            "StoreClosedError",
+            "StoreError",
+        ],
+    ),
+    (
+        approval_guard.testing,
+        ["LocalProvider", "Policy", "Timings", "approve_after", "deny_after"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("module", "expected"), PINNED, ids=[module.__name__ for module, _ in PINNED]
+)
+def test_public_surface_is_pinned(module: ModuleType, expected: list[str]) -> None:
+    """A module's __all__ (in ruff's RUF022 order) changes only on purpose."""
+    assert expected == module.__all__
+
+
+@pytest.mark.parametrize(("module", "names"), PINNED, ids=[module.__name__ for module, _ in PINNED])
+def test_every_public_name_is_there(module: ModuleType, names: list[str]) -> None:
+    """Each name in __all__ can be imported from the module."""
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert [] == missing
