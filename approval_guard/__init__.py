@@ -13,7 +13,8 @@
 """
 
 from ._clock import Clock, SystemClock
-from ._guard import Guard, requires_approval
+from ._default import requires_approval
+from ._guard import Guard
 from ._harness import HarnessCall, harness_call
 from ._ledger import Execution, Ledger, MemoryLedger
 from ._ledger_pg import PostgresLedger

@@ -1,33 +1,33 @@
-"""``Guard`` and ``requires_approval``: the glue between a tool and the rules.
+"""``Guard``: one provider's configuration, gluing a tool's calls to the rules.
 
-The rules live in ``_wait.py``; options and each call's plan in ``_plan.py``;
-the harness's facts in ``_harness.py``; the environment in ``_env.py``. This
-module puts them together and picks the sync or async driver.
+The rules live in ``_wait.py`` and the modules it names; options and each
+call's plan in ``_plan.py``; the harness's facts in ``_harness.py``; the
+decorator in ``_decorator.py``; the environment's default Guard in
+``_default.py``. This module puts them together and picks the sync or async driver.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Collection, Coroutine
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _harness
 from ._backoff import RetryPolicy
 from ._client import ProviderClient, check_base_url
 from ._clock import Clock, SystemClock
+from ._decorator import Decorator
 from ._drive import drive_async, drive_sync
 from ._duration import DurationLike, format_duration
-from ._env import default_guard_settings
 from ._ledger import Ledger, ProviderLedger, default_worker, process_ledger
 from ._ops import CallPlan, Timings
 from ._outcome import NotRun
-from ._plan import CallSettings, ToolSpec, check_token, make_spec, plan_call, provider_scope
+from ._plan import CallSettings, ToolSpec, check_token, plan_call, provider_scope
 from ._plan import seconds_option as _seconds
 from ._wait import guarded_call
 from .exceptions import ConfigurationError
 
-__all__ = ["Guard", "default_guard", "requires_approval"]
+__all__ = ["Guard"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -144,7 +144,7 @@ class Guard:
         tool: str | None = None,
         exclude: Collection[str] = (),
         on_not_run: None = None,
-    ) -> _Decorator[NotRun]: ...
+    ) -> Decorator[NotRun]: ...
 
     @overload
     def requires_approval(
@@ -156,7 +156,7 @@ class Guard:
         tool: str | None = None,
         exclude: Collection[str] = (),
         on_not_run: Callable[[NotRun], N],
-    ) -> _Decorator[N]: ...
+    ) -> Decorator[N]: ...
 
     def requires_approval(
         self,
@@ -176,7 +176,7 @@ class Guard:
         - ``on_not_run``: what to return instead of a ``NotRun``, made from it: ``str``
           for the plain sentence, or a framework's own result type (see the README).
         """
-        decorator: _Decorator[Any] = _Decorator(
+        decorator: Decorator[Any] = Decorator(
             lambda: self, timeout=timeout, tool=tool, exclude=exclude, on_not_run=on_not_run
         )
         return decorator if fn is None else decorator(fn)
@@ -244,159 +244,3 @@ class Guard:
 
         outcome = await drive_async(gen, invoke, self._clock, abandon, timings=self._timings)
         return spec.result(outcome)
-
-
-class _Decorator(Generic[N]):
-    """What ``requires_approval(...)`` returns: validated options waiting for a function.
-
-    ``N`` is what a call that did not run returns: ``NotRun``, or what
-    ``on_not_run`` makes of it.
-    """
-
-    def __init__(
-        self,
-        guard: Callable[[], Guard],
-        *,
-        timeout: DurationLike,
-        tool: str | None,
-        exclude: Collection[str],
-        on_not_run: Callable[[NotRun], N] | None = None,
-    ) -> None:
-        self._guard = guard
-        self._timeout = timeout
-        self._tool = tool
-        self._exclude = exclude
-        self._on_not_run = on_not_run
-        # Validate the options now, with a stand-in, so a bad one raises at decoration.
-        make_spec(
-            _probe,
-            timeout=timeout,
-            tool="probe" if tool is None else tool,
-            exclude=(),
-            on_not_run=on_not_run,
-        )
-
-    @overload
-    def __call__(
-        self, fn: Callable[P, Coroutine[Any, Any, R]]
-    ) -> Callable[P, Coroutine[Any, Any, R | N]]: ...
-
-    @overload
-    def __call__(self, fn: Callable[P, R]) -> Callable[P, R | N]: ...
-
-    def __call__(self, fn: Callable[..., Any]) -> Any:
-        spec = make_spec(
-            fn,
-            timeout=self._timeout,
-            tool=self._tool,
-            exclude=self._exclude,
-            on_not_run=self._on_not_run,
-        )
-        get_guard = self._guard
-        if spec.is_async:
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                return await get_guard()._call_async(spec, args, kwargs)
-
-            wrapper: Any = async_wrapper
-        else:
-
-            @functools.wraps(fn)
-            def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-                return get_guard()._call_sync(spec, args, kwargs)
-
-            wrapper = sync_wrapper
-        # No __signature__ of our own: inspect.signature() follows __wrapped__ to
-        # fn, so eval_str=True (MCP) resolves string annotations in fn's module.
-        wrapper.__approval_guard__ = spec
-        return wrapper
-
-
-def _probe() -> None:
-    """Stand-in used to validate decorator options before a function is given."""
-
-
-_DEFAULT_GUARDS: dict[tuple[str, str, str], Guard] = {}
-_DEFAULT_LOCK = threading.Lock()
-
-
-def default_guard() -> Guard:
-    """The Guard of module-level ``requires_approval``, built from the environment.
-
-    Read at call time (never at import): ``APPROVAL_GUARD_URL``,
-    ``APPROVAL_GUARD_CREDENTIAL`` and ``APPROVAL_GUARD_HARNESS_LIMIT`` (default
-    ``35m``). The same values give the same Guard (and its connections).
-    """
-    settings = default_guard_settings()
-    key = (settings.base_url, settings.credential, settings.harness_limit)
-    with _DEFAULT_LOCK:
-        guard = _DEFAULT_GUARDS.get(key)
-        if guard is None:
-            guard = Guard(
-                base_url=settings.base_url,
-                credential=settings.credential,
-                harness_limit=settings.harness_limit,
-            )
-            _DEFAULT_GUARDS[key] = guard
-        return guard
-
-
-@overload
-def requires_approval(
-    fn: Callable[P, Coroutine[Any, Any, R]], /
-) -> Callable[P, Coroutine[Any, Any, R | NotRun]]: ...
-
-
-@overload
-def requires_approval(fn: Callable[P, R], /) -> Callable[P, R | NotRun]: ...
-
-
-@overload
-def requires_approval(
-    fn: None = None,
-    /,
-    *,
-    timeout: DurationLike = "30m",
-    tool: str | None = None,
-    exclude: Collection[str] = (),
-    on_not_run: None = None,
-) -> _Decorator[NotRun]: ...
-
-
-@overload
-def requires_approval(
-    fn: None = None,
-    /,
-    *,
-    timeout: DurationLike = "30m",
-    tool: str | None = None,
-    exclude: Collection[str] = (),
-    on_not_run: Callable[[NotRun], N],
-) -> _Decorator[N]: ...
-
-
-def requires_approval(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    timeout: DurationLike = "30m",
-    tool: str | None = None,
-    exclude: Collection[str] = (),
-    on_not_run: Callable[[NotRun], Any] | None = None,
-) -> Any:
-    """Guard a tool with the default Guard, configured from the environment at call time.
-
-    ::
-
-        @ag.requires_approval(timeout="30m")
-        def delete_user(user_id: str) -> None: ...
-
-    Options are checked now; the environment (``APPROVAL_GUARD_URL``,
-    ``APPROVAL_GUARD_CREDENTIAL``, ``APPROVAL_GUARD_HARNESS_LIMIT``) is read when
-    the tool is called. See :meth:`Guard.requires_approval`.
-    """
-    decorator: _Decorator[Any] = _Decorator(
-        default_guard, timeout=timeout, tool=tool, exclude=exclude, on_not_run=on_not_run
-    )
-    return decorator if fn is None else decorator(fn)

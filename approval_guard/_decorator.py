@@ -1,0 +1,90 @@
+"""What ``requires_approval(...)`` returns: validated options waiting for a function."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Collection, Coroutine
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from ._duration import DurationLike
+from ._outcome import NotRun
+from ._plan import make_spec
+
+if TYPE_CHECKING:
+    from ._guard import Guard
+
+P = ParamSpec("P")
+R = TypeVar("R")
+#: What a guarded call returns instead of a NotRun (NotRun itself unless on_not_run is given).
+N = TypeVar("N")
+
+
+class Decorator(Generic[N]):
+    """What ``requires_approval(...)`` returns: validated options waiting for a function.
+
+    ``N`` is what a call that did not run returns: ``NotRun``, or what
+    ``on_not_run`` makes of it.
+    """
+
+    def __init__(
+        self,
+        guard: Callable[[], Guard],
+        *,
+        timeout: DurationLike,
+        tool: str | None,
+        exclude: Collection[str],
+        on_not_run: Callable[[NotRun], N] | None = None,
+    ) -> None:
+        self._guard = guard
+        self._timeout = timeout
+        self._tool = tool
+        self._exclude = exclude
+        self._on_not_run = on_not_run
+        # Validate the options now, with a stand-in, so a bad one raises at decoration.
+        make_spec(
+            _probe,
+            timeout=timeout,
+            tool="probe" if tool is None else tool,
+            exclude=(),
+            on_not_run=on_not_run,
+        )
+
+    @overload
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, R]]
+    ) -> Callable[P, Coroutine[Any, Any, R | N]]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R | N]: ...
+
+    def __call__(self, fn: Callable[..., Any]) -> Any:
+        spec = make_spec(
+            fn,
+            timeout=self._timeout,
+            tool=self._tool,
+            exclude=self._exclude,
+            on_not_run=self._on_not_run,
+        )
+        get_guard = self._guard
+        if spec.is_async:
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                return await get_guard()._call_async(spec, args, kwargs)
+
+            wrapper: Any = async_wrapper
+        else:
+
+            @functools.wraps(fn)
+            def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                return get_guard()._call_sync(spec, args, kwargs)
+
+            wrapper = sync_wrapper
+        # No __signature__ of our own: inspect.signature() follows __wrapped__ to
+        # fn, so eval_str=True (MCP) resolves string annotations in fn's module.
+        wrapper.__approval_guard__ = spec
+        return wrapper
+
+
+def _probe() -> None:
+    """Stand-in used to validate decorator options before a function is given."""

@@ -1,0 +1,102 @@
+"""The default Guard: module-level ``requires_approval``, configured from the environment."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Coroutine
+from typing import Any, ParamSpec, TypeVar, overload
+
+from ._decorator import Decorator
+from ._duration import DurationLike
+from ._env import default_guard_settings
+from ._guard import Guard
+from ._outcome import NotRun
+
+P = ParamSpec("P")
+R = TypeVar("R")
+N = TypeVar("N")
+
+
+_DEFAULT_GUARDS: dict[tuple[str, str, str], Guard] = {}
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_guard() -> Guard:
+    """The Guard of module-level ``requires_approval``, built from the environment.
+
+    Read at call time (never at import): ``APPROVAL_GUARD_URL``,
+    ``APPROVAL_GUARD_CREDENTIAL`` and ``APPROVAL_GUARD_HARNESS_LIMIT`` (default
+    ``35m``). The same values give the same Guard (and its connections).
+    """
+    settings = default_guard_settings()
+    key = (settings.base_url, settings.credential, settings.harness_limit)
+    with _DEFAULT_LOCK:
+        guard = _DEFAULT_GUARDS.get(key)
+        if guard is None:
+            guard = Guard(
+                base_url=settings.base_url,
+                credential=settings.credential,
+                harness_limit=settings.harness_limit,
+            )
+            _DEFAULT_GUARDS[key] = guard
+        return guard
+
+
+@overload
+def requires_approval(
+    fn: Callable[P, Coroutine[Any, Any, R]], /
+) -> Callable[P, Coroutine[Any, Any, R | NotRun]]: ...
+
+
+@overload
+def requires_approval(fn: Callable[P, R], /) -> Callable[P, R | NotRun]: ...
+
+
+@overload
+def requires_approval(
+    fn: None = None,
+    /,
+    *,
+    timeout: DurationLike = "30m",
+    tool: str | None = None,
+    exclude: Collection[str] = (),
+    on_not_run: None = None,
+) -> Decorator[NotRun]: ...
+
+
+@overload
+def requires_approval(
+    fn: None = None,
+    /,
+    *,
+    timeout: DurationLike = "30m",
+    tool: str | None = None,
+    exclude: Collection[str] = (),
+    on_not_run: Callable[[NotRun], N],
+) -> Decorator[N]: ...
+
+
+def requires_approval(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    timeout: DurationLike = "30m",
+    tool: str | None = None,
+    exclude: Collection[str] = (),
+    on_not_run: Callable[[NotRun], Any] | None = None,
+) -> Any:
+    """Guard a tool with the default Guard, configured from the environment at call time.
+
+    ::
+
+        @ag.requires_approval(timeout="30m")
+        def delete_user(user_id: str) -> None: ...
+
+    Options are checked now; the environment (``APPROVAL_GUARD_URL``,
+    ``APPROVAL_GUARD_CREDENTIAL``, ``APPROVAL_GUARD_HARNESS_LIMIT``) is read when
+    the tool is called. See :meth:`Guard.requires_approval`.
+    """
+    decorator: Decorator[Any] = Decorator(
+        default_guard, timeout=timeout, tool=tool, exclude=exclude, on_not_run=on_not_run
+    )
+    return decorator if fn is None else decorator(fn)
