@@ -16,6 +16,8 @@ from typing import Protocol
 
 import attrs
 
+from ._now import utcnow
+
 #: Added to every "is the approval still valid" judgement on top of the Date
 #: header's one-second resolution and the round trip, for scheduling jitter.
 EXPIRY_SAFETY = 0.25
@@ -50,13 +52,13 @@ class AsyncClock(Clock, Protocol):
 
 
 class SystemClock:
-    """The real clocks: ``time.monotonic`` and ``datetime.now(timezone.utc)``."""
+    """The real clocks: ``time.monotonic`` and the package's one ``utcnow()``."""
 
     def monotonic(self) -> float:
         return time.monotonic()
 
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return utcnow()
 
     def sleep(self, seconds: float, abandon: threading.Event | None = None) -> bool:
         if abandon is not None:

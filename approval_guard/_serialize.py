@@ -12,7 +12,6 @@ import dataclasses
 import datetime as _dt
 import enum
 import inspect
-import json
 import math
 import uuid
 from collections.abc import Callable, Mapping
@@ -21,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from ._json import canonical_json
 from .exceptions import ArgumentSerializationError
 
 
@@ -202,7 +202,7 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
     if isinstance(value, (set, frozenset)):
         items = [_convert(item, f"{path}[*]", active) for item in value]
         # Set order varies between processes (hash randomisation): sort for stable bytes.
-        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+        return sorted(items, key=canonical_json)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
             f.name: _convert(getattr(value, f.name), f"{path}.{f.name}", active)
@@ -229,8 +229,6 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
     )
 
 
-# One encoder for every call: json.dumps with options builds a new one each time.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def dumps(payload: Any) -> bytes:
@@ -241,7 +239,7 @@ def dumps(payload: Any) -> bytes:
     interpreter's ``sys.set_int_max_str_digits`` allows.
     """
     try:
-        return _CANONICAL.encode(payload).encode()
+        return canonical_json(payload).encode()
     except UnicodeEncodeError:
         raise ArgumentSerializationError(
             "an argument holds a string that is not valid Unicode (a lone surrogate), "

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
 
-from approval_guard._clock import SystemClock
 from approval_guard._display import escape, escape_lines
 from approval_guard._duration import format_time_left
-from approval_guard.provider._store import dump_json
+from approval_guard._json import dump_json
+from approval_guard._now import utcnow
 
 PROG = "approval-guard"
 
@@ -58,7 +58,7 @@ def local_time(moment: datetime) -> str:
 
 def time_left(deadline: datetime) -> str:
     """``"29m 54s left"`` until ``deadline``; ``"deadline passed"`` once it has."""
-    return format_time_left((deadline - SystemClock().now()).total_seconds())
+    return format_time_left((deadline - utcnow()).total_seconds())
 
 
 class LiveLine:

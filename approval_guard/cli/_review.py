@@ -12,7 +12,7 @@ from typing import Any
 
 from approval_guard import _wire
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
-from approval_guard.provider._store import dump_json
+from approval_guard._json import dump_json
 
 from ._output import PROG, CliError, compact_json, local_time, pretty_json, safe, say, time_left
 from ._reviewer_client import ReviewerClient

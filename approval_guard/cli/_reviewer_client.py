@@ -7,7 +7,7 @@ from typing import Any
 
 from approval_guard import _client, _wire
 from approval_guard._clock import SystemClock
-from approval_guard.provider._store import MAX_JSON_DEPTH, load_json
+from approval_guard._json import MAX_JSON_DEPTH, load_json
 
 from ._output import PROG, CliError, safe
 
