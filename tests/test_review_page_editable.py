@@ -241,3 +241,21 @@ def test_a_redacted_value_is_shown_redacted_and_never_editable(review: Review) -
     assert "Redacted" in notice
     assert "api_key, card.number" in notice
     assert ["amount"] == [f.get_attribute("data-name") for f in card.get_by_test_id("edit").all()]
+
+
+def test_arguments_named_like_javascript_internals_are_edited_like_any_other(
+    review: Review,
+) -> None:
+    """Editable "__proto__" and "constructor" are sent as keys, not lost to the prototype."""
+    request_id = create(
+        review.provider, '{"__proto__": 1, "constructor": 2}', ["__proto__", "constructor"]
+    )
+    review.open()
+    card = review.pending(request_id)
+
+    edit_field(card, "__proto__").fill("10")
+    edit_field(card, "constructor").fill("20")
+    card.get_by_test_id("approve").click()
+
+    review.done(request_id).wait_for()
+    assert {"__proto__": 10, "constructor": 20} == stored_edit(review.provider, request_id)

@@ -32,8 +32,10 @@ Choices the API leaves open, made here:
   for the page after that request; ``next_before`` is the value for the next
   page, null on the last. Each listed request also carries ``"display"``: the
   texts the review page shows (``tool``, ``arguments`` pretty-printed with
-  exact numbers, ``note``, ``decided_by``, ``cancel_reason``), with bidi and
-  invisible characters escaped by :func:`approval_guard._display.escape`.
+  exact numbers, ``note``, ``decided_by``, ``cancel_reason``; and, only when
+  not empty, ``redacted``, ``editable`` and ``changes``: see
+  :func:`listed_request_json`), with bidi and invisible characters escaped by
+  :func:`approval_guard._display.escape`.
 - ``GET /v1/requests/{id}/history`` (reviewer) answers ``{"request", "owner",
   "poll_count", "last_polled_at", "events": [{"seq", "at", "type", "actor",
   "detail"}]}``; actors are ``{"id", "name", "kind"}``, never a token.
@@ -48,6 +50,27 @@ Choices the API leaves open, made here:
   key (keys belong to one credential, so only its creator ever sees it).
 - Two requests with the same ``Idempotency-Key`` at once: the second gets
   ``409 idempotency_key_in_use`` until the first has been answered.
+- Editable arguments (API 1.1). A create body may carry ``"editable": [str]``:
+  at most 100 distinct top-level argument names, none of whose values holds a
+  redaction marker (else ``400``). It is a set: hashed for the idempotency
+  comparison sorted (``[]`` and null count as leaving it out), echoed sorted as
+  the request's ``"editable"``, and only when it lists any. A decision may
+  carry ``"arguments"``, the whole object with the edits applied; ``400
+  invalid_request`` when it is not an object, comes with a denial or on a
+  request without editable names, adds, removes or changes a name not listed
+  (compared as exact JSON text, so ``1`` to ``true`` or ``4900`` to ``4900.0``
+  is a change), or puts a marker into a value; a ``"tool"`` in a decision is
+  refused too. The request's ``arguments`` stay as created; arguments that
+  differ are kept exactly and echoed as ``decision.arguments`` (equal ones are
+  no edit and echo nothing); the history's ``decided`` event lists each
+  changed name's ``before`` and ``after``. Type changes are kept: judging them
+  is the adapter's job.
+- The review page decides through its own ``POST /review/requests/{id}/decision``
+  (session cookie and CSRF header, or a reviewer bearer): the API's decision
+  fields plus ``"edits": {name: json_text}``, each text parsed here exactly
+  (a browser would round ``9007199254740993``); text that is not JSON is a
+  ``400`` saying so. A redaction marker, ``{"$redacted": "<12 hex>"}``, shows
+  in ``display`` as ``\u2039redacted 1a2b3c4d5e6f\u203a`` and is never editable.
 
 Long polls hold one thread each and wait on per-request events, so a decision
 or cancel answers every waiting poll at once; ``TCP_NODELAY`` on every socket

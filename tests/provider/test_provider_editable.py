@@ -591,3 +591,20 @@ def test_a_database_from_before_editable_arguments_gets_the_new_columns(tmp_path
 
         assert 200 == answer.status_code, answer.text
         assert 1 == answer.json()["decision"]["arguments"]["amount"]
+
+
+def test_an_editable_name_with_hidden_characters_is_shown_escaped_and_edited_by_its_own_name(
+    api: Api, provider: LocalProvider
+) -> None:
+    """display.editable escapes the name; the page sends the real name, which is what counts."""
+    name = "amo\u200bunt"
+    created = new_editable(api, [name], {name: 1, "amount": 2})
+    [field] = listed(Api(provider.url, provider.reviewer_credential), created["id"])["display"][
+        "editable"
+    ]
+    assert "amo\\u200bunt" == field["name"]
+
+    answer = page_decide(provider, created["id"], {"status": "approved", "edits": {name: "5"}})
+
+    assert 200 == answer.status_code, answer.text
+    assert {name: 5, "amount": 2} == answer.json()["decision"]["arguments"]
