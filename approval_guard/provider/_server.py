@@ -32,8 +32,10 @@ Choices the API leaves open, made here:
   for the page after that request; ``next_before`` is the value for the next
   page, null on the last. Each listed request also carries ``"display"``: the
   texts the review page shows (``tool``, ``arguments`` pretty-printed with
-  exact numbers, ``note``, ``decided_by``, ``cancel_reason``), with bidi and
-  invisible characters escaped by :func:`approval_guard._display.escape`.
+  exact numbers, ``note``, ``decided_by``, ``cancel_reason``; and, only when
+  not empty, ``redacted``, ``editable`` and ``changes``: see
+  :func:`listed_request_json`), with bidi and invisible characters escaped by
+  :func:`approval_guard._display.escape`.
 - ``GET /v1/requests/{id}/history`` (reviewer) answers ``{"request", "owner",
   "poll_count", "last_polled_at", "events": [{"seq", "at", "type", "actor",
   "detail"}]}``; actors are ``{"id", "name", "kind"}``, never a token.
@@ -48,6 +50,27 @@ Choices the API leaves open, made here:
   key (keys belong to one credential, so only its creator ever sees it).
 - Two requests with the same ``Idempotency-Key`` at once: the second gets
   ``409 idempotency_key_in_use`` until the first has been answered.
+- Editable arguments (API 1.1). A create body may carry ``"editable": [str]``:
+  at most 100 distinct top-level argument names, none of whose values holds a
+  redaction marker (else ``400``). It is a set: hashed for the idempotency
+  comparison sorted (``[]`` and null count as leaving it out), echoed sorted as
+  the request's ``"editable"``, and only when it lists any. A decision may
+  carry ``"arguments"``, the whole object with the edits applied; ``400
+  invalid_request`` when it is not an object, comes with a denial or on a
+  request without editable names, adds, removes or changes a name not listed
+  (compared as exact JSON text, so ``1`` to ``true`` or ``4900`` to ``4900.0``
+  is a change), or puts a marker into a value; a ``"tool"`` in a decision is
+  refused too. The request's ``arguments`` stay as created; arguments that
+  differ are kept exactly and echoed as ``decision.arguments`` (equal ones are
+  no edit and echo nothing); the history's ``decided`` event lists each
+  changed name's ``before`` and ``after``. Type changes are kept: judging them
+  is the adapter's job.
+- The review page decides through its own ``POST /review/requests/{id}/decision``
+  (session cookie and CSRF header, or a reviewer bearer): the API's decision
+  fields plus ``"edits": {name: json_text}``, each text parsed here exactly
+  (a browser would round ``9007199254740993``); text that is not JSON is a
+  ``400`` saying so. A redaction marker, ``{"$redacted": "<12 hex>"}``, shows
+  in ``display`` as ``\u2039redacted 1a2b3c4d5e6f\u203a`` and is never editable.
 
 Long polls hold one thread each and wait on per-request events, so a decision
 or cancel answers every waiting poll at once; ``TCP_NODELAY`` on every socket
@@ -81,7 +104,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
-from approval_guard._display import escape, escape_lines
+from approval_guard._display import escape, escape_lines, is_hidden
 from approval_guard._duration import check_duration_text, parse_duration_string
 from approval_guard._wire import (
     APPROVED,
@@ -95,6 +118,7 @@ from approval_guard._wire import (
 )
 from approval_guard.provider._store import (
     MAX_JSON_DEPTH,
+    REDACTED_KEY,
     Annotation,
     AuditEvent,
     Clock,
@@ -103,14 +127,19 @@ from approval_guard.provider._store import (
     History,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
+    InvalidEdit,
     InvalidJSON,
+    JSONNumber,
     NotPendingError,
     Session,
     Store,
     StoreClosedError,
+    StoredRequest,
     UnknownRequest,
+    changed_names,
     dump_json,
     load_json,
+    with_edits,
 )
 
 logger = logging.getLogger("approval_guard.provider")
@@ -155,6 +184,9 @@ _STATIC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}")
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
 _REQUEST_PATH = re.compile(r"/v1/requests/([^/]+)(?:/(cancel|decision|history))?")
+_REVIEW_DECISION_PATH = re.compile(r"/review/requests/([^/]+)/decision")
+#: A redaction marker's digest, as a guard writes it (12 lowercase hex digits).
+_REDACTED_DIGEST = re.compile(r"[0-9a-f]{12}")
 _TOKEN_IN_TEXT = re.compile(r"(token=)[^&\s\"]*", re.IGNORECASE)
 
 # --------------------------------------------------------------------------- faults
@@ -702,6 +734,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._only(method, "GET")
             self._events(query)
             return
+        review = _REVIEW_DECISION_PATH.fullmatch(path)
+        if review is not None:
+            self._only(method, "POST")
+            self._review_decide(review.group(1), body)
+            return
         match = _REQUEST_PATH.fullmatch(path)
         if match is None:
             raise _HTTPError(404, "not_found", f"no such endpoint: {path}")
@@ -873,7 +910,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "the Idempotency-Key header is required: 1 to 255 printable ASCII characters"
             )
         obj = self._json_body(body)
-        self._no_unknown(obj, {"tool", "arguments", "timeout"})
+        self._no_unknown(obj, {"tool", "arguments", "timeout", "editable"})
         tool = obj.get("tool")
         if not isinstance(tool, str) or not 1 <= len(tool) <= MAX_TOOL_CHARS:
             raise _bad(f"'tool' must be a string of 1 to {MAX_TOOL_CHARS} characters")
@@ -883,6 +920,9 @@ class _Handler(BaseHTTPRequestHandler):
         timeout = self._duration(
             obj.get("timeout"), "timeout", MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
         )
+        editable = obj.get("editable")
+        if editable is not None and not isinstance(editable, list):
+            raise _bad("'editable' must be a list of argument names")
         try:
             with self.store.claim_key(credential.id, key):
                 self._delay(fault)
@@ -892,19 +932,20 @@ class _Handler(BaseHTTPRequestHandler):
                     tool=tool,
                     arguments=arguments,
                     timeout_seconds=timeout,
+                    editable=editable,
                 )
         except IdempotencyKeyInUse as exc:
             raise _HTTPError(409, "idempotency_key_in_use", str(exc)) from None
         except IdempotencyKeyReused as exc:
             # Keys are per credential, so this is the request its own creator made.
-            extra = None if exc.request is None else {"request": request_to_json(exc.request)}
+            extra = None if exc.request is None else {"request": request_json(exc.request)}
             raise _HTTPError(422, "idempotency_key_reused", str(exc), extra=extra) from None
-        except InvalidJSON as exc:
+        except (InvalidJSON, InvalidEdit) as exc:
             raise _bad(str(exc)) from None
         self.provider.stats.incr("created" if result.created else "replays")
         # The key is released before a dropped answer, so the client's retry replays.
         self._finish(fault)
-        self._send_json(201 if result.created else 200, request_to_json(result.request))
+        self._send_json(201 if result.created else 200, request_json(result.request))
 
     def _poll(self, request_id: str, query: dict[str, list[str]]) -> None:
         credential, fault = self._begin("poll")
@@ -923,7 +964,7 @@ class _Handler(BaseHTTPRequestHandler):
         if request is None:
             raise _HTTPError(404, "not_found", "no such request")
         self._finish(fault)
-        self._send_json(200, request_to_json(request))
+        self._send_json(200, request_json(request))
 
     def _cancel(self, request_id: str, body: bytes) -> None:
         credential, fault = self._begin("cancel")
@@ -944,7 +985,20 @@ class _Handler(BaseHTTPRequestHandler):
         credential, fault = self._begin("decision")
         self._require_reviewer(credential)
         obj = self._json_body(body)
-        self._no_unknown(obj, {"status", "note", "valid_for"})
+        status, note, valid_for = self._decision_fields(obj, {"arguments"})
+        arguments = obj.get("arguments")
+        if "arguments" in obj and not isinstance(arguments, dict):
+            raise _bad("'arguments' must be the whole arguments object, edits applied")
+        self._delay(fault)
+        request = self._record_decision(request_id, credential, status, note, valid_for, arguments)
+        self._answer_request(request, fault)
+
+    def _decision_fields(self, obj: dict[str, Any], extra: set[str]) -> tuple[str, str | None, int]:
+        """``(status, note, valid_for seconds)`` of a decision body; 400 for anything else."""
+        if "tool" in obj:
+            # API 1.1: the tool is what was asked for; a reviewer may only edit arguments.
+            raise _bad("a decision cannot change the tool; 'tool' is not a decision field")
+        self._no_unknown(obj, {"status", "note", "valid_for", *extra})
         status = obj.get("status")
         if status not in (APPROVED, DENIED):
             raise _bad("'status' must be 'approved' or 'denied'")
@@ -954,14 +1008,62 @@ class _Handler(BaseHTTPRequestHandler):
         valid_for = DEFAULT_VALID_FOR_SECONDS
         if obj.get("valid_for") is not None:
             valid_for = self._duration(obj["valid_for"], "valid_for", 1, MAX_TIMEOUT_SECONDS)
-        self._delay(fault)
+        return str(status), note, valid_for
+
+    def _record_decision(
+        self,
+        request_id: str,
+        credential: Credential,
+        status: str,
+        note: str | None,
+        valid_for: int,
+        arguments: dict[str, Any] | None,
+    ) -> StoredRequest | None:
+        """Store a decision (the API's and the page's); the store checks any edits."""
         try:
-            request = self.store.decide(
-                request_id, reviewer=credential, status=status, note=note, valid_for=valid_for
+            return self.store.decide(
+                request_id,
+                reviewer=credential,
+                status=status,
+                note=note,
+                valid_for=valid_for,
+                arguments=arguments,
             )
         except NotPendingError as exc:
             raise self._not_pending(exc) from None
-        self._answer_request(request, fault)
+        except (InvalidEdit, InvalidJSON) as exc:
+            raise _bad(str(exc)) from None
+
+    def _review_decide(self, request_id: str, body: bytes) -> None:
+        """The review page's decision: edits come as JSON texts, parsed here, never in JS.
+
+        ``{"status", "note", "valid_for", "edits": {name: json_text}}``: the page
+        cannot parse numbers exactly, so it sends what the reviewer typed and
+        the server builds the whole arguments object with :func:`with_edits`.
+        """
+        self.provider.stats.incr("decisions")
+        credential = self._authenticate()
+        self._require_reviewer(credential)
+        obj = self._json_body(body)
+        status, note, valid_for = self._decision_fields(obj, {"edits"})
+        edits = obj.get("edits")
+        if edits is not None and (
+            not isinstance(edits, dict) or not all(isinstance(v, str) for v in edits.values())
+        ):
+            raise _bad("'edits' must map argument names to JSON texts")
+        arguments = None
+        if edits:
+            if status != APPROVED:
+                raise _bad("a denial cannot carry edits: only an approval can edit")
+            request = self.store.get_request(request_id)
+            if request is None:
+                raise _HTTPError(404, "not_found", "no such request")
+            try:
+                arguments = with_edits(request, edits)
+            except InvalidEdit as exc:
+                raise _bad(str(exc)) from None
+        request = self._record_decision(request_id, credential, status, note, valid_for, arguments)
+        self._answer_request(request, None)
 
     @staticmethod
     def _not_pending(exc: NotPendingError) -> _HTTPError:
@@ -969,7 +1071,7 @@ class _Handler(BaseHTTPRequestHandler):
             409,
             "not_pending",
             f"the request is {exc.request.status}, not pending",
-            extra={"request": request_to_json(exc.request)},
+            extra={"request": request_json(exc.request)},
         )
 
     def _list(self, query: dict[str, list[str]]) -> None:
@@ -1078,6 +1180,71 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, path.read_bytes(), content_type, _HTML_HEADERS)
 
 
+def request_json(request: ApprovalRequest) -> dict[str, Any]:
+    """The wire form of a request, with API 1.1's ``"editable"`` when it lists any names."""
+    out = request_to_json(request)
+    if isinstance(request, StoredRequest) and request.editable:
+        out["editable"] = list(request.editable)
+    return out
+
+
+def redaction_digest(value: object) -> str | None:
+    """The digest of a guard's redaction marker ``{"$redacted": "<12 hex>"}``, else None.
+
+    Only that exact shape is a marker; anything else is shown as the JSON it is.
+    """
+    if isinstance(value, dict) and len(value) == 1:
+        digest = value.get(REDACTED_KEY)
+        if isinstance(digest, str) and _REDACTED_DIGEST.fullmatch(digest):
+            return digest
+    return None
+
+
+def _with_markers_shown(value: Any, path: str, found: list[str]) -> Any:
+    """``value`` with each marker replaced by its display text; ``found`` gets their paths."""
+    digest = redaction_digest(value)
+    if digest is not None:
+        found.append(path)
+        # Written verbatim by the exact writer, as a JSONNumber's text is, and no
+        # JSON a model sends can look like it: it is not JSON at all.
+        return JSONNumber(f"\u2039redacted {digest}\u203a")
+    if isinstance(value, dict):
+        return {
+            key: _with_markers_shown(item, f"{path}.{key}" if path else key, found)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_with_markers_shown(item, f"{path}[{i}]", found) for i, item in enumerate(value)]
+    return value
+
+
+def display_json(value: object) -> str:
+    """A JSON value as a reviewer reads it: pretty, exact, markers shown, hidden ones escaped."""
+    return escape_lines(dump_json(_with_markers_shown(value, "", []), indent=2))
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def input_json(value: object) -> str:
+    """A value as the page's input holds it: exact JSON that parses back to this very value.
+
+    Hidden characters are written as JSON escapes (a surrogate pair beyond the
+    BMP, not :func:`escape`'s ``\\U`` form), so the reviewer sees them and an
+    untouched input still parses to the value it was filled with. Outside
+    strings the writer emits only ASCII, so every hidden character is in one.
+    """
+    lines = dump_json(value, indent=2).split("\n")
+    return "\n".join(
+        "".join(_json_escape(char) if is_hidden(char) else char for char in line) for line in lines
+    )
+
+
 def listed_request_json(
     request: ApprovalRequest, annotation: Annotation | None = None
 ) -> dict[str, Any]:
@@ -1085,22 +1252,48 @@ def listed_request_json(
 
     ``display`` holds every text a reviewer is shown, made here and only here
     so the page never renders a value itself: ``arguments`` pretty-printed by
-    the writer that makes the echo (each number exactly as stored), and every
+    the writer that makes the echo (each number exactly as stored, a guard's
+    redaction marker as ``\u2039redacted 1a2b3c4d5e6f\u203a``), and every
     string with hidden characters escaped (:func:`approval_guard._display.escape`).
+    Present only when not empty: ``redacted`` (the paths of redacted values),
+    ``editable`` (``[{"name", "text"}]``, ``text`` the exact JSON to prefill
+    an input with, see :func:`input_json`) and, once approved with edits,
+    ``changes`` (``[{"name", "before", "after"}]``).
     """
     note = request.decision.note if request.decision is not None else None
     decided_by = annotation.decided_by if annotation is not None else None
     reason = annotation.cancel_reason if annotation is not None else None
-    return {
-        **request_to_json(request),
-        "display": {
-            "tool": escape(request.tool),
-            "arguments": escape_lines(dump_json(request.arguments, indent=2)),
-            "note": None if note is None else escape_lines(note),
-            "decided_by": None if decided_by is None else escape(decided_by),
-            "cancel_reason": None if reason is None else escape_lines(reason),
-        },
+    redacted: list[str] = []
+    shown = _with_markers_shown(request.arguments, "", redacted)
+    editable = request.editable if isinstance(request, StoredRequest) else ()
+    edited = request.decision.arguments if request.decision is not None else None
+    changes = []
+    if edited is not None:
+        for name in changed_names(request.arguments, edited):
+            changes.append(
+                {
+                    "name": escape(name),
+                    "before": display_json(request.arguments.get(name)),
+                    "after": display_json(edited.get(name)),
+                }
+            )
+    display: dict[str, Any] = {
+        "tool": escape(request.tool),
+        "arguments": escape_lines(dump_json(shown, indent=2)),
+        "note": None if note is None else escape_lines(note),
+        "decided_by": None if decided_by is None else escape(decided_by),
+        "cancel_reason": None if reason is None else escape_lines(reason),
     }
+    # Only when there is something to say: a plain request keeps the 1.0 display form.
+    if redacted:
+        display["redacted"] = [escape(path) for path in redacted]
+    if editable:
+        display["editable"] = [
+            {"name": escape(name), "text": input_json(request.arguments[name])} for name in editable
+        ]
+    if changes:
+        display["changes"] = changes
+    return {**request_json(request), "display": display}
 
 
 def _read_static(name: str) -> bytes:
@@ -1126,7 +1319,7 @@ def _event_json(event: AuditEvent) -> dict[str, Any]:
 def history_to_json(history: History) -> dict[str, Any]:
     """The wire form of a request's audit trail (``GET /v1/requests/{id}/history``)."""
     return {
-        "request": request_to_json(history.request),
+        "request": request_json(history.request),
         "owner": _actor_json(history.owner),
         "poll_count": history.poll_count,
         "last_polled_at": (
@@ -1397,6 +1590,10 @@ __all__ = [
     "Faults",
     "ProviderServer",
     "Stats",
+    "display_json",
     "history_to_json",
+    "input_json",
     "listed_request_json",
+    "redaction_digest",
+    "request_json",
 ]

@@ -18,14 +18,20 @@ Public API, for the HTTP layer and the CLI::
     token = store.create_credential("reviewer", "alice")
     cred = store.authenticate(token)              # Credential | None
     result = store.create_request(owner=cred, idempotency_key=..., tool=..., arguments=...,
-                                  timeout_seconds=...)
+                                  timeout_seconds=..., editable=("amount",))
     request = store.poll(request_id, viewer=cred, wait=30.0)
-    store.decide(request_id, reviewer=cred, status="approved", note=None, valid_for=300)
+    store.decide(request_id, reviewer=cred, status="approved", note=None, valid_for=300,
+                 arguments=None)                  # or the whole arguments, edits applied
+    new = with_edits(request, {"amount": "2500"})  # JSON texts -> the whole arguments
     store.cancel(request_id, owner=cred, reason=None)
     store.list_requests(status="pending")
     store.history(request_id)
     store.wait_for_change(after=seq, timeout=25.0)
     store.close()
+
+Requests come back as :class:`StoredRequest`: the wire model plus the
+``editable`` names (API 1.1). A decision's ``arguments`` (the reviewer's edits)
+are kept only when they differ from the request's own.
 
 Errors are the exceptions at the top of this module; ``None`` means "not found".
 """
@@ -41,7 +47,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -86,7 +92,7 @@ KEY_RETENTION = timedelta(hours=24)
 SESSION_LIFETIME = timedelta(hours=12)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_SCHEMA_VERSION = "1"
+_SCHEMA_VERSION = "2"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -120,7 +126,9 @@ CREATE TABLE IF NOT EXISTS requests (
     cancelled_at    INTEGER,
     cancel_reason   TEXT,
     poll_count      INTEGER NOT NULL DEFAULT 0,
-    last_polled_at  INTEGER
+    last_polled_at  INTEGER,
+    editable        TEXT,
+    decision_arguments TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_by_status ON requests (status, deadline_at);
 CREATE INDEX IF NOT EXISTS requests_by_created ON requests (created_at);
@@ -150,6 +158,9 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 """
 
+# Columns added since schema 1; a database made before them gets them on open.
+_ADDED_COLUMNS = (("requests", "editable", "TEXT"), ("requests", "decision_arguments", "TEXT"))
+
 
 # --------------------------------------------------------------------------- errors
 
@@ -165,7 +176,7 @@ class IdempotencyKeyReused(StoreError):
     (None only if it could not be read), for the credential that created it.
     """
 
-    def __init__(self, message: str, request: ApprovalRequest | None = None) -> None:
+    def __init__(self, message: str, request: StoredRequest | None = None) -> None:
         super().__init__(message)
         self.request = request
 
@@ -177,9 +188,13 @@ class IdempotencyKeyInUse(StoreError):
 class NotPendingError(StoreError):
     """The request is no longer pending (HTTP 409 ``not_pending``); carries its state."""
 
-    def __init__(self, request: ApprovalRequest) -> None:
+    def __init__(self, request: StoredRequest) -> None:
         super().__init__(f"request {request.id} is {request.status}, not pending")
         self.request = request
+
+
+class InvalidEdit(StoreError, ValueError):
+    """An ``editable`` list or a reviewer's edit the store refuses (HTTP 400)."""
 
 
 class UnknownRequest(StoreError, LookupError):
@@ -220,10 +235,21 @@ class FirstStartTokens:
 
 
 @attrs.frozen
+class StoredRequest(ApprovalRequest):
+    """A request as the store keeps it: the wire model plus API 1.1's ``editable`` names.
+
+    ``editable`` is sorted (it is a set of top-level argument names); empty
+    means the reviewer may change nothing.
+    """
+
+    editable: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class CreateResult:
     """What :meth:`Store.create_request` did: ``created`` False means an idempotent replay."""
 
-    request: ApprovalRequest
+    request: StoredRequest
     created: bool
 
 
@@ -250,7 +276,7 @@ class AuditEvent:
 class History:
     """A request's audit trail: its events, who owns it and how often it was polled."""
 
-    request: ApprovalRequest
+    request: StoredRequest
     owner: Credential | None
     poll_count: int
     last_polled_at: datetime | None
@@ -289,14 +315,154 @@ def _sha256(text: str) -> str:
 # The exact JSON codec lives in approval_guard._json (one codec for the package);
 # its names are re-exported here for the server and older importers.
 
-def body_hash(tool: str, arguments: dict[str, Any], timeout_seconds: int) -> str:
+def body_hash(
+    tool: str, arguments: dict[str, Any], timeout_seconds: int, editable: Sequence[str] = ()
+) -> str:
     """The hash an idempotency key is bound to.
 
     The timeout is hashed in canonical form, so ``"90s"`` and ``"1m30s"`` count
-    as the same body: they mean the same request.
+    as the same body: they mean the same request. So is ``editable``, a set of
+    names: sorted, and left out when empty, so a body without it hashes as it
+    always did (and ``"editable": []`` is the same body as none).
     """
-    body = {"tool": tool, "arguments": arguments, "timeout": format_duration(timeout_seconds)}
+    body: dict[str, Any] = {
+        "tool": tool,
+        "arguments": arguments,
+        "timeout": format_duration(timeout_seconds),
+    }
+    if editable:
+        body["editable"] = sorted(editable)
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- edits (API 1.1)
+#
+# A reviewer may change the top-level arguments a request lists as editable,
+# and nothing else. Values are compared as canonical JSON text, never with
+# Python's ==, which holds True == 1 == 1.0 and would let a type change pass as
+# "unchanged" (or hide that a non-editable value was changed).
+
+#: The most names one request may list as editable.
+MAX_EDITABLE = 100
+#: The key of the object a guard sends in place of a redacted value.
+REDACTED_KEY = "$redacted"
+
+
+def contains_redacted(value: object) -> bool:
+    """True if ``value`` holds, at any depth, an object with the ``"$redacted"`` key.
+
+    Deliberately looser than the marker's exact shape: for refusing edits,
+    anything that looks like a marker counts as one.
+    """
+    if isinstance(value, dict):
+        return REDACTED_KEY in value or any(contains_redacted(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(contains_redacted(item) for item in value)
+    return False
+
+
+def _same(left: object, right: object) -> bool:
+    return canonical_json(left) == canonical_json(right)
+
+
+def _quoted(name: str) -> str:
+    return json.dumps(name)[:80]
+
+
+def check_editable(arguments: dict[str, Any], editable: object) -> tuple[str, ...]:
+    """The ``editable`` names of a create body, sorted; raises :class:`InvalidEdit`.
+
+    Each must be a string naming a top-level key of ``arguments`` whose value
+    holds nothing redacted, listed once, at most :data:`MAX_EDITABLE` of them.
+    ``None`` means none.
+    """
+    if editable is None:
+        return ()
+    if not isinstance(editable, (list, tuple)):
+        raise InvalidEdit("'editable' must be a list of argument names")
+    if len(editable) > MAX_EDITABLE:
+        raise InvalidEdit(f"'editable' may list at most {MAX_EDITABLE} names")
+    seen: set[str] = set()
+    for name in editable:
+        if not isinstance(name, str):
+            raise InvalidEdit("'editable' must be a list of argument names (strings)")
+        check_json_value(name)
+        if name in seen:
+            raise InvalidEdit(f"'editable' lists {_quoted(name)} twice")
+        seen.add(name)
+        if name not in arguments:
+            raise InvalidEdit(f"'editable' lists {_quoted(name)}, which is not an argument")
+        if contains_redacted(arguments[name]):
+            raise InvalidEdit(
+                f"'editable' lists {_quoted(name)}, whose value is redacted: "
+                "a reviewer cannot edit what they cannot see"
+            )
+    return tuple(sorted(seen))
+
+
+def changed_names(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The top-level names whose values differ (added and removed ones included), sorted."""
+    names = set(before) | set(after)
+    return sorted(
+        name
+        for name in names
+        if name not in before or name not in after or not _same(before[name], after[name])
+    )
+
+
+def check_edit(request: StoredRequest, status: str, arguments: object) -> dict[str, Any] | None:
+    """A decision's ``arguments`` as kept, None for no edit; raises :class:`InvalidEdit`.
+
+    Refused: arguments on a denial, on a request without editable names, that
+    are not an object, that add, remove or change a name not listed as
+    editable, or that put something redacted into an edited value. Arguments
+    equal to the request's own are no edit (None).
+    """
+    if arguments is None:
+        return None
+    if status != APPROVED:
+        raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
+    if not isinstance(arguments, dict):
+        raise InvalidEdit("'arguments' must be the whole arguments object, edits applied")
+    if not request.editable:
+        raise InvalidEdit("this request lists no editable arguments, so none may be changed")
+    check_json_value(arguments)
+    changed = changed_names(request.arguments, arguments)
+    for name in changed:
+        if name not in request.arguments:
+            raise InvalidEdit(f"'arguments' adds {_quoted(name)}, which the request does not have")
+        if name not in arguments:
+            raise InvalidEdit(f"'arguments' leaves out {_quoted(name)}; send the whole object")
+        if name not in request.editable:
+            raise InvalidEdit(f"{_quoted(name)} is not editable on this request")
+        if contains_redacted(arguments[name]):
+            raise InvalidEdit(f"the new value of {_quoted(name)} holds a redaction marker")
+    return arguments if changed else None
+
+
+def with_edits(request: StoredRequest, edits: Mapping[str, str]) -> dict[str, Any]:
+    """The request's whole arguments with each ``edits`` name set to its parsed JSON text.
+
+    For the review page's form and a terminal's ``--set NAME=JSON``: each text
+    is parsed exactly (:func:`load_json`; ``9007199254740993`` stays that
+    integer). Raises :class:`InvalidEdit` for a name that is not editable or a
+    text that is not JSON; :meth:`Store.decide` checks the result again.
+    """
+    out = dict(request.arguments)
+    for name, text in edits.items():
+        if name not in request.editable:
+            raise InvalidEdit(f"{_quoted(name)} is not editable on this request")
+        if not isinstance(text, str):
+            raise InvalidEdit(f"the new value of {_quoted(name)} must be given as JSON text")
+        try:
+            # The arguments object is level 1, so a value may nest one level less.
+            out[name] = load_json(text, max_depth=MAX_JSON_DEPTH - 1)
+        except InvalidJSON as exc:
+            raise InvalidEdit(
+                f"the new value of {_quoted(name)} is not JSON ({exc}); "
+                'write text in double quotes, e.g. "GBP"'
+            ) from None
+    return out
 
 
 class _Waiters:
@@ -385,8 +551,9 @@ class Store:
                 # Two stores on one file (a test re-opening it) wait instead of failing.
                 self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(_SCHEMA)
+            self._add_columns()
             self._db.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (_SCHEMA_VERSION,),
             )
         self._waiters = _Waiters()
@@ -399,6 +566,19 @@ class Store:
         self.prune()
 
     # ------------------------------------------------------------------ plumbing
+
+    def _add_columns(self) -> None:
+        """Give a database made by an older version the columns added since."""
+        for table, column, kind in _ADDED_COLUMNS:
+            present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column in present:
+                continue
+            try:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            except sqlite3.OperationalError as exc:
+                # Another process opening the same file may have added it first.
+                if "duplicate column" not in str(exc):
+                    raise
 
     def now(self) -> datetime:
         """The provider's current time, truncated to milliseconds (what the wire shows)."""
@@ -629,9 +809,7 @@ class Store:
             with self._in_flight_lock:
                 self._in_flight.discard(slot)
 
-    def replay(
-        self, owner: Credential, idempotency_key: str, digest: str
-    ) -> ApprovalRequest | None:
+    def replay(self, owner: Credential, idempotency_key: str, digest: str) -> StoredRequest | None:
         """The current state of the request this key created, or None for a new key.
 
         Raises :class:`IdempotencyKeyReused` when the key was used with another body.
@@ -663,19 +841,24 @@ class Store:
         tool: str,
         arguments: dict[str, Any],
         timeout_seconds: int,
+        editable: Sequence[str] | None = None,
     ) -> CreateResult:
         """Create a pending request, or replay the one this key already made.
 
         The caller should hold :meth:`claim_key` around this (the HTTP layer
         does) so that a concurrent duplicate gets "in use" rather than waiting.
         Raises :class:`InvalidJSON` for a tool name or arguments the store could
-        not keep exactly (see :func:`check_json_value`); nothing is written then.
+        not keep exactly (see :func:`check_json_value`), and
+        :class:`InvalidEdit` for ``editable`` names it refuses (see
+        :func:`check_editable`); nothing is written then. ``editable`` is part
+        of the body an idempotency key is bound to.
         """
         check_json_value(tool)
         if not isinstance(arguments, dict):
             raise InvalidJSON("the arguments must be a JSON object")
         check_json_value(arguments)
-        digest = body_hash(tool, arguments, timeout_seconds)
+        names = check_editable(arguments, editable)
+        digest = body_hash(tool, arguments, timeout_seconds, names)
         with self._lock:
             existing = self.replay(owner, idempotency_key, digest)
             if existing is not None:
@@ -686,8 +869,8 @@ class Store:
             with self.transaction() as db:
                 db.execute(
                     "INSERT INTO requests (id, owner_id, idempotency_key, body_sha256, tool, "
-                    "arguments, timeout, status, created_at, deadline_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "arguments, timeout, status, created_at, deadline_at, editable) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         request_id,
                         owner.id,
@@ -699,6 +882,7 @@ class Store:
                         PENDING,
                         _to_us(now),
                         _to_us(deadline),
+                        canonical_json(list(names)) if names else None,
                     ),
                 )
                 db.execute(
@@ -706,14 +890,15 @@ class Store:
                     "created_at) VALUES (?, ?, ?, ?, ?)",
                     (owner.id, idempotency_key, digest, request_id, _to_us(now)),
                 )
-                seq = self._event(db, request_id, "created", now, owner.id, {})
+                detail = {"editable": list(names)} if names else {}
+                seq = self._event(db, request_id, "created", now, owner.id, detail)
             request = self._get(request_id)
         assert request is not None
         self._changed(seq, [request_id])
         logger.debug("created request %s (%s)", request_id, tool)
         return CreateResult(request=request, created=True)
 
-    def _get(self, request_id: str, owner_id: str | None = None) -> ApprovalRequest | None:
+    def _get(self, request_id: str, owner_id: str | None = None) -> StoredRequest | None:
         """Read one request, writing its expiry first if its deadline has passed."""
         with self._lock:
             row = (
@@ -776,9 +961,7 @@ class Store:
             )
         return _from_us(row[0])
 
-    def get_request(
-        self, request_id: str, *, owner_id: str | None = None
-    ) -> ApprovalRequest | None:
+    def get_request(self, request_id: str, *, owner_id: str | None = None) -> StoredRequest | None:
         """The current state of a request (None if unknown, or not ``owner_id``'s)."""
         return self._get(request_id, owner_id)
 
@@ -799,7 +982,7 @@ class Store:
         viewer: Credential,
         wait: float = 0.0,
         should_stop: Callable[[], bool] | None = None,
-    ) -> ApprovalRequest | None:
+    ) -> StoredRequest | None:
         """Long-poll: the request once it is not pending, or when ``wait`` seconds pass.
 
         An instance credential sees only its own requests (None otherwise) and
@@ -868,23 +1051,34 @@ class Store:
         note: str | None = None,
         valid_for: float | timedelta = 300,
         expires_at: datetime | None = None,
-    ) -> ApprovalRequest | None:
+        arguments: dict[str, Any] | None = None,
+    ) -> StoredRequest | None:
         """Record a reviewer's decision on a pending request; None if unknown.
 
         ``valid_for`` (seconds or a timedelta) sets ``expires_at = decided_at +
         valid_for`` for an approval; ``expires_at`` overrides it. Neither is
         checked for sign here, so tests can make an approval that has already
         expired; the HTTP layer validates them. Raises :class:`NotPendingError`.
+
+        ``arguments`` (API 1.1) is the whole arguments object with the
+        reviewer's edits applied (:func:`with_edits` makes one from JSON
+        texts); :func:`check_edit` says what is refused (:class:`InvalidEdit`).
+        When it differs from the request's own arguments it is kept exactly,
+        echoed as ``decision.arguments`` and recorded in the history with each
+        changed name's value before and after; when it equals them it is no edit.
         """
         if status not in (APPROVED, DENIED):
             raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
         check_json_value(note)
+        if arguments is not None and status != APPROVED:
+            raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
         with self._lock:
             current = self._get(request_id)
             if current is None:
                 return None
             if current.status != PENDING:
                 raise NotPendingError(current)
+            edited = check_edit(current, status, arguments)
             now = self.now()
             expires: datetime | None = None
             if status == APPROVED:
@@ -900,10 +1094,16 @@ class Store:
             detail: dict[str, Any] = {"status": status, "note": note}
             if expires is not None:
                 detail["expires_at"] = format_timestamp(expires)
+            if edited is not None:
+                detail["edits"] = {
+                    name: {"before": current.arguments[name], "after": edited[name]}
+                    for name in changed_names(current.arguments, edited)
+                }
             with self.transaction() as db:
                 db.execute(
                     "UPDATE requests SET status = ?, decision_status = ?, decision_note = ?, "
-                    "decided_at = ?, expires_at = ?, decided_by = ? WHERE id = ? AND status = ?",
+                    "decided_at = ?, expires_at = ?, decided_by = ?, decision_arguments = ? "
+                    "WHERE id = ? AND status = ?",
                     (
                         status,
                         status,
@@ -911,6 +1111,7 @@ class Store:
                         _to_us(now),
                         None if expires is None else _to_us(expires),
                         reviewer.id,
+                        None if edited is None else canonical_json(edited),
                         request_id,
                         PENDING,
                     ),
@@ -918,12 +1119,22 @@ class Store:
                 seq = self._event(db, request_id, "decided", now, reviewer.id, detail)
             request = self._get(request_id)
         self._changed(seq, [request_id])
-        logger.debug("request %s %s by %s", request_id, status, reviewer.name)
+        if edited is None:
+            logger.debug("request %s %s by %s", request_id, status, reviewer.name)
+        else:
+            # Names only: the values are the reviewer's business, and the history has them.
+            logger.debug(
+                "request %s %s by %s with edits to %s",
+                request_id,
+                status,
+                reviewer.name,
+                ", ".join(changed_names(current.arguments, edited)),
+            )
         return request
 
     def cancel(
         self, request_id: str, *, owner: Credential, reason: str | None = None
-    ) -> ApprovalRequest | None:
+    ) -> StoredRequest | None:
         """Cancel a pending request of ``owner``'s; None if unknown or not theirs.
 
         Cancelling a cancelled request returns it unchanged. Raises
@@ -967,6 +1178,7 @@ class Store:
         ``before`` is the id of a request, and only requests listed after it
         (older ones) are returned: pass the last id of one page to get the next.
         Raises :class:`UnknownRequest` for a ``before`` that is no request's id.
+        Each is a :class:`StoredRequest` (typed as its base: callers keep lists of those).
         """
         statuses = [status] if isinstance(status, str) else list(status or ())
         for one in statuses:
@@ -1048,7 +1260,8 @@ class Store:
                     at=at,
                     type=event["type"],
                     actor=actors.get(event["actor_id"]) if event["actor_id"] else None,
-                    detail=json.loads(event["detail"] or "{}"),
+                    # Exactly, as the request: an edit's before and after may be 1e400.
+                    detail=load_stored(event["detail"] or "{}"),
                 )
             )
         return History(
@@ -1102,21 +1315,24 @@ def _credential(row: sqlite3.Row) -> Credential:
     )
 
 
-def _request(row: sqlite3.Row) -> ApprovalRequest:
+def _request(row: sqlite3.Row) -> StoredRequest:
     decision = None
     if row["decision_status"] is not None:
         decided_at = _from_us(row["decided_at"])
         assert decided_at is not None
+        edited = row["decision_arguments"]
         decision = Decision(
             status=row["decision_status"],
             note=row["decision_note"],
             decided_at=decided_at,
             expires_at=_from_us(row["expires_at"]),
+            arguments=None if edited is None else load_stored(edited),
         )
     created = _from_us(row["created_at"])
     deadline = _from_us(row["deadline_at"])
     assert created is not None and deadline is not None
-    return ApprovalRequest(
+    editable = row["editable"]
+    return StoredRequest(
         id=row["id"],
         tool=row["tool"],
         arguments=load_stored(row["arguments"]),
@@ -1126,6 +1342,7 @@ def _request(row: sqlite3.Row) -> ApprovalRequest:
         deadline_at=deadline,
         decision=decision,
         cancelled_at=_from_us(row["cancelled_at"]),
+        editable=() if editable is None else tuple(load_stored(editable)),
     )
 
 
@@ -1133,7 +1350,9 @@ __all__ = [
     "CREDENTIAL_KINDS",
     "INSTANCE",
     "KEY_RETENTION",
+    "MAX_EDITABLE",
     "MAX_JSON_DEPTH",
+    "REDACTED_KEY",
     "REVIEWER",
     "Annotation",
     "AuditEvent",
@@ -1143,6 +1362,7 @@ __all__ = [
     "History",
     "IdempotencyKeyInUse",
     "IdempotencyKeyReused",
+    "InvalidEdit",
     "InvalidJSON",
     "JSONNumber",
     "NotPendingError",
@@ -1150,11 +1370,17 @@ __all__ = [
     "Store",
     "StoreClosedError",
     "StoreError",
+    "StoredRequest",
     "UnknownRequest",
     "body_hash",
     "canonical_json",
+    "changed_names",
+    "check_edit",
+    "check_editable",
     "check_json_value",
+    "contains_redacted",
     "dump_json",
     "load_json",
     "system_clock",
+    "with_edits",
 ]

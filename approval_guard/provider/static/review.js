@@ -13,6 +13,12 @@
 // without it is not shown and cannot be approved.
 // Every API call sends the session cookie plus the X-CSRF-Token header read from
 // the page's <meta name="csrf-token">; the server refuses the cookie without it.
+//
+// Editable arguments (API 1.1): each is an input prefilled with display.editable's
+// exact JSON text. What the reviewer typed goes back as that text, to the page's
+// own /review/requests/{id}/decision, and the server parses it: a number typed
+// here never passes through a JavaScript number. A redacted value is shown as
+// the server's "‹redacted …›" text and is never an input.
 "use strict";
 
 (() => {
@@ -146,6 +152,16 @@
 
   const NOT_SHOWN = "(not shown: the provider sent no display form for this request)";
 
+  /** A display list (absent means empty) of items with these string keys, or null. */
+  function textList(value, keys) {
+    if (value === undefined) return [];
+    if (!Array.isArray(value)) return null;
+    const ok = value.every((item) => (keys.length === 0
+      ? typeof item === "string"
+      : item && typeof item === "object" && keys.every((key) => typeof item[key] === "string")));
+    return ok ? value : null;
+  }
+
   /** The display texts of a request, or null for any that is missing or not a string. */
   function shown(request) {
     const d = request.display;
@@ -158,8 +174,18 @@
       note: optional(d.note),
       decidedBy: optional(d.decided_by),
       cancelReason: optional(d.cancel_reason),
+      redacted: textList(d.redacted, []),
+      editable: textList(d.editable, ["name", "text"]),
+      changes: textList(d.changes, ["name", "before", "after"]),
     };
-    return Object.values(out).every((value) => value !== null) ? out : null;
+    if (!Object.values(out).every((value) => value !== null)) return null;
+    // Each input sends its edit under the request's own (unescaped) name: the two
+    // lists must match one to one, or the page does not know what it would send.
+    const names = request.editable === undefined ? [] : request.editable;
+    if (!Array.isArray(names) || names.length !== out.editable.length
+      || !names.every((name) => typeof name === "string")) return null;
+    out.editableNames = names;
+    return out;
   }
 
   // ---------------------------------------------------------------- DOM helpers
@@ -222,6 +248,59 @@
       make("span", { className: "mono", text: request.id }));
   }
 
+  function redactedNotice(texts) {
+    if (!texts || texts.redacted.length === 0) return null;
+    return make("p", { className: "redacted-notice", "data-testid": "redacted" },
+      make("span", { className: "redacted-tag", text: "Redacted" }),
+      " Hidden from you by the agent's side, shown as ‹redacted …›; the tool gets the real"
+      + " values: ",
+      make("span", { className: "mono", text: texts.redacted.join(", ") }));
+  }
+
+  /** One input per editable argument, prefilled with its exact JSON text. */
+  function buildEdits(texts) {
+    if (!texts || texts.editable.length === 0) return { node: null, fields: [] };
+    const fields = [];
+    const rows = texts.editable.map((item, index) => {
+      const inputId = freshId("edit");
+      const lines = item.text.split("\n").length;
+      const input = make("textarea", {
+        id: inputId, className: "edit-input mono", rows: Math.min(Math.max(lines, 1), 8),
+        spellcheck: false, autocomplete: "off", "data-testid": "edit",
+        "data-name": item.name,
+      });
+      input.value = item.text;
+      const mark = make("span", { className: "edit-changed", "data-testid": "edit-changed",
+        text: "changed", hidden: true });
+      input.addEventListener("input", () => {
+        const changed = input.value !== item.text;
+        input.dataset.changed = String(changed);
+        mark.hidden = !changed;
+      });
+      fields.push({ name: texts.editableNames[index], input });
+      return make("div", { className: "field edit-field" },
+        make("label", { for: inputId },
+          make("span", { className: "mono edit-name", text: item.name }), " ", mark),
+        input);
+    });
+    const node = make("fieldset", { className: "edits", "data-testid": "edits" },
+      make("legend", { text: "You may change these before approving (as JSON)" }),
+      ...rows);
+    return { node, fields };
+  }
+
+  function changesList(texts) {
+    if (!texts || texts.changes.length === 0) return null;
+    return make("div", { className: "changes", "data-testid": "changes" },
+      make("p", { className: "args-label", text: "Changed by the reviewer before approving" }),
+      make("ul", { className: "change-list" },
+        ...texts.changes.map((change) => make("li", { className: "change", "data-testid": "change" },
+          make("span", { className: "mono change-name", "data-testid": "change-name", text: change.name }),
+          make("pre", { className: "args change-before", "data-testid": "change-before", text: change.before }),
+          make("span", { className: "change-arrow", "aria-label": "became", text: "→" }),
+          make("pre", { className: "args change-after", "data-testid": "change-after", text: change.after })))));
+  }
+
   // ---------------------------------------------------------------- pending cards
 
   function buildPendingCard(request) {
@@ -250,6 +329,7 @@
       type: "button", className: "btn btn-deny", "data-testid": "deny", text: "Deny",
     });
     const error = make("p", { className: "card-error", role: "alert", "data-testid": "card-error", hidden: true });
+    const edits = buildEdits(texts);
 
     const form = make("form", { className: "decide", novalidate: true },
       make("div", { className: "field field-note" },
@@ -270,16 +350,19 @@
       make("h3", { className: "tool", "data-testid": "tool", text: texts ? texts.tool : NOT_SHOWN }),
       countdown),
     metaLine(request),
-    make("p", { className: "args-label", id: argsId, text: "Arguments" }),
+    make("p", { className: "args-label", id: argsId,
+      text: edits.node ? "Arguments as requested" : "Arguments" }),
     make("pre", {
       className: "args", "aria-labelledby": argsId, "data-testid": "arguments",
       text: texts ? texts.arguments : NOT_SHOWN,
     }),
+    redactedNotice(texts),
+    edits.node,
     form);
 
     const entry = {
       card, request, countdown, buttons: [approve, deny], note, error, busy: false,
-      unshown: texts === null,
+      unshown: texts === null, edits: edits.fields,
     };
 
     form.addEventListener("submit", (event) => {
@@ -294,6 +377,7 @@
   function setBusy(entry, busy) {
     entry.busy = busy;
     for (const button of entry.buttons) button.disabled = busy || entry.pastDeadline;
+    for (const field of entry.edits) field.input.readOnly = busy || Boolean(entry.pastDeadline);
     if (entry.unshown) entry.buttons[0].disabled = true;
   }
 
@@ -313,9 +397,17 @@
     showCardError(entry, "");
     setBusy(entry, true);
     const body = { status, note: note || null };
-    if (status === "approved") body.valid_for = validFor || DEFAULT_VALID_FOR;
+    if (status === "approved") {
+      body.valid_for = validFor || DEFAULT_VALID_FOR;
+      if (entry.edits.length > 0) {
+        // No prototype: an argument named "__proto__" is then a key like any other.
+        const edits = Object.create(null);
+        for (const field of entry.edits) edits[field.name] = field.input.value;
+        body.edits = edits;
+      }
+    }
     try {
-      await api("POST", `/v1/requests/${encodeURIComponent(entry.request.id)}/decision`, body);
+      await api("POST", `/review/requests/${encodeURIComponent(entry.request.id)}/decision`, body);
     } catch (err) {
       if (err.type === "not_pending") {
         showCardError(entry, "This request is no longer pending; refreshing.");
@@ -375,7 +467,8 @@
     const decider = texts ? texts.decidedBy : "";
     const d = request.decision;
     if ((request.status === "approved" || request.status === "denied") && d) {
-      const verb = request.status === "approved" ? "Approved" : "Denied";
+      const edited = request.status === "approved" && texts && texts.changes.length > 0;
+      const verb = request.status === "approved" ? (edited ? "Approved with changes" : "Approved") : "Denied";
       let text = `${verb}${decider ? ` by ${decider}` : ""} at ${formatTime(d.decided_at)}`;
       if (request.status === "approved" && d.expires_at) {
         text += ` · the call had to start before ${formatTime(d.expires_at)}`;
@@ -407,8 +500,10 @@
     outcome,
     note ? make("p", { className: "outcome-note", "data-testid": "decision-note", text: note }) : null,
     reason ? make("p", { className: "outcome-note", "data-testid": "cancel-reason", text: reason }) : null,
+    changesList(texts),
+    redactedNotice(texts),
     make("details", { className: "args-details" },
-      make("summary", { text: "Arguments" }),
+      make("summary", { text: texts && texts.changes.length > 0 ? "Arguments as requested" : "Arguments" }),
       make("pre", { className: "args", "data-testid": "arguments", text: texts ? texts.arguments : NOT_SHOWN })));
   }
 

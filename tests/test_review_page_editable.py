@@ -1,0 +1,261 @@
+"""The review page's editable arguments and redacted values (API 1.1), in a headless browser.
+
+Debian's chromium driven by Playwright, as in tests/test_review_page.py: without
+playwright or chromium these tests skip on a developer's machine, and fail when
+``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+import requests
+
+from approval_guard.testing import LocalProvider
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Locator, Page
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("APPROVAL_GUARD_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 5_000
+REFUND_JSON = '{"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}'
+SHOWN_MARKER = "\u2039redacted 1a2b3c4d5e6f\u203a"
+
+
+def _missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed: pip install 'approval-guard[browser]'"
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        return f"no chromium at {CHROMIUM}: apt-get install chromium"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    reason = _missing()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser tests cannot run in CI: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@attrs.define
+class Review:
+    """A browser tab on one local provider, with the console errors the page logged."""
+
+    page: Page
+    provider: LocalProvider
+    console_errors: list[str]
+
+    def open(self) -> None:
+        """Sign in with the reviewer token and wait until the page has loaded its list."""
+        self.page.goto(f"{self.provider.url}/?token={self.provider.reviewer_credential}")
+        self.page.wait_for_selector('[data-testid="live"][data-state="live"]', timeout=TIMEOUT_MS)
+
+    def pending(self, request_id: str) -> Locator:
+        return self.page.get_by_test_id("pending-list").locator(
+            f'[data-testid="request-{request_id}"]'
+        )
+
+    def done(self, request_id: str) -> Locator:
+        return self.page.get_by_test_id("done-list").locator(
+            f'[data-testid="request-{request_id}"]'
+        )
+
+
+@pytest.fixture
+def provider() -> Iterator[LocalProvider]:
+    with LocalProvider(":memory:") as local:
+        yield local
+
+
+@pytest.fixture
+def review(browser: Browser, provider: LocalProvider) -> Iterator[Review]:
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    console_errors: list[str] = []
+    page.on("dialog", lambda dialog: dialog.dismiss())
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    yield Review(page=page, provider=provider, console_errors=console_errors)
+    context.close()
+
+
+def create(provider: LocalProvider, arguments_json: str, editable: list[str]) -> str:
+    """Create a request from JSON text (exact numbers) with these editable names; its id."""
+    body = (
+        f'{{"tool": "issue_refund", "arguments": {arguments_json}, "timeout": "30m", '
+        f'"editable": {json.dumps(editable)}}}'
+    )
+    response = requests.post(
+        f"{provider.url}/v1/requests",
+        data=body.encode(),
+        headers={
+            "Authorization": f"Bearer {provider.credential}",
+            "Idempotency-Key": str(uuid.uuid4()),
+            "Content-Type": "application/json",
+        },
+        timeout=5,
+    )
+    assert 201 == response.status_code, response.text
+    request_id: str = response.json()["id"]
+    return request_id
+
+
+def edit_field(card: Locator, name: str) -> Locator:
+    return card.locator(f'[data-testid="edit"][data-name="{name}"]')
+
+
+def stored_edit(provider: LocalProvider, request_id: str) -> dict[str, Any] | None:
+    decision = provider.get(request_id).decision
+    assert decision is not None
+    return decision.arguments
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def test_a_reviewer_edits_an_argument_and_the_exact_new_value_is_stored(review: Review) -> None:
+    """Type 9007199254740993 into the amount input and approve: stored exactly, shown as changed."""
+    request_id = create(review.provider, REFUND_JSON, ["amount"])
+    review.open()
+    card = review.pending(request_id)
+
+    field = edit_field(card, "amount")
+    assert "4900" == field.input_value()
+    field.fill("9007199254740993")
+    assert card.get_by_test_id("edit-changed").is_visible()
+    card.get_by_test_id("approve").click()
+
+    done = review.done(request_id)
+    done.wait_for()
+    assert {
+        "payment_id": "payment_123",
+        "amount": 9007199254740993,
+        "currency": "GBP",
+    } == stored_edit(review.provider, request_id)
+    assert "Approved with changes" in (done.get_by_test_id("outcome").text_content() or "")
+    change = done.get_by_test_id("change")
+    assert ("amount", "4900", "9007199254740993") == (
+        change.get_by_test_id("change-name").text_content(),
+        change.get_by_test_id("change-before").text_content(),
+        change.get_by_test_id("change-after").text_content(),
+    )
+    assert [] == review.console_errors
+
+
+def test_only_editable_arguments_are_inputs(review: Review) -> None:
+    """The read-only arguments have no input; the full arguments show as requested."""
+    request_id = create(review.provider, REFUND_JSON, ["currency"])
+    review.open()
+    card = review.pending(request_id)
+    card.wait_for()
+
+    assert ["currency"] == [
+        field.get_attribute("data-name") for field in card.get_by_test_id("edit").all()
+    ]
+    assert 2 == card.locator("textarea, input").count()  # the currency and the note
+    assert '"payment_id": "payment_123"' in (card.get_by_test_id("arguments").text_content() or "")
+    assert "true" != card.get_by_test_id("arguments").get_attribute("contenteditable")
+
+
+def test_an_exact_number_is_prefilled_exactly_and_approving_unchanged_is_no_edit(
+    review: Review,
+) -> None:
+    """An editable 9007199254740993 shows as typed, and approving untouched sends no edit."""
+    arguments = '{"payment_id": "p", "amount": 9007199254740993, "ratio": 1e400}'
+    request_id = create(review.provider, arguments, ["amount", "ratio"])
+    review.open()
+    card = review.pending(request_id)
+
+    assert "9007199254740993" == edit_field(card, "amount").input_value()
+    assert "1e400" == edit_field(card, "ratio").input_value()
+    card.get_by_test_id("approve").click()
+
+    review.done(request_id).wait_for()
+    assert stored_edit(review.provider, request_id) is None
+
+
+def test_edit_text_that_is_not_json_shows_why_and_decides_nothing(review: Review) -> None:
+    """Typing EUR without quotes: the card says it is not JSON; the request stays pending."""
+    request_id = create(review.provider, REFUND_JSON, ["currency"])
+    review.open()
+    card = review.pending(request_id)
+
+    edit_field(card, "currency").fill("EUR")
+    card.get_by_test_id("approve").click()
+
+    error = card.get_by_test_id("card-error")
+    error.wait_for()
+    assert "not JSON" in (error.text_content() or "")
+    assert "pending" == review.provider.get(request_id).status
+    edit_field(card, "currency").fill('"EUR"')
+    card.get_by_test_id("approve").click()
+    review.done(request_id).wait_for()
+    assert "EUR" == (stored_edit(review.provider, request_id) or {})["currency"]
+
+
+def test_a_redacted_value_is_shown_redacted_and_never_editable(review: Review) -> None:
+    """A marker shows as "redacted" with its digest, is named in a notice, and has no input."""
+    arguments = (
+        '{"api_key": {"$redacted": "1a2b3c4d5e6f"}, "card": {"number": '
+        '{"$redacted": "00ff00ff00ff"}}, "amount": 4900}'
+    )
+    request_id = create(review.provider, arguments, ["amount"])
+    review.open()
+    card = review.pending(request_id)
+    card.wait_for()
+
+    shown = card.get_by_test_id("arguments").text_content() or ""
+    assert f'"api_key": {SHOWN_MARKER}' in shown
+    assert '"number": \u2039redacted 00ff00ff00ff\u203a' in shown
+    assert "$redacted" not in shown
+    notice = card.get_by_test_id("redacted").text_content() or ""
+    assert "Redacted" in notice
+    assert "api_key, card.number" in notice
+    assert ["amount"] == [f.get_attribute("data-name") for f in card.get_by_test_id("edit").all()]
+
+
+def test_arguments_named_like_javascript_internals_are_edited_like_any_other(
+    review: Review,
+) -> None:
+    """Editable "__proto__" and "constructor" are sent as keys, not lost to the prototype."""
+    request_id = create(
+        review.provider, '{"__proto__": 1, "constructor": 2}', ["__proto__", "constructor"]
+    )
+    review.open()
+    card = review.pending(request_id)
+
+    edit_field(card, "__proto__").fill("10")
+    edit_field(card, "constructor").fill("20")
+    card.get_by_test_id("approve").click()
+
+    review.done(request_id).wait_for()
+    assert {"__proto__": 10, "constructor": 20} == stored_edit(review.provider, request_id)
