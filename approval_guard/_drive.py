@@ -81,10 +81,12 @@ def drive_sync(
                 may_abandon = False
             to_send, to_throw = None, None
             if isinstance(op, Blocking):
-                if op.abandonable or op.limit is not None:
-                    watch = abandon if may_abandon and op.abandonable else None
+                watch = abandon if may_abandon and op.abandonable else None
+                if watch is not None or op.limit is not None:
                     to_send = _wait_abandonable(op.fn, watch, op.limit, clock, interval)
                 else:
+                    # Nothing to watch and no limit to keep (an exchange that bounds
+                    # itself): a helper thread would only add a thread hand-off.
                     to_send = op.fn()
             elif isinstance(op, Sleep):
                 watch = abandon if may_abandon and op.abandonable else None
