@@ -164,6 +164,10 @@ class CallSettings:
     deadline_margin: float
 
 
+#: Exact types whose values cannot change after the call (subclasses may: not listed).
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+
+
 def plan_call(
     spec: ToolSpec,
     args: tuple[Any, ...],
@@ -177,7 +181,10 @@ def plan_call(
 ) -> CallPlan:
     """One call's plan: its arguments, its request body, its deadlines."""
     # to_json_value builds fresh plain-JSON containers, so no JSON round trip is needed.
-    arguments = to_json_value(spec.bind(args, kwargs))
+    bound = spec.bind(args, kwargs)
+    arguments = to_json_value(bound)
+    # Only a mutable argument can change while the call waits: re-read them then.
+    mutable = any(type(value) not in _IMMUTABLE for value in bound.values())
     limit = limit if limit is not None else settings.harness_limit
     timeout = requested_timeout(
         spec.timeout, limit, settings.return_margin + settings.deadline_margin
@@ -201,5 +208,5 @@ def plan_call(
         deadline_margin=settings.deadline_margin,
         poll_wait=settings.poll_wait,
         worker=worker,
-        current_arguments=lambda: to_json_value(spec.bind(args, kwargs)),
+        current_arguments=(lambda: to_json_value(spec.bind(args, kwargs))) if mutable else None,
     )
