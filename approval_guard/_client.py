@@ -139,23 +139,24 @@ class ProviderClient:
             else:
                 session.close()
 
-    def create(self, body: bytes, idempotency_key: str, *, timeout: float) -> Answer:
+    def create(
+        self, body: bytes, idempotency_key: str, *, timeout: float, bounded: bool = True
+    ) -> Answer:
         """``POST /v1/requests`` with the same key and bytes on every attempt.
 
         Returns within ``timeout`` (plus a fraction of a second), however slowly
-        the provider answers.
+        the provider answers. ``bounded=False``: run in the calling thread, for a
+        caller (the sync driver's helper thread) that keeps the deadline itself.
         """
-        return self._bounded(
-            functools.partial(
-                self._exchange,
-                "POST",
-                "/v1/requests",
-                body=body,
-                headers={"Idempotency-Key": idempotency_key, "Content-Type": "application/json"},
-                timeout=timeout,
-            ),
-            timeout,
+        exchange = functools.partial(
+            self._exchange,
+            "POST",
+            "/v1/requests",
+            body=body,
+            headers={"Idempotency-Key": idempotency_key, "Content-Type": "application/json"},
+            timeout=timeout,
         )
+        return self._bounded(exchange, timeout) if bounded else exchange()
 
     def read(self, request_id: str, *, wait: int, timeout: float) -> Answer:
         """``GET /v1/requests/{id}?wait=Ns``: a long poll; ``timeout`` must outlast ``wait``.

@@ -81,12 +81,13 @@ def drive_sync(
                 may_abandon = False
             to_send, to_throw = None, None
             if isinstance(op, Blocking):
-                watch = abandon if may_abandon and op.abandonable else None
-                if watch is not None or op.limit is not None:
+                if op.abandonable or op.limit is not None:
+                    # Even with no abandon event to watch: a Ctrl-C must be able to
+                    # stop the wait while the exchange goes on and withdraws what it
+                    # made (an orphaned create's late answer).
+                    watch = abandon if may_abandon and op.abandonable else None
                     to_send = _wait_abandonable(op.fn, watch, op.limit, clock, interval)
                 else:
-                    # Nothing to watch and no limit to keep (an exchange that bounds
-                    # itself): a helper thread would only add a thread hand-off.
                     to_send = op.fn()
             elif isinstance(op, Sleep):
                 watch = abandon if may_abandon and op.abandonable else None

@@ -164,7 +164,11 @@ def create_op(call: CallState, timeout: float, *, orphanable: bool = False) -> B
     the call, the task is cancelled); its late answer is then withdrawn.
     """
     if orphanable:
-        return Blocking(functools.partial(_attempt_create, call, timeout), abandonable=True)
+        # The driver keeps the deadline (limit) in the one helper thread it runs
+        # this in, so the client need not start a second thread of its own.
+        return Blocking(
+            functools.partial(_attempt_create, call, timeout), abandonable=True, limit=timeout
+        )
     plan = call.plan
     return Blocking(
         functools.partial(call.client.create, plan.body, plan.idempotency_key, timeout=timeout)
@@ -177,7 +181,9 @@ def _attempt_create(call: CallState, timeout: float) -> Answer:
         call.in_flight += 1
     answer: Answer | None = None
     try:
-        answer = call.client.create(call.plan.body, call.plan.idempotency_key, timeout=timeout)
+        answer = call.client.create(
+            call.plan.body, call.plan.idempotency_key, timeout=timeout, bounded=False
+        )
         return answer
     finally:
         with call.late_lock:

@@ -31,7 +31,9 @@ class InstantApprover:
         self._ids = itertools.count()
         self._parsed: dict[bytes, dict[str, Any]] = {}
 
-    def create(self, body: bytes, idempotency_key: str, *, timeout: float) -> Answer:
+    def create(
+        self, body: bytes, idempotency_key: str, *, timeout: float, bounded: bool = True
+    ) -> Answer:
         sent = self._clock.monotonic()
         fields = self._parsed.get(body)
         if fields is None:
