@@ -32,6 +32,7 @@ from . import _threads
 from ._answer import MAX_ANSWER_BYTES, Answer, TransportError, read_limited
 from ._backoff import MAX_RETRY_AFTER, RetryPolicy, parse_retry_after
 from ._clock import Clock, ClockSample
+from ._json import dump_json
 from ._scrub import Scrubber, safe_text
 from ._wire import QUOTE_LIMIT, parse_http_date
 
@@ -198,7 +199,7 @@ class ProviderClient:
         ``decode`` reads the body (one that keeps numbers exactly, for showing them),
         raising ``ValueError`` for what it cannot read.
         """
-        body = None if payload is None else json.dumps(payload).encode()
+        body = None if payload is None else dump_json(payload).encode()
         headers = {} if body is None else {"Content-Type": "application/json"}
         return self._bounded(
             functools.partial(

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from approval_guard._duration import to_timedelta
 from approval_guard._now import utcnow
@@ -237,23 +238,27 @@ class LocalProvider:
         request_id: str,
         *,
         note: str | None = None,
-        valid_for: Validity = "5m",
+        valid_for: Validity | None = None,
         expires_at: datetime | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> ApprovalRequest:
         """Approve a pending request, as the testing reviewer.
 
-        ``valid_for`` is a duration string, a ``timedelta`` or seconds; zero or
-        negative makes an approval that has already expired. ``expires_at``
-        sets the expiry outright. Raises ``NotPendingError`` if not pending,
-        ``LookupError`` if unknown.
+        ``valid_for`` is a duration string, a ``timedelta`` or seconds (default
+        ``5m``); zero or negative makes an approval that has already expired.
+        ``expires_at`` sets the expiry outright. ``arguments`` is the whole
+        arguments object with the reviewer's edits applied (API 1.1; only names
+        the request lists as ``editable`` may change, else ``ValueError``).
+        Raises ``NotPendingError`` if not pending, ``LookupError`` if unknown.
         """
         request = self.store.decide(
             request_id,
             reviewer=self._reviewer(),
             status=APPROVED,
             note=note,
-            valid_for=to_timedelta(valid_for, name="valid_for"),
+            valid_for=to_timedelta("5m" if valid_for is None else valid_for, name="valid_for"),
             expires_at=expires_at,
+            arguments=arguments,
         )
         if request is None:
             raise LookupError(f"no request {request_id!r}")

@@ -725,3 +725,59 @@ def test_the_live_line_off_a_terminal_prints_at_most_once_an_interval() -> None:
         live.update(text)
 
     assert ["a", "c", "e"] == stream.getvalue().splitlines()
+
+
+def _create_editable(provider: LocalProvider) -> str:
+    raw = (
+        b'{"tool":"issue_refund","timeout":"30m","editable":["amount"],'
+        b'"arguments":{"payment_id":"payment_123","amount":4900,"currency":"GBP"}}'
+    )
+    response = requests.post(
+        f"{provider.url}/v1/requests",
+        data=raw,
+        headers={
+            "Authorization": f"Bearer {provider.credential}",
+            "Idempotency-Key": str(uuid.uuid4()),
+            "Content-Type": "application/json",
+        },
+        timeout=5,
+    )
+    assert 201 == response.status_code, response.text
+    request_id: str = response.json()["id"]
+    return request_id
+
+
+def test_approve_set_changes_an_editable_argument_exactly(
+    capsys: pytest.CaptureFixture[str], provider: LocalProvider
+) -> None:
+    """``approve ID --set amount=...`` sends the whole arguments with that edit, numbers exact."""
+    request_id = _create_editable(provider)
+
+    code, _, err = run(capsys, provider, "approve", request_id, "--set", "amount=9007199254740993")
+
+    assert (0, "") == (code, err)
+    decision = provider.get(request_id).decision
+    assert decision is not None and decision.arguments is not None
+    assert 9007199254740993 == decision.arguments["amount"]
+    assert 4900 == provider.get(request_id).arguments["amount"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ("currency=\"EUR\"", "400"),
+        ("nothing=1", "no argument"),
+        ("amount=two", "not JSON"),
+        ("amount", "NAME=JSON"),
+    ],
+)
+def test_approve_set_refuses_what_cannot_be_an_edit(
+    capsys: pytest.CaptureFixture[str], provider: LocalProvider, edit: str, said: str
+) -> None:
+    """A non-editable name, an unknown name, text that is not JSON: one line, exit 1, pending."""
+    request_id = _create_editable(provider)
+
+    code, _, err = run(capsys, provider, "approve", request_id, "--set", edit)
+
+    assert 1 == code and said in err, err
+    assert "pending" == provider.get(request_id).status

@@ -132,6 +132,14 @@ def _add_review_commands(sub: _SubParsers[argparse.ArgumentParser], env: dict[st
         default="5m",
         help="how long the call may wait to start (default: 5m)",
     )
+    approve.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        dest="edits",
+        help="change an editable argument before approving (repeatable), e.g. amount=2500",
+    )
     approve.set_defaults(func=_review.cmd_approve)
 
     deny = sub.add_parser("deny", parents=[reviewer], help="deny a pending request")

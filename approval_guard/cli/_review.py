@@ -12,7 +12,7 @@ from typing import Any
 
 from approval_guard import _wire
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
-from approval_guard._json import dump_json
+from approval_guard._json import dump_json, load_json
 
 from ._output import PROG, CliError, compact_json, local_time, pretty_json, safe, say, time_left
 from ._reviewer_client import ReviewerClient
@@ -124,11 +124,35 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_approve(args: argparse.Namespace) -> int:
     """``approve ID``: the call may start until the approval's ``expires_at``."""
     with closing(_reviewer(args)) as client:
-        request = client.decide(args.id, _wire.APPROVED, note=args.note, valid_for=args.valid_for)
+        arguments = _edited(client.get(args.id), args.edits) if args.edits else None
+        request = client.decide(
+            args.id, _wire.APPROVED, note=args.note, valid_for=args.valid_for, arguments=arguments
+        )
     expires = request.decision.expires_at if request.decision else None
     until = f"; the call may start until {local_time(expires)}" if expires else ""
     say(f"approved {safe(request.id)} ({safe(request.tool)}){until}")
     return 0
+
+
+def _edited(request: _wire.ApprovalRequest, edits: list[str]) -> dict[str, Any]:
+    """The request's whole arguments with each ``NAME=JSON`` applied (numbers kept exactly).
+
+    The provider checks that only names the tool offered as editable changed.
+    """
+    arguments = dict(request.arguments)
+    for edit in edits:
+        name, sep, text = edit.partition("=")
+        if not sep or not name:
+            raise CliError(f"--set takes NAME=JSON, e.g. amount=2500, not {safe(edit)!r}")
+        if name not in arguments:
+            raise CliError(f"{safe(request.tool)} has no argument {safe(name)!r} to change")
+        try:
+            arguments[name] = load_json(text)
+        except ValueError:
+            raise CliError(
+                f"--set {safe(name)}: {safe(text)!r} is not JSON (text goes in double quotes)"
+            ) from None
+    return arguments
 
 
 def cmd_deny(args: argparse.Namespace) -> int:

@@ -128,12 +128,20 @@ class ReviewerClient:
         return data if isinstance(data, dict) else {}
 
     def decide(
-        self, request_id: str, status: str, *, note: str | None, valid_for: str | None = None
+        self,
+        request_id: str,
+        status: str,
+        *,
+        note: str | None,
+        valid_for: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> _wire.ApprovalRequest:
-        """Record a reviewer's decision."""
+        """Record a reviewer's decision (``arguments``: the whole object, edits applied)."""
         body: dict[str, Any] = {"status": status, "note": note}
         if valid_for is not None:
             body["valid_for"] = valid_for
+        if arguments is not None:
+            body["arguments"] = arguments
         data = self.call(
             "POST", f"/v1/requests/{_quote(request_id)}/decision", request_id=request_id, body=body
         )

@@ -608,3 +608,29 @@ def test_an_editable_name_with_hidden_characters_is_shown_escaped_and_edited_by_
 
     assert 200 == answer.status_code, answer.text
     assert {name: 5, "amount": 2} == answer.json()["decision"]["arguments"]
+
+
+def test_the_testing_helper_approves_with_the_reviewers_edits(
+    api: Api, provider: LocalProvider
+) -> None:
+    """``LocalProvider.approve(arguments=...)`` records an edit exactly, as the page would."""
+    created = new_editable(api, ["amount"])
+    edited = {**REFUND, "amount": 9007199254740993}
+
+    approved = provider.approve(created["id"], arguments=edited)
+
+    assert "approved" == approved.status
+    assert approved.decision is not None and edited == approved.decision.arguments
+    assert REFUND == approved.arguments
+
+
+def test_the_testing_helper_refuses_an_edit_of_a_name_not_editable(
+    api: Api, provider: LocalProvider
+) -> None:
+    """An edit the provider would refuse over HTTP raises ValueError and decides nothing."""
+    created = new_editable(api, ["amount"])
+
+    with pytest.raises(ValueError):
+        provider.approve(created["id"], arguments={**REFUND, "currency": "EUR"})
+
+    assert "pending" == provider.get(created["id"]).status
