@@ -28,6 +28,7 @@ from approval_guard.cli import main
 from approval_guard.cli._demo import load_refund_example
 from approval_guard.cli._output import LiveLine
 from approval_guard.testing import LocalProvider
+from tests.provider.helpers import create_from_text
 
 ENV_NAMES = (_env.ENV_URL, _env.ENV_REVIEWER_TOKEN, _env.ENV_CREDENTIAL)
 REPO = Path(__file__).resolve().parents[1]
@@ -628,18 +629,7 @@ def test_the_cli_shows_numbers_exactly_and_hidden_characters_escaped(
         b'{"tool":"issue_refund","timeout":"30m","arguments":'
         b'{"b":9007199254740993,"h":1e400,"t":"a\xe2\x80\xaeb\xe2\x80\x8b"}}'
     )
-    response = requests.post(
-        f"{provider.url}/v1/requests",
-        data=raw,
-        headers={
-            "Authorization": f"Bearer {provider.credential}",
-            "Idempotency-Key": str(uuid.uuid4()),
-            "Content-Type": "application/json",
-        },
-        timeout=5,
-    )
-    assert 201 == response.status_code, response.text
-    request_id = response.json()["id"]
+    request_id = create_from_text(provider, raw)
     argv = [command] if command == "list" else [command, request_id]
 
     code, out, err = run(capsys, provider, *argv)
@@ -732,18 +722,7 @@ def _create_editable(provider: LocalProvider) -> str:
         b'{"tool":"issue_refund","timeout":"30m","editable":["amount"],'
         b'"arguments":{"payment_id":"payment_123","amount":4900,"currency":"GBP"}}'
     )
-    response = requests.post(
-        f"{provider.url}/v1/requests",
-        data=raw,
-        headers={
-            "Authorization": f"Bearer {provider.credential}",
-            "Idempotency-Key": str(uuid.uuid4()),
-            "Content-Type": "application/json",
-        },
-        timeout=5,
-    )
-    assert 201 == response.status_code, response.text
-    request_id: str = response.json()["id"]
+    request_id = create_from_text(provider, raw)
     return request_id
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,51 +21,19 @@ import requests
 
 import approval_guard as ag
 from approval_guard.testing import LocalProvider
+from tests.provider.helpers import create_from_text
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("APPROVAL_GUARD_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "review-page.png"
 TIMEOUT_MS = 5_000
 HOSTILE_IMG = "<img src=x onerror=alert(1)>"
 HOSTILE_SCRIPT = "<script>window.pwned=1</script>"
 
 
-def _missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed: pip install 'approval-guard[browser]'"
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        return f"no chromium at {CHROMIUM}: apt-get install chromium"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    reason = _missing()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"browser tests cannot run in CI: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @attrs.define
@@ -353,18 +320,7 @@ EXACT = {
 def create_raw(provider: LocalProvider, tool: str, arguments_json: str) -> str:
     """Create a request from JSON text (for numbers Python cannot write); return its id."""
     body = f'{{"tool":{json.dumps(tool)},"arguments":{arguments_json},"timeout":"30m"}}'
-    response = requests.post(
-        f"{provider.url}/v1/requests",
-        data=body.encode(),
-        headers={
-            "Authorization": f"Bearer {provider.credential}",
-            "Idempotency-Key": str(uuid.uuid4()),
-            "Content-Type": "application/json",
-        },
-        timeout=5,
-    )
-    assert 201 == response.status_code, response.text
-    request_id: str = response.json()["id"]
+    request_id = create_from_text(provider, body)
     return request_id
 
 

@@ -8,62 +8,23 @@ playwright or chromium these tests skip on a developer's machine, and fail when
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
-import requests
 
 from approval_guard.testing import LocalProvider
+from tests.provider.helpers import create_from_text
+from tests.test_review_page import TIMEOUT_MS
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("APPROVAL_GUARD_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-TIMEOUT_MS = 5_000
 REFUND_JSON = '{"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}'
 SHOWN_MARKER = "\u2039redacted 1a2b3c4d5e6f\u203a"
-
-
-def _missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed: pip install 'approval-guard[browser]'"
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        return f"no chromium at {CHROMIUM}: apt-get install chromium"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    reason = _missing()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"browser tests cannot run in CI: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @attrs.define
@@ -114,18 +75,7 @@ def create(provider: LocalProvider, arguments_json: str, editable: list[str]) ->
         f'{{"tool": "issue_refund", "arguments": {arguments_json}, "timeout": "30m", '
         f'"editable": {json.dumps(editable)}}}'
     )
-    response = requests.post(
-        f"{provider.url}/v1/requests",
-        data=body.encode(),
-        headers={
-            "Authorization": f"Bearer {provider.credential}",
-            "Idempotency-Key": str(uuid.uuid4()),
-            "Content-Type": "application/json",
-        },
-        timeout=5,
-    )
-    assert 201 == response.status_code, response.text
-    request_id: str = response.json()["id"]
+    request_id = create_from_text(provider, body)
     return request_id
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import requests
 from approval_guard import _env
 from approval_guard.cli import main
 from approval_guard.testing import LocalProvider
+from tests.provider.helpers import create_from_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,18 +56,7 @@ def raw_exchange(provider: LocalProvider, data: bytes) -> tuple[str, bytes]:
 def create_raw(provider: LocalProvider, arguments_json: str, *, tool: str = "transfer") -> str:
     """Create a request from JSON text (numbers Python cannot write); return its id."""
     body = f'{{"tool":{json.dumps(tool)},"arguments":{arguments_json},"timeout":"30m"}}'
-    response = requests.post(
-        f"{provider.url}/v1/requests",
-        data=body.encode(),
-        headers={
-            "Authorization": f"Bearer {provider.credential}",
-            "Idempotency-Key": str(uuid.uuid4()),
-            "Content-Type": "application/json",
-        },
-        timeout=5,
-    )
-    assert 201 == response.status_code, response.text
-    request_id: str = response.json()["id"]
+    request_id = create_from_text(provider, body)
     return request_id
 
 

@@ -122,3 +122,20 @@ def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.005)
     return bool(condition())
+
+
+def create_from_text(provider: Any, body: str | bytes) -> str:
+    """Create a request from its body as JSON text (numbers Python cannot write); its id."""
+    response = requests.post(
+        f"{provider.url}/v1/requests",
+        data=body.encode() if isinstance(body, str) else body,
+        headers={
+            "Authorization": f"Bearer {provider.credential}",
+            "Idempotency-Key": str(uuid.uuid4()),
+            "Content-Type": "application/json",
+        },
+        timeout=5,
+    )
+    assert 201 == response.status_code, response.text
+    request_id: str = response.json()["id"]
+    return request_id
