@@ -8,7 +8,7 @@ garbage body, delay past the read timeout, a hostile ``Retry-After`` such as
 of range, two-digit, or an hour stale or ahead), a reviewer's action (approve,
 approve already expired, deny, cancel at the provider, nothing) at a random
 moment, a provider clock up to ten minutes off, a small harness limit, and
-sometimes an abandonment; every other batch runs with ``HTTP_PROXY`` and
+sometimes an abandonment; a batch is drawn with or without ``HTTP_PROXY`` and
 ``ALL_PROXY`` pointing at a trap. About half the schedules are drawn on the
 approved path (a timely approval, only faults a call can ride out), so that at
 least a third end with the approval used. Whatever happens, these hold:
