@@ -20,7 +20,7 @@ from ._decorator import Decorator
 from ._drive import drive_async, drive_sync
 from ._duration import DurationLike, format_duration
 from ._ledger import Ledger, ProviderLedger, default_worker, process_ledger
-from ._ops import CallPlan, Timings
+from ._ops import CallGen, CallPlan, Timings
 from ._outcome import NotRun
 from ._plan import CallSettings, ToolSpec, check_token, plan_call, provider_scope
 from ._plan import seconds_option as _seconds
@@ -205,7 +205,10 @@ class Guard:
         )
         return plan, facts.abandon
 
-    def _call_sync(self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _rules(
+        self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[CallGen, threading.Event | None]:
+        """This call's rules, ready for a driver, and the harness's abandon event."""
         plan, abandon = self._plan(spec, args, kwargs)
         gen = guarded_call(
             plan,
@@ -216,6 +219,10 @@ class Guard:
             abandon,
             timings=self._timings,
         )
+        return gen, abandon
+
+    def _call_sync(self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        gen, abandon = self._rules(spec, args, kwargs)
 
         def invoke() -> Any:
             with _harness.outside():
@@ -227,16 +234,7 @@ class Guard:
     async def _call_async(
         self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        plan, abandon = self._plan(spec, args, kwargs)
-        gen = guarded_call(
-            plan,
-            self._client,
-            self._ledger,
-            self._clock,
-            self._policy,
-            abandon,
-            timings=self._timings,
-        )
+        gen, abandon = self._rules(spec, args, kwargs)
 
         async def invoke() -> Any:
             with _harness.outside():
