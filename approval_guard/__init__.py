@@ -14,6 +14,17 @@
 
 from ._clock import Clock, SystemClock
 from ._default import requires_approval
+from ._events import (
+    ApprovalSkipped,
+    ArgumentsEdited,
+    CallNotRun,
+    Decided,
+    Event,
+    RequestCreated,
+    StillWaiting,
+    ToolFinished,
+    ToolStarted,
+)
 from ._guard import Guard
 from ._harness import HarnessCall, harness_call
 from ._ledger import Execution, Ledger, MemoryLedger
@@ -29,9 +40,14 @@ from .exceptions import (
 
 __all__ = [
     "ApprovalGuardError",
+    "ApprovalSkipped",
     "ArgumentSerializationError",
+    "ArgumentsEdited",
+    "CallNotRun",
     "Clock",
     "ConfigurationError",
+    "Decided",
+    "Event",
     "Execution",
     "Guard",
     "HarnessCall",
@@ -41,8 +57,12 @@ __all__ = [
     "NotRun",
     "PostgresLedger",
     "Reason",
+    "RequestCreated",
     "SQLiteLedger",
+    "StillWaiting",
     "SystemClock",
+    "ToolFinished",
+    "ToolStarted",
     "harness_call",
     "requires_approval",
 ]

@@ -8,15 +8,30 @@ runs the tool); each is a set of functions over one :class:`CallState`.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import attrs
 
+from ._advice import advice_for
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
 from ._clock import Clock, ClockSample
+from ._events import NO_EVENTS, Emitter
 from ._ledger import Ledger
 from ._ops import CallPlan, Timings
 from ._outcome import NotRun, Reason
 from ._wire import ApprovalRequest
+
+
+@attrs.frozen
+class Edit:
+    """A reviewer's approved edit, checked: what the tool gets and what the reviewer set."""
+
+    #: The top-level names whose values changed, sorted.
+    changed: tuple[str, ...]
+    #: name -> the value the tool receives (converted to its annotation).
+    values: dict[str, Any]
+    #: The whole arguments object that runs, as JSON (the approved one).
+    after: dict[str, Any]
 
 
 @attrs.define(eq=False)
@@ -30,6 +45,7 @@ class CallState:
     policy: RetryPolicy
     abandon: threading.Event | None
     timings: Timings
+    emit: Emitter = NO_EVENTS
     request: ApprovalRequest | None = attrs.field(init=False, default=None)
     last_status: str | None = attrs.field(init=False, default=None)
     # A create was sent whose answer never came: the request may exist unseen.
@@ -48,8 +64,13 @@ class CallState:
     # A cancel was answered 200 by a body that did not show the request cancelled.
     withdraw_unconfirmed: bool = attrs.field(init=False, default=False)
     withdraw_lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
+    # The reviewer's approved edit, checked and converted (None: run as sent).
+    edit: Edit | None = attrs.field(init=False, default=None)
 
-    def not_run(self, reason: Reason, message: str, *, note: str | None = None) -> NotRun:
+    def not_run(
+        self, reason: Reason, message: str, *, note: str | None = None, edit: bool = False
+    ) -> NotRun:
+        """The outcome ``reason``: ``edit`` says a reviewer's edit is why (for the advice)."""
         request = self.request
         return NotRun(
             reason=reason,
@@ -59,6 +80,7 @@ class CallState:
             request_id=None if request is None else request.id,
             status=self.last_status,
             note=note,
+            advice=advice_for(reason, self.plan.messages, edit=edit),
         )
 
     def left(self, until: float) -> float:

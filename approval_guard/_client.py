@@ -32,7 +32,7 @@ from . import _threads
 from ._answer import MAX_ANSWER_BYTES, Answer, TransportError, read_limited
 from ._backoff import MAX_RETRY_AFTER, RetryPolicy, parse_retry_after
 from ._clock import Clock, ClockSample
-from ._json import dump_json
+from ._json import dump_json, load_answer
 from ._scrub import Scrubber, safe_text
 from ._wire import QUOTE_LIMIT, parse_http_date
 
@@ -191,7 +191,7 @@ class ProviderClient:
         *,
         payload: Any = None,
         timeout: float,
-        decode: Callable[[bytes], Any] = json.loads,
+        decode: Callable[[bytes], Any] = load_answer,
     ) -> Answer:
         """Any other call of the API (the CLI's reviewer calls): one attempt within ``timeout``.
 
@@ -230,7 +230,7 @@ class ProviderClient:
         body: bytes | None,
         headers: dict[str, str],
         timeout: float,
-        decode: Callable[[bytes], Any] = json.loads,
+        decode: Callable[[bytes], Any] = load_answer,
     ) -> Answer:
         headers = {**headers, "Accept": "application/json"}
         connect_timeout = min(5.0, max(0.05, timeout))

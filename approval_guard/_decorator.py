@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from ._duration import DurationLike
-from ._outcome import NotRun
-from ._plan import make_spec
+from ._outcome import NotRun, Reason
+from ._plan import check_when, make_spec
+from .exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from ._guard import Guard
@@ -34,20 +35,40 @@ class Decorator(Generic[N]):
         tool: str | None,
         exclude: Collection[str],
         on_not_run: Callable[[NotRun], N] | None = None,
+        when: Callable[[Mapping[str, Any]], Any] | None = None,
+        redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
+        editable: Collection[str] = (),
+        on_event: Callable[[Any], object] | None = None,
+        messages: Mapping[Reason, str] | None = None,
     ) -> None:
         self._guard = guard
-        self._timeout = timeout
-        self._tool = tool
-        self._exclude = exclude
-        self._on_not_run = on_not_run
-        # Validate the options now, with a stand-in, so a bad one raises at decoration.
+        self._options: dict[str, Any] = {
+            "timeout": timeout,
+            "tool": tool,
+            "exclude": exclude,
+            "on_not_run": on_not_run,
+            "when": when,
+            "redact": redact,
+            "editable": editable,
+            "on_event": on_event,
+            "messages": messages,
+        }
+        # Validate what can be checked without the function now, with a stand-in,
+        # so a bad option raises at decoration; names are checked against fn later.
         make_spec(
             _probe,
             timeout=timeout,
             tool="probe" if tool is None else tool,
             exclude=(),
             on_not_run=on_not_run,
+            on_event=on_event,
+            messages=messages,
         )
+        check_when(when, is_async=True)
+        if isinstance(redact, str) or isinstance(editable, str):
+            raise ConfigurationError(
+                "redact and editable must be collections of names, not a string"
+            )
 
     @overload
     def __call__(
@@ -58,13 +79,7 @@ class Decorator(Generic[N]):
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R | N]: ...
 
     def __call__(self, fn: Callable[..., Any]) -> Any:
-        spec = make_spec(
-            fn,
-            timeout=self._timeout,
-            tool=self._tool,
-            exclude=self._exclude,
-            on_not_run=self._on_not_run,
-        )
+        spec = make_spec(fn, **self._options)
         get_guard = self._guard
         if spec.is_async:
 

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
 from ._decorator import Decorator
 from ._duration import DurationLike
 from ._env import default_guard_settings
 from ._guard import Guard
-from ._outcome import NotRun
+from ._outcome import NotRun, Reason
 
 P = ParamSpec("P")
 R = TypeVar("R")
 N = TypeVar("N")
 
 
-_DEFAULT_GUARDS: dict[tuple[str, str, str], Guard] = {}
+_DEFAULT_GUARDS: dict[tuple[str, str, str, str], Guard] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
@@ -26,10 +26,17 @@ def default_guard() -> Guard:
 
     Read at call time (never at import): ``APPROVAL_GUARD_URL``,
     ``APPROVAL_GUARD_CREDENTIAL`` and ``APPROVAL_GUARD_HARNESS_LIMIT`` (default
-    ``35m``). The same values give the same Guard (and its connections).
+    ``35m``), and ``APPROVAL_GUARD_REDACTION_KEY`` (optional: the same key in
+    every process makes the same redaction markers, so a replay from a new
+    process is the same request). The same values give the same Guard.
     """
     settings = default_guard_settings()
-    key = (settings.base_url, settings.credential, settings.harness_limit)
+    key = (
+        settings.base_url,
+        settings.credential,
+        settings.harness_limit,
+        settings.redaction_key,
+    )
     with _DEFAULT_LOCK:
         guard = _DEFAULT_GUARDS.get(key)
         if guard is None:
@@ -37,6 +44,7 @@ def default_guard() -> Guard:
                 base_url=settings.base_url,
                 credential=settings.credential,
                 harness_limit=settings.harness_limit,
+                redaction_key=settings.redaction_key or None,
             )
             _DEFAULT_GUARDS[key] = guard
         return guard
@@ -61,6 +69,11 @@ def requires_approval(
     tool: str | None = None,
     exclude: Collection[str] = (),
     on_not_run: None = None,
+    when: Callable[[Mapping[str, Any]], Any] | None = None,
+    redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
+    editable: Collection[str] = (),
+    on_event: Callable[[Any], object] | None = None,
+    messages: Mapping[Reason, str] | None = None,
 ) -> Decorator[NotRun]: ...
 
 
@@ -73,6 +86,11 @@ def requires_approval(
     tool: str | None = None,
     exclude: Collection[str] = (),
     on_not_run: Callable[[NotRun], N],
+    when: Callable[[Mapping[str, Any]], Any] | None = None,
+    redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
+    editable: Collection[str] = (),
+    on_event: Callable[[Any], object] | None = None,
+    messages: Mapping[Reason, str] | None = None,
 ) -> Decorator[N]: ...
 
 
@@ -84,6 +102,11 @@ def requires_approval(
     tool: str | None = None,
     exclude: Collection[str] = (),
     on_not_run: Callable[[NotRun], Any] | None = None,
+    when: Callable[[Mapping[str, Any]], Any] | None = None,
+    redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
+    editable: Collection[str] = (),
+    on_event: Callable[[Any], object] | None = None,
+    messages: Mapping[Reason, str] | None = None,
 ) -> Any:
     """Guard a tool with the default Guard, configured from the environment at call time.
 
@@ -97,6 +120,15 @@ def requires_approval(
     the tool is called. See :meth:`Guard.requires_approval`.
     """
     decorator: Decorator[Any] = Decorator(
-        default_guard, timeout=timeout, tool=tool, exclude=exclude, on_not_run=on_not_run
+        default_guard,
+        timeout=timeout,
+        tool=tool,
+        exclude=exclude,
+        on_not_run=on_not_run,
+        when=when,
+        redact=redact,
+        editable=editable,
+        on_event=on_event,
+        messages=messages,
     )
     return decorator if fn is None else decorator(fn)

@@ -59,7 +59,7 @@ def _wait_abandonable(
 
 def drive_sync(
     gen: CallGen,
-    invoke: Callable[[], Any],
+    invoke: Callable[[Invoke], Any],
     clock: Clock,
     abandon: threading.Event | None,
     *,
@@ -94,7 +94,7 @@ def drive_sync(
                 if clock.sleep(op.seconds, watch):
                     to_throw = Abandoned()
             elif isinstance(op, Invoke):
-                to_send = invoke()
+                to_send = invoke(op)
         except BaseException as exc:
             to_throw = exc
 
@@ -152,7 +152,7 @@ async def _await_abandonable(
 
 async def drive_async(
     gen: CallGen,
-    invoke: Callable[[], Any],
+    invoke: Callable[[Invoke], Any],
     clock: Clock,
     abandon: threading.Event | None,
     *,
@@ -210,7 +210,7 @@ async def drive_async(
                 watch = abandon if may_abandon and op.abandonable else None
                 await _await_abandonable(sleep_async(clock, op.seconds), watch, interval)
             elif isinstance(op, Invoke):
-                to_send = invoke()
+                to_send = invoke(op)
                 if asyncio.iscoroutine(to_send):
                     to_send = await to_send
         except GeneratorExit:

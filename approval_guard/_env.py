@@ -19,9 +19,10 @@ ENV_URL = "APPROVAL_GUARD_URL"
 ENV_CREDENTIAL = "APPROVAL_GUARD_CREDENTIAL"
 ENV_HARNESS_LIMIT = "APPROVAL_GUARD_HARNESS_LIMIT"
 ENV_REVIEWER_TOKEN = "APPROVAL_GUARD_REVIEWER_TOKEN"
+ENV_REDACTION_KEY = "APPROVAL_GUARD_REDACTION_KEY"
 
 #: Every variable the package reads, in the order the docs list them.
-ENV_NAMES = (ENV_URL, ENV_CREDENTIAL, ENV_HARNESS_LIMIT, ENV_REVIEWER_TOKEN)
+ENV_NAMES = (ENV_URL, ENV_CREDENTIAL, ENV_HARNESS_LIMIT, ENV_REDACTION_KEY, ENV_REVIEWER_TOKEN)
 
 DEFAULT_HARNESS_LIMIT = "35m"
 
@@ -39,11 +40,14 @@ class GuardSettings:
     base_url: str
     credential: str
     harness_limit: str
+    #: Empty: a random key per Guard. Secret: never shown.
+    redaction_key: str = ""
 
     def __repr__(self) -> str:
         return (
             f"GuardSettings(base_url={self.base_url!r}, credential='***', "
-            f"harness_limit={self.harness_limit!r})"
+            f"harness_limit={self.harness_limit!r}, "
+            f"redaction_key={'***' if self.redaction_key else ''!r})"
         )
 
 
@@ -60,4 +64,9 @@ def default_guard_settings(environ: Mapping[str, str] | None = None) -> GuardSet
             f"module-level requires_approval needs {ENV_URL} and {ENV_CREDENTIAL} in the "
             "environment (or use a Guard object)"
         )
-    return GuardSettings(base_url=url, credential=credential, harness_limit=limit)
+    return GuardSettings(
+        base_url=url,
+        credential=credential,
+        harness_limit=limit,
+        redaction_key=read(ENV_REDACTION_KEY, environ),
+    )

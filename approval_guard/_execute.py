@@ -9,6 +9,7 @@ as possible: the very last thing before the tool starts.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from collections.abc import Generator
 from typing import Any
@@ -22,9 +23,11 @@ from ._clock import (
     plausibly_expired,
     still_valid,
 )
+from ._events import ToolFinished, ToolStarted
 from ._ops import Blocking, CallGen, Checkpoint, Invoke, Op, Ran
 from ._outcome import NotRun, Reason
-from ._verdict import check_echo, same_json
+from ._serialize import dumps
+from ._verdict import check_echo, same_decision, same_json
 from ._wire import APPROVED, ApprovalRequest, format_timestamp
 from .exceptions import LedgerError
 
@@ -39,9 +42,14 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
     note = decision.note
     if call.abandoned():
         return _abandoned_after_approval(call)
+    edit = call.edit
+    # What runs, as the reviewer saw or set it (redacted values as their markers).
+    digest = arguments_digest(plan.arguments if edit is None else edit.after)
     try:
         claimed = yield Blocking(
-            lambda: call.ledger.claim(request.id, tool=plan.tool, worker=plan.worker)
+            lambda: call.ledger.claim(
+                request.id, tool=plan.tool, worker=plan.worker, arguments_digest=digest
+            )
         )
     except Exception as exc:
         log.error("the execution record could not be claimed for %s: %s", request.id, exc)
@@ -69,23 +77,31 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
     if refused is not None:
         yield from _release(call, request.id)
         return refused
+    call.emit(ToolStarted(tool=plan.tool, request_id=request.id))
     try:
-        value = yield Invoke()
+        value = yield Invoke(edits=None if edit is None else edit.values)
     except GeneratorExit:
         raise
     except BaseException as exc:
         call.tool_raised = True
+        call.emit(ToolFinished(tool=plan.tool, request_id=request.id, error=type(exc).__name__))
         error = f"{type(exc).__name__}: {exc}"
         try:
             yield Blocking(lambda: call.ledger.fail(request.id, error[:1000]))
         except Exception:
             log.exception("could not mark %s as failed in the execution record", request.id)
         raise
+    call.emit(ToolFinished(tool=plan.tool, request_id=request.id))
     try:
         yield Blocking(lambda: call.ledger.finish(request.id))
     except Exception:
         log.exception("could not mark %s as finished in the execution record", request.id)
     return Ran(value)
+
+
+def arguments_digest(arguments: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of the arguments that run, for the record."""
+    return hashlib.sha256(dumps(arguments)).hexdigest()
 
 
 def _last_checks(
@@ -206,7 +222,11 @@ def _confirm_clock(
     fresh = check_echo(call, answer, expect_id=request.id)
     if isinstance(fresh, NotRun):
         return fresh
-    if fresh.status != APPROVED or fresh.decision != decision:
+    if (
+        fresh.status != APPROVED
+        or not same_decision(fresh.decision, decision)
+        or fresh.editable != request.editable
+    ):
         log.error("the provider's re-read of %s shows another decision", request.id)
         return call.not_run(
             Reason.NOT_OBTAINED,

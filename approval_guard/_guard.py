@@ -8,8 +8,12 @@ decorator in ``_decorator.py``; the environment's default Guard in
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import logging
 import threading
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Mapping
+from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _harness
@@ -19,15 +23,29 @@ from ._clock import Clock, SystemClock
 from ._decorator import Decorator
 from ._drive import drive_async, drive_sync
 from ._duration import DurationLike, format_duration
+from ._events import (
+    NO_EVENTS,
+    ApprovalSkipped,
+    CallNotRun,
+    Emitter,
+    ToolFinished,
+    ToolStarted,
+    check_on_event,
+)
 from ._ledger import Ledger, ProviderLedger, default_worker, process_ledger
-from ._ops import CallGen, CallPlan, Timings
-from ._outcome import NotRun
+from ._ops import CallGen, CallPlan, Invoke, Ran, Timings
+from ._otel import CallSpan, call_span, tracing
+from ._outcome import NotRun, Reason
 from ._plan import CallSettings, ToolSpec, check_token, plan_call, provider_scope
 from ._plan import seconds_option as _seconds
+from ._redact import check_key, new_key, redact
+from ._serialize import to_json_value
 from ._wait import guarded_call
 from .exceptions import ConfigurationError
 
 __all__ = ["Guard"]
+
+log = logging.getLogger("approval_guard")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -67,6 +85,8 @@ class Guard:
         allow_insecure_http: bool = False,
         clock: Clock | None = None,
         timings: Timings | None = None,
+        on_event: Callable[[Any], object] | None = None,
+        redaction_key: str | bytes | None = None,
     ) -> None:
         try:
             self._base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
@@ -97,6 +117,10 @@ class Guard:
         self._policy = RetryPolicy()
         self._timings = timings
         self._worker = default_worker()
+        self._on_event = check_on_event(on_event)
+        # HMAC key of redaction markers: secret, never shown. Random unless given, so
+        # markers are stable for this Guard's life (see the README on replays).
+        self._redaction_key = new_key() if redaction_key is None else check_key(redaction_key)
 
     def __repr__(self) -> str:
         return (
@@ -144,6 +168,11 @@ class Guard:
         tool: str | None = None,
         exclude: Collection[str] = (),
         on_not_run: None = None,
+        when: Callable[[Mapping[str, Any]], Any] | None = None,
+        redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
+        editable: Collection[str] = (),
+        on_event: Callable[[Any], object] | None = None,
+        messages: Mapping[Reason, str] | None = None,
     ) -> Decorator[NotRun]: ...
 
     @overload
@@ -156,6 +185,11 @@ class Guard:
         tool: str | None = None,
         exclude: Collection[str] = (),
         on_not_run: Callable[[NotRun], N],
+        when: Callable[[Mapping[str, Any]], Any] | None = None,
+        redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
+        editable: Collection[str] = (),
+        on_event: Callable[[Any], object] | None = None,
+        messages: Mapping[Reason, str] | None = None,
     ) -> Decorator[N]: ...
 
     def requires_approval(
@@ -167,6 +201,11 @@ class Guard:
         tool: str | None = None,
         exclude: Collection[str] = (),
         on_not_run: Callable[[NotRun], Any] | None = None,
+        when: Callable[[Mapping[str, Any]], Any] | None = None,
+        redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
+        editable: Collection[str] = (),
+        on_event: Callable[[Any], object] | None = None,
+        messages: Mapping[Reason, str] | None = None,
     ) -> Any:
         """Guard a tool: each call waits for a person's approval, then runs or returns NotRun.
 
@@ -175,17 +214,40 @@ class Guard:
         - ``exclude``: parameters not sent for approval (framework-injected context).
         - ``on_not_run``: what to return instead of a ``NotRun``, made from it: ``str``
           for the plain sentence, or a framework's own result type (see the README).
+        - ``when``: ask only if this returns True, given the bound arguments (a
+          mapping of name to the original value); False runs the tool at once.
+          Raising or returning a non-bool means ask.
+        - ``redact``: parameter names or dotted paths (``"card.number"``), or a
+          callable, whose values the reviewer sees only as a keyed digest.
+        - ``editable``: parameters a reviewer may change when approving; the tool
+          then runs with the new values, converted to their annotations.
+        - ``on_event``: called with each event of this tool's calls (``ag.RequestCreated``, ...).
+        - ``messages``: ``{ag.Reason.DENIED: "..."}``, this tool's own next-step
+          sentences for a model, in place of the defaults.
         """
         decorator: Decorator[Any] = Decorator(
-            lambda: self, timeout=timeout, tool=tool, exclude=exclude, on_not_run=on_not_run
+            lambda: self,
+            timeout=timeout,
+            tool=tool,
+            exclude=exclude,
+            on_not_run=on_not_run,
+            when=when,
+            redact=redact,
+            editable=editable,
+            on_event=on_event,
+            messages=messages,
         )
         return decorator if fn is None else decorator(fn)
 
     # -- one call ------------------------------------------------------------
 
+    def _emitter(self, spec: ToolSpec, span: CallSpan | None) -> Emitter:
+        sinks = [sink for sink in (self._on_event, spec.on_event, span) if sink is not None]
+        return Emitter(sinks) if sinks else NO_EVENTS
+
     def _plan(
-        self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[CallPlan, threading.Event | None]:
+        self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any], bound: dict[str, Any]
+    ) -> tuple[CallPlan | NotRun, threading.Event | None]:
         facts = _harness.current()
         settings = CallSettings(
             harness_limit=self._harness_limit,
@@ -197,19 +259,28 @@ class Guard:
             spec,
             args,
             kwargs,
+            bound=bound,
             idempotency_key=facts.idempotency_key,
             limit=facts.limit,
             settings=settings,
             clock=self._clock,
             worker=self._worker,
+            redaction_key=self._redaction_key,
         )
         return plan, facts.abandon
 
     def _rules(
-        self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[CallGen, threading.Event | None]:
+        self,
+        spec: ToolSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        bound: dict[str, Any],
+        emit: Emitter,
+    ) -> tuple[CallGen | NotRun, threading.Event | None]:
         """This call's rules, ready for a driver, and the harness's abandon event."""
-        plan, abandon = self._plan(spec, args, kwargs)
+        plan, abandon = self._plan(spec, args, kwargs, bound)
+        if isinstance(plan, NotRun):
+            return plan, abandon
         gen = guarded_call(
             plan,
             self._client,
@@ -218,27 +289,203 @@ class Guard:
             self._policy,
             abandon,
             timings=self._timings,
+            emit=emit,
         )
         return gen, abandon
 
+    def _skipped(self, spec: ToolSpec, bound: dict[str, Any], emit: Emitter) -> None:
+        """``when`` said no: say so (INFO, and an event), before the tool runs at once."""
+        if log.isEnabledFor(logging.INFO):
+            log.info("approval not needed for %s (when= returned False): running it now", spec.name)
+        if emit:
+            emit(ApprovalSkipped(tool=spec.name, arguments=self._shown(spec, bound)))
+            emit(ToolStarted(tool=spec.name))
+
+    def _shown(self, spec: ToolSpec, bound: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as a reviewer would have seen them; values that cannot be, None."""
+        try:
+            real = to_json_value(bound)
+            how = spec.redact
+            return real if how is None else redact(real, how, self._redaction_key)
+        except Exception:
+            return {name: None for name in bound}
+
     def _call_sync(self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        gen, abandon = self._rules(spec, args, kwargs)
+        if not tracing():
+            return self._traced_sync(spec, args, kwargs, None)
+        with call_span(spec.name, self._clock.monotonic) as span:
+            return self._traced_sync(spec, args, kwargs, span)
 
-        def invoke() -> Any:
+    def _traced_sync(
+        self,
+        spec: ToolSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        span: CallSpan | None,
+    ) -> Any:
+        emit = self._emitter(spec, span)
+        bound = spec.bind(args, kwargs)
+        if spec.when is not None and not asks(spec, bound):
+            self._skipped(spec, bound, emit)
+            try:
+                with _harness.outside():
+                    value = spec.fn(*args, **kwargs)
+            except BaseException as exc:
+                _finished(emit, span, spec, "skipped", exc)
+                raise
+            _finished(emit, span, spec, "skipped", None)
+            return value
+        gen, abandon = self._rules(spec, args, kwargs, bound, emit)
+        if isinstance(gen, NotRun):
+            return self._not_run(spec, gen, emit, span)
+
+        def invoke(op: Invoke) -> Any:
+            call_args, call_kwargs = edited(spec, args, kwargs, op)
             with _harness.outside():
-                return spec.fn(*args, **kwargs)
+                return spec.fn(*call_args, **call_kwargs)
 
-        outcome = drive_sync(gen, invoke, self._clock, abandon, timings=self._timings)
-        return spec.result(outcome)
+        try:
+            outcome = drive_sync(gen, invoke, self._clock, abandon, timings=self._timings)
+        except BaseException as exc:
+            _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
+            raise
+        return self._outcome(spec, outcome, emit, span)
 
     async def _call_async(
         self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        gen, abandon = self._rules(spec, args, kwargs)
+        if not tracing():
+            return await self._traced_async(spec, args, kwargs, None)
+        with call_span(spec.name, self._clock.monotonic) as span:
+            return await self._traced_async(spec, args, kwargs, span)
 
-        async def invoke() -> Any:
+    async def _traced_async(
+        self,
+        spec: ToolSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        span: CallSpan | None,
+    ) -> Any:
+        emit = self._emitter(spec, span)
+        bound = spec.bind(args, kwargs)
+        if spec.when is not None:
+            ask = await asks_async(spec, bound) if spec.when_async else asks(spec, bound)
+            if not ask:
+                self._skipped(spec, bound, emit)
+                try:
+                    with _harness.outside():
+                        value = await spec.fn(*args, **kwargs)
+                except BaseException as exc:
+                    _finished(emit, span, spec, "skipped", exc)
+                    raise
+                _finished(emit, span, spec, "skipped", None)
+                return value
+        gen, abandon = self._rules(spec, args, kwargs, bound, emit)
+        if isinstance(gen, NotRun):
+            return self._not_run(spec, gen, emit, span)
+
+        async def invoke(op: Invoke) -> Any:
+            call_args, call_kwargs = edited(spec, args, kwargs, op)
             with _harness.outside():
-                return await spec.fn(*args, **kwargs)
+                return await spec.fn(*call_args, **call_kwargs)
 
-        outcome = await drive_async(gen, invoke, self._clock, abandon, timings=self._timings)
+        try:
+            outcome = await drive_async(gen, invoke, self._clock, abandon, timings=self._timings)
+        except BaseException as exc:
+            _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
+            raise
+        return self._outcome(spec, outcome, emit, span)
+
+    def _outcome(
+        self, spec: ToolSpec, outcome: Ran | NotRun, emit: Emitter, span: CallSpan | None
+    ) -> Any:
+        if isinstance(outcome, NotRun):
+            return self._not_run(spec, outcome, emit, span)
+        _ended(span, "ran", None)
         return spec.result(outcome)
+
+    def _not_run(
+        self, spec: ToolSpec, not_run: NotRun, emit: Emitter, span: CallSpan | None
+    ) -> Any:
+        if emit:
+            emit(CallNotRun(not_run=not_run))
+        _ended(span, not_run.reason.value, None)
+        return spec.result(not_run)
+
+
+def _tool_error(exc: BaseException) -> bool:
+    return not isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt))
+
+
+def _finished(
+    emit: Emitter, span: CallSpan | None, spec: ToolSpec, outcome: str, exc: BaseException | None
+) -> None:
+    if emit:
+        emit(ToolFinished(tool=spec.name, error=None if exc is None else type(exc).__name__))
+    _ended(span, outcome if exc is None else "raised", exc)
+
+
+def _ended(span: CallSpan | None, outcome: str, exc: BaseException | None) -> None:
+    """End the call's span; tracing never changes the outcome."""
+    if span is None:
+        return
+    try:
+        span.end(outcome, exc if outcome == "raised" else None)
+    except Exception:
+        log.warning("could not end the OpenTelemetry span", exc_info=True)
+
+
+def asks(spec: ToolSpec, bound: dict[str, Any]) -> bool:
+    """``when``'s verdict: False only for an explicit ``False``; anything doubtful asks."""
+    when = spec.when
+    assert when is not None
+    try:
+        verdict = when(MappingProxyType(bound))
+    except Exception:
+        log.warning("when= of %s raised; asking for approval", spec.name, exc_info=True)
+        return True
+    return _verdict(spec, verdict)
+
+
+async def asks_async(spec: ToolSpec, bound: dict[str, Any]) -> bool:
+    """:func:`asks` for an async ``when``."""
+    when = spec.when
+    assert when is not None
+    try:
+        verdict = when(MappingProxyType(bound))
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+    except Exception:
+        log.warning("when= of %s raised; asking for approval", spec.name, exc_info=True)
+        return True
+    return _verdict(spec, verdict)
+
+
+def _verdict(spec: ToolSpec, verdict: object) -> bool:
+    if verdict is False:
+        return False
+    if verdict is True:
+        return True
+    close = getattr(verdict, "close", None)
+    if inspect.iscoroutine(verdict) and callable(close):
+        close()  # never awaited: closed, so it warns nobody
+    log.warning(
+        "when= of %s returned a %s, not a bool; asking for approval",
+        spec.name,
+        type(verdict).__name__,
+    )
+    return True
+
+
+def edited(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any], op: Invoke
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments, with a reviewer's approved edits in place of the caller's."""
+    edits = op.edits
+    if not edits:
+        return args, kwargs
+    bound = spec.signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    for name, value in edits.items():
+        bound.arguments[name] = value
+    return bound.args, bound.kwargs

@@ -10,6 +10,7 @@ Python number writes back unchanged is kept as its source text
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 from typing import Any
@@ -52,6 +53,27 @@ def _float(text: str) -> float | JSONNumber:
     if math.isfinite(value) and float.__repr__(value) == text:
         return value
     return JSONNumber(text)
+
+
+def _answer_float(text: str) -> float | JSONNumber:
+    """A float when it is the number written (``0.10`` is ``0.1``); else the exact text.
+
+    ``0.10000000000000000001`` or ``1e400`` would silently become another
+    number as a float: kept as a :class:`JSONNumber`, it is equal to no float
+    (:func:`~approval_guard._verdict.same_json`), so a reviewer's edit that a
+    float cannot hold is never run as the float nearest to it.
+    """
+    value = float(text)
+    if math.isfinite(value) and (
+        float.__repr__(value) == text or decimal.Decimal(text) == decimal.Decimal(repr(value))
+    ):
+        return value
+    return JSONNumber(text)
+
+
+def load_answer(raw: bytes | str) -> Any:
+    """A provider's answer body: as ``json.loads``, but numbers no float can hold stay exact."""
+    return json.loads(raw, parse_float=_answer_float)
 
 
 def _refuse_constant(name: str) -> Any:

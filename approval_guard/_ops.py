@@ -9,7 +9,7 @@ ends in a :class:`~approval_guard.NotRun` or a :class:`Ran`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, Generic, TypeVar, Union
 
 import attrs
@@ -53,7 +53,13 @@ class Sleep:
 
 @attrs.frozen
 class Invoke:
-    """Start the tool now. The driver sends back its value or throws its exception."""
+    """Start the tool now. The driver sends back its value or throws its exception.
+
+    ``edits``: parameter name -> the value a reviewer set, converted for the tool;
+    the tool is called with these in place of the caller's.
+    """
+
+    edits: Mapping[str, Any] | None = None
 
 
 @attrs.frozen
@@ -90,6 +96,13 @@ class CallPlan:
     #: (None: not checked). They must still be what was sent: the caller's objects may
     #: have changed while the call waited.
     current_arguments: Callable[[], Any] | None = None
+    #: Names sent as editable (API 1.1), and how each edited JSON value becomes the tool's.
+    editable: tuple[str, ...] = ()
+    converters: Mapping[str, Callable[[Any], Any]] = attrs.field(factory=dict)
+    #: Some value was sent as a redaction marker.
+    redacted: bool = False
+    #: The tool's own next-step sentences (``messages=``), by reason.
+    messages: Mapping[Any, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen

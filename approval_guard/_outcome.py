@@ -33,11 +33,12 @@ class NotRun:
     """A guarded call that did not run, and why, in one honest sentence.
 
     Returned (never raised) in place of the tool's result. ``str(not_run)`` is
-    the message, so it can be handed back to a model as the tool's output::
+    the message and then the ``advice`` (what to do next), so it can be handed
+    back to a model as the tool's output::
 
         out = issue_refund("payment_123", 4900)
         if isinstance(out, ag.NotRun):
-            return str(out)   # "A person denied this call to issue_refund: ..."
+            return str(out)   # "A person denied this call to issue_refund: ... Do not retry ..."
     """
 
     reason: Reason
@@ -47,9 +48,15 @@ class NotRun:
     request_id: str | None = None
     status: str | None = None
     note: str | None = None
+    #: What to do next, for a model (see ``requires_approval(messages=...)``).
+    advice: str = ""
 
     def __str__(self) -> str:
-        return self.message
+        if not self.advice:
+            return self.message
+        # A reviewer's note may end without a full stop: the advice is its own sentence.
+        stop = "" if self.message.endswith((".", "!", "?")) else "."
+        return f"{self.message}{stop} {self.advice}"
 
     def __bool__(self) -> bool:
         # A call that did not run is never "truthy success", so `if result:` fails closed.
@@ -66,6 +73,7 @@ class NotRun:
             "request_id": self.request_id,
             "status": self.status,
             "note": self.note,
+            "advice": self.advice,
         }
 
     def to_json(self) -> str:

@@ -13,17 +13,30 @@ import logging
 import math
 import urllib.parse
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from typing import Any
 
 import attrs
 
+from ._advice import advice_for, check_messages
 from ._clock import Clock
+from ._convert import Converter, editable_converters
 from ._duration import DurationLike, format_duration, to_seconds
+from ._events import OnEvent, check_on_event
 from ._inject import injected_parameters
 from ._ops import CallPlan, Ran
-from ._outcome import NotRun
+from ._outcome import NotRun, Reason
+from ._redact import (
+    REDACTED_KEY,
+    Paths,
+    RedactFn,
+    RedactionFailed,
+    check_redact,
+    holds_marker_key,
+    redact,
+    redacted_names,
+)
 from ._serialize import Binder, binder, dumps, to_json_value
 from .exceptions import ConfigurationError
 
@@ -75,6 +88,14 @@ class ToolSpec:
     is_async: bool
     bind: Binder
     on_not_run: Callable[[NotRun], Any] | None = None
+    #: Ask only when this returns True (given the bound arguments); None: always ask.
+    when: Callable[[Mapping[str, Any]], Any] | None = None
+    when_async: bool = False
+    redact: Paths | RedactFn | None = None
+    editable: tuple[str, ...] = ()
+    converters: Mapping[str, Converter] = attrs.field(factory=dict)
+    on_event: OnEvent | None = None
+    messages: Mapping[Reason, str] = attrs.field(factory=dict)
 
     def result(self, outcome: Ran | NotRun) -> Any:
         if isinstance(outcome, Ran):
@@ -89,6 +110,11 @@ def make_spec(
     tool: str | None,
     exclude: Collection[str],
     on_not_run: Callable[[NotRun], Any] | None = None,
+    when: Callable[..., Any] | None = None,
+    redact: Any = None,
+    editable: Collection[str] = (),
+    on_event: OnEvent | None = None,
+    messages: Mapping[Reason, str] | None = None,
 ) -> ToolSpec:
     """Check a tool's options; a bad one raises ConfigurationError now, not on the first call."""
     if not callable(fn):
@@ -111,19 +137,71 @@ def make_spec(
         raise ConfigurationError(
             f"exclude names parameters that {name} does not have: {sorted(unknown)}"
         )
+    is_async = inspect.iscoroutinefunction(fn)
+    when_async = check_when(when, is_async=is_async)
     # Parameters a framework fills in (a run context, a config) are never the
     # model's arguments: recognised by type, they are left out like `exclude`.
     left_out = frozenset(exclude) | injected_parameters(fn, signature)
+    redaction = check_redact(redact, signature, left_out, name)
+    if isinstance(editable, str):
+        raise ConfigurationError("editable must be a collection of parameter names, not a string")
+    editable_names = tuple(sorted(set(editable)))
+    for param in editable_names:
+        if param in left_out:
+            raise ConfigurationError(
+                f"editable names {param!r}, which is excluded and never sent for approval"
+            )
+    both = sorted(set(editable_names) & redacted_names(redaction))
+    if both:
+        raise ConfigurationError(
+            f"{both[0]!r} is both redacted and editable: a reviewer cannot edit a value "
+            "they cannot see"
+        )
+    converters = editable_converters(fn, signature, editable_names) if editable_names else {}
     return ToolSpec(
         fn=fn,
         name=name,
         timeout=seconds,
         exclude=left_out,
         signature=signature,
-        is_async=inspect.iscoroutinefunction(fn),
+        is_async=is_async,
         bind=binder(signature, exclude=left_out),
         on_not_run=on_not_run,
+        when=when,
+        when_async=when_async,
+        redact=redaction,
+        editable=editable_names,
+        converters=converters,
+        on_event=check_on_event(on_event),
+        messages=check_messages(messages),
     )
+
+
+def check_when(when: object, *, is_async: bool) -> bool:
+    """``when`` checked at decoration: a callable of one argument. True if it is async."""
+    if when is None:
+        return False
+    if not callable(when):
+        raise ConfigurationError(
+            "when must be a callable taking the bound arguments and returning a bool"
+        )
+    try:
+        when_signature = inspect.signature(when)
+    except (TypeError, ValueError):
+        when_signature = None  # a builtin without one: trusted to take one argument
+    if when_signature is not None:
+        try:
+            when_signature.bind({})
+        except TypeError:
+            raise ConfigurationError(
+                "when must take exactly one argument, the bound arguments (a mapping of "
+                "parameter name to value)"
+            ) from None
+    call = getattr(when, "__call__", None)  # noqa: B004 (an object with an async __call__)
+    when_async = inspect.iscoroutinefunction(when) or inspect.iscoroutinefunction(call)
+    if when_async and not is_async:
+        raise ConfigurationError("an async when needs an async tool; use a plain function")
+    return when_async
 
 
 def requested_timeout(tool_timeout: float, limit: float, margins: float) -> float:
@@ -173,16 +251,57 @@ def plan_call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     *,
+    bound: dict[str, Any] | None = None,
     idempotency_key: str | None,
     limit: float | None,
     settings: CallSettings,
     clock: Clock,
     worker: str,
-) -> CallPlan:
-    """One call's plan: its arguments, its request body, its deadlines."""
+    redaction_key: bytes,
+) -> CallPlan | NotRun:
+    """One call's plan: its arguments, its request body, its deadlines.
+
+    A NotRun when what would be sent cannot be trusted: an argument holds a
+    redaction marker's key, or the ``redact`` callable failed. Nothing is sent then.
+    """
+    if bound is None:
+        bound = spec.bind(args, kwargs)
     # to_json_value builds fresh plain-JSON containers, so no JSON round trip is needed.
-    bound = spec.bind(args, kwargs)
-    arguments = to_json_value(bound)
+    real = to_json_value(bound)
+    if holds_marker_key(real):
+        # It would show as a hidden secret on the review page, and the reviewer
+        # would approve a value they never saw.
+        return _refused(
+            spec,
+            real,
+            f"The call's arguments hold an object with the key {REDACTED_KEY!r}, which a "
+            f"reviewer would be shown as a hidden secret, so {spec.name} did not run and "
+            "nothing was sent for approval.",
+        )
+    how = spec.redact
+    arguments = real
+    if how is not None:
+        try:
+            arguments = redact(real, how, redaction_key)
+        except RedactionFailed as exc:
+            log.error("redaction for %s failed: %s", spec.name, exc)
+            return _refused(
+                spec,
+                {name: None for name in real},  # never the unredacted values
+                f"The tool's redact function failed ({exc}), so nothing was sent for "
+                f"approval and {spec.name} did not run.",
+            )
+    editable = spec.editable
+    if editable and how is not None and callable(how):
+        # A redact function may hide what was listed as editable: that stays hidden.
+        hidden = tuple(name for name in editable if holds_marker_key(arguments.get(name)))
+        if hidden:
+            log.warning(
+                "%s: %s redacted by the redact function, so not offered for editing",
+                spec.name,
+                ", ".join(hidden),
+            )
+            editable = tuple(name for name in editable if name not in hidden)
     # Only a mutable argument can change while the call waits: re-read them then.
     mutable = any(type(value) not in _IMMUTABLE for value in bound.values())
     limit = limit if limit is not None else settings.harness_limit
@@ -194,8 +313,20 @@ def plan_call(
     # The body depends only on the call and the configuration, never on time
     # already spent: a harness that replays the key after a crash must send
     # the same bytes, or the provider rejects it as a different request.
-    body = dumps({"tool": spec.name, "arguments": arguments, "timeout": format_duration(timeout)})
+    payload: dict[str, Any] = {
+        "tool": spec.name,
+        "arguments": arguments,
+        "timeout": format_duration(timeout),
+    }
+    if editable:
+        payload["editable"] = list(editable)
+    body = dumps(payload)
     started = clock.monotonic()
+
+    def current() -> Any:
+        again = to_json_value(spec.bind(args, kwargs))
+        return again if how is None else redact(again, how, redaction_key)
+
     return CallPlan(
         tool=spec.name,
         arguments=arguments,
@@ -208,5 +339,19 @@ def plan_call(
         deadline_margin=settings.deadline_margin,
         poll_wait=settings.poll_wait,
         worker=worker,
-        current_arguments=(lambda: to_json_value(spec.bind(args, kwargs))) if mutable else None,
+        current_arguments=current if mutable else None,
+        editable=editable,
+        converters=spec.converters,
+        redacted=how is not None,
+        messages=spec.messages,
+    )
+
+
+def _refused(spec: ToolSpec, arguments: dict[str, Any], message: str) -> NotRun:
+    return NotRun(
+        reason=Reason.NOT_OBTAINED,
+        message=message,
+        tool=spec.name,
+        arguments=arguments,
+        advice=advice_for(Reason.NOT_OBTAINED, spec.messages),
     )

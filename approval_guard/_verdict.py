@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import attrs
+
 from ._call import CallState
 from ._client import Answer
 from ._clock import ClockSample
@@ -21,6 +23,7 @@ from ._wire import (
     EXPIRED,
     STATUSES,
     ApprovalRequest,
+    Decision,
     WireError,
     parse_request,
 )
@@ -60,6 +63,17 @@ def same_or_too_deep(a: Any, b: Any) -> bool:
         return same_json(a, b)
     except RecursionError:
         return False
+
+
+def same_decision(a: Decision | None, b: Decision | None) -> bool:
+    """The same decision: equal fields, and edited arguments the same JSON (1 is not true)."""
+    if a is None or b is None:
+        return a is b
+    if attrs.evolve(a, arguments=None) != attrs.evolve(b, arguments=None):
+        return False
+    if a.arguments is None or b.arguments is None:
+        return a.arguments is b.arguments
+    return same_or_too_deep(a.arguments, b.arguments)
 
 
 def check_echo(
@@ -145,6 +159,12 @@ def reused_key(call: CallState, answer: Answer) -> NotRun | tuple[ApprovalReques
         return original, call.sampled(answer, original)
     if original == DIFFERENT:
         why = "was first used to ask about a different tool or different arguments"
+        if call.plan.redacted:
+            # A new process with a new key makes other markers for the same secret.
+            why += (
+                " (if it was this call from another process, its redaction markers differ: "
+                "give every process the same Guard(redaction_key=...))"
+            )
     elif original == UNREADABLE:
         why = "was first used for a request that the answer did not describe usably"
     else:
@@ -175,18 +195,6 @@ def decide(
                 Reason.NOT_OBTAINED,
                 f"The approval carried no expiry time, so its validity could not be checked "
                 f"and {tool} did not run.",
-                note=note,
-            )
-        if decision.arguments is not None and not same_or_too_deep(
-            decision.arguments, call.plan.arguments
-        ):
-            # API 1.1: only names sent as editable may change, and this call sends none;
-            # what was approved is not what would run.
-            log.error("the approval of %s changes the call's arguments", request.id)
-            return call.not_run(
-                Reason.NOT_OBTAINED,
-                f"The approval came with arguments changed from those of the call, which "
-                f"offered none for editing, so {tool} did not run.",
                 note=note,
             )
         return request, sample

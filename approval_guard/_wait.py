@@ -21,6 +21,8 @@ from typing import Any, Union, cast
 from ._call import CallState, failure, seconds_text
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
 from ._clock import Clock, ClockSample
+from ._edit import apply_edit
+from ._events import NO_EVENTS, ArgumentsEdited, Decided, Emitter, RequestCreated, StillWaiting
 from ._execute import execute
 from ._ledger import Ledger
 from ._ops import Abandoned, Blocking, CallGen, CallPlan, Op, Sleep, Timings
@@ -45,9 +47,12 @@ def guarded_call(
     abandon: threading.Event | None = None,
     *,
     timings: Timings | None = None,
+    emit: Emitter = NO_EVENTS,
 ) -> CallGen:
     """The rules of one call, as a generator of operations for a driver."""
-    call = CallState(plan, client, ledger, clock, policy, abandon, timings or _DEFAULT_TIMINGS)
+    call = CallState(
+        plan, client, ledger, clock, policy, abandon, timings or _DEFAULT_TIMINGS, emit
+    )
     return _run(call)
 
 
@@ -188,6 +193,15 @@ class _Poll:
         self.request, self.sample = checked, call.sampled(answer, checked)
         if checked.status != PENDING:
             return self.decided()
+        if call.emit:
+            call.emit(
+                StillWaiting(
+                    tool=plan.tool,
+                    request_id=request_id,
+                    seconds_left=max(0.0, call.left(self.wait_end)),
+                    deadline_at=checked.deadline_at,
+                )
+            )
         round_trip = answer.sample.received - answer.sample.sent
         if wait > 0 and round_trip < call.timings.early_poll:
             # A long poll answered "pending" at once (a provider that ignores wait=):
@@ -196,14 +210,48 @@ class _Poll:
         return Again(fresh=True)
 
     def decided(self) -> Obtained:
-        request = self.request
+        call, request = self.call, self.request
+        tool = call.plan.tool
         log.info(
             "approval request decided: tool=%s request_id=%s status=%s",
-            self.call.plan.tool,
+            tool,
             request.id,
             request.status,
         )
-        return decide(self.call, request, self.sample)
+        decision = request.decision
+        if (
+            call.emit
+            and decision is not None
+            and request.status in (APPROVED, DENIED)
+            and decision.status == request.status
+        ):
+            call.emit(
+                Decided(
+                    tool=tool,
+                    request_id=request.id,
+                    status=request.status,
+                    note=decision.note,
+                    decided_by=decision.decided_by,
+                )
+            )
+        result = decide(call, request, self.sample)
+        if isinstance(result, NotRun):
+            return result
+        edit = apply_edit(call, request)
+        if isinstance(edit, NotRun):
+            return edit
+        if edit is not None:
+            call.edit = edit
+            call.emit(
+                ArgumentsEdited(
+                    tool=tool,
+                    request_id=request.id,
+                    before=call.plan.arguments,
+                    after=edit.after,
+                    changed=edit.changed,
+                )
+            )
+        return result
 
 
 def _create(call: CallState) -> Generator[Op, Any, Obtained]:
@@ -296,6 +344,7 @@ def _create_attempt(
                 checked.status,
                 answer.provider_request_id,
             )
+        created(call, checked, answer)
         return checked, call.sampled(answer, checked)
     if call.policy.retryable(answer, creating=True):
         log.warning("creating a request for %s: %s; retrying", plan.tool, answer.describe())
@@ -307,12 +356,28 @@ def _create_attempt(
         answer.provider_request_id,
     )
     if answer.status == 422 and answer.error[0] == "idempotency_key_reused":
-        return reused_key(call, answer)
+        adopted = reused_key(call, answer)
+        if not isinstance(adopted, NotRun):
+            created(call, adopted[0], answer)
+        return adopted
     return call.not_run(
         Reason.NOT_OBTAINED,
         f"The approval provider refused the request ({answer.describe()}), so "
         f"{plan.tool} did not run.",
     )
+
+
+def created(call: CallState, request: ApprovalRequest, answer: Answer) -> None:
+    """Report the request the call now waits on."""
+    if call.emit:
+        call.emit(
+            RequestCreated(
+                tool=call.plan.tool,
+                request_id=request.id,
+                deadline_at=request.deadline_at,
+                provider_request_id=answer.provider_request_id,
+            )
+        )
 
 
 def _give_up_waiting(

@@ -185,6 +185,8 @@ class Decision:
     expires_at: datetime | None = None
     #: API 1.1: the whole arguments object with a reviewer's edits, when it has any.
     arguments: dict[str, Any] | None = None
+    #: API 1.1: the reviewer's name as the provider authenticated them (scrubbed, bounded).
+    decided_by: str | None = None
 
 
 @attrs.frozen
@@ -200,6 +202,8 @@ class ApprovalRequest:
     deadline_at: datetime
     decision: Decision | None = None
     cancelled_at: datetime | None = None
+    #: API 1.1: the names the provider echoes as editable (None: it did not say).
+    editable: tuple[str, ...] | None = None
 
     @property
     def is_pending(self) -> bool:
@@ -230,13 +234,23 @@ def parse_decision(obj: object) -> Decision:
     arguments = obj.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
         raise WireError("'decision.arguments' is not an object")
+    decided_by = obj.get("decided_by")
     return Decision(
         status=status,
         note=note,
         decided_at=decided_at,
         expires_at=expires_at,
         arguments=arguments,
+        # Only ever quoted (events, logs): anything but a string is no name at all.
+        decided_by=safe_text(decided_by, QUOTE_LIMIT) if isinstance(decided_by, str) else None,
     )
+
+
+def _editable(value: object) -> tuple[str, ...] | None:
+    """An echoed ``editable``: a list of strings, else None (no edit can be trusted)."""
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        return None
+    return tuple(value)
 
 
 def parse_request(obj: object) -> ApprovalRequest:
@@ -268,6 +282,7 @@ def parse_request(obj: object) -> ApprovalRequest:
         cancelled_at=(
             None if cancelled_raw is None else parse_timestamp(cancelled_raw, field="cancelled_at")
         ),
+        editable=_editable(obj.get("editable")),
     )
 
 
@@ -281,6 +296,8 @@ def decision_to_json(decision: Decision) -> dict[str, Any]:
         out["expires_at"] = format_timestamp(decision.expires_at)
     if decision.arguments is not None:
         out["arguments"] = decision.arguments
+    if decision.decided_by is not None:
+        out["decided_by"] = decision.decided_by
     return out
 
 
@@ -299,6 +316,8 @@ def request_to_json(request: ApprovalRequest) -> dict[str, Any]:
         out["decision"] = decision_to_json(request.decision)
     if request.cancelled_at is not None:
         out["cancelled_at"] = format_timestamp(request.cancelled_at)
+    if request.editable:
+        out["editable"] = list(request.editable)
     return out
 
 

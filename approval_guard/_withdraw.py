@@ -17,7 +17,7 @@ from . import _threads
 from ._call import CallState, failure
 from ._client import Answer
 from ._drive import drive_sync
-from ._ops import Blocking, CallGen, Op, Ran
+from ._ops import Blocking, CallGen, Invoke, Op, Ran
 from ._retry import Again, retrying
 from ._verdict import check_echo, original_request, status_in
 from ._wire import CANCELLED, PENDING, ApprovalRequest, parse_request
@@ -259,5 +259,5 @@ def _withdrawing(call: CallState) -> CallGen:
     return Ran(None)  # nothing runs: only the driver's protocol needs an outcome
 
 
-def _no_invoke() -> Any:
+def _no_invoke(op: Invoke) -> Any:
     raise AssertionError("a withdrawal never starts the tool")

@@ -27,9 +27,14 @@ def test_public_surface_is_pinned() -> None:
     assert sorted(ag.__all__) == ag.__all__
     assert ag.__all__ == [
         "ApprovalGuardError",
+        "ApprovalSkipped",
         "ArgumentSerializationError",
+        "ArgumentsEdited",
+        "CallNotRun",
         "Clock",
         "ConfigurationError",
+        "Decided",
+        "Event",
         "Execution",
         "Guard",
         "HarnessCall",
@@ -39,8 +44,12 @@ def test_public_surface_is_pinned() -> None:
         "NotRun",
         "PostgresLedger",
         "Reason",
+        "RequestCreated",
         "SQLiteLedger",
+        "StillWaiting",
         "SystemClock",
+        "ToolFinished",
+        "ToolStarted",
         "harness_call",
         "requires_approval",
     ]

@@ -188,7 +188,8 @@ def test_closing_a_waiting_generator_is_clean(approval_provider: LocalProvider) 
     """A call's rules closed mid-wait (an orphaned generator) end without RuntimeError."""
     guard = make_guard(approval_provider)
     spec = refund_tool(guard, []).__approval_guard__  # type: ignore[attr-defined]
-    plan, _ = guard._plan(spec, ("p", 1), {})
+    plan, _ = guard._plan(spec, ("p", 1), {}, spec.bind(("p", 1), {}))
+    assert isinstance(plan, ops_module.CallPlan)
     gen = wait_module.guarded_call(plan, guard._client, guard.ledger, guard._clock,
                                    guard._policy)
     op = gen.send(None)

@@ -582,7 +582,10 @@ def test_on_not_run_turns_the_outcome_into_what_the_caller_wants(
     ran: list[Any] = []
     tool = make_tool(unit_guard, ran, on_not_run=str)
     fake.script[0] = ("deny", "no")
-    assert "A person denied this call to issue_refund: no" == tool("p", 1)
+    assert (
+        "A person denied this call to issue_refund: no. Do not retry the same call: tell the "
+        "user it was denied, and ask how to go on." == tool("p", 1)
+    )
     fake.script[0] = ("approve", 300)
     assert {"refunded": 2} == tool("p", 2)
 

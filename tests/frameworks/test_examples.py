@@ -12,7 +12,10 @@ from tests.frameworks._require import require_framework
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-DENIED = "denied: A person denied this call to issue_refund: refunds over 40 GBP need a manager"
+DENIED = (
+    "denied: A person denied this call to issue_refund: refunds over 40 GBP need a manager. "
+    "Do not retry the same call: tell the user it was denied, and ask how to go on."
+)
 REVIEWER_SAW = "reviewer saw: {'amount': 4900, 'payment_id': 'payment_123'}"
 
 CASES = {

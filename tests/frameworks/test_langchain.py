@@ -129,6 +129,9 @@ def test_tool_runs_after_approval(
     assert {"payment_id": "p_1", "amount": 4900, "currency": "GBP"} == request.arguments
 
 
+DENIED_ADVICE = "Do not retry the same call: tell the user it was denied, and ask how to go on."
+
+
 def test_not_run_comes_back_as_a_readable_tool_message(
     approval_provider: LocalProvider, guard: ag.Guard, flavour: Flavour
 ) -> None:
@@ -137,7 +140,7 @@ def test_not_run_comes_back_as_a_readable_tool_message(
     ran: list[str] = []
     name, message = flavour.agent_calls(guard, ran)
     assert (
-        f"A person denied this call to {name}: refunds over 40 GBP need a manager"
+        f"A person denied this call to {name}: refunds over 40 GBP need a manager. {DENIED_ADVICE}"
         == message.content
     )
     assert "call_1" == message.tool_call_id

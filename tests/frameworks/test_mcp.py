@@ -20,6 +20,9 @@ from mcp.types import CallToolResult, TextContent  # noqa: E402
 import approval_guard as ag  # noqa: E402
 from approval_guard.testing import LocalProvider, approve_after, deny_after  # noqa: E402
 
+DENIED_ADVICE = "Do not retry the same call: tell the user it was denied, and ask how to go on."
+DENIED_TEXT = f"A person denied this call to issue_refund: not this customer. {DENIED_ADVICE}"
+
 
 def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
     """Refund part of a payment; amount is in minor units."""
@@ -101,9 +104,8 @@ def test_not_run_comes_back_as_text_content(
     result = _call(server, fn.__name__, {"payment_id": "p_1", "amount": 4900})
     assert not result.is_error
     # MCP sends every non-str return value as JSON text: here, the message as a JSON string.
-    assert f"A person denied this call to {fn.__name__}: not this customer" == json.loads(
-        _text(result)
-    )
+    expected = f"A person denied this call to {fn.__name__}: not this customer. {DENIED_ADVICE}"
+    assert expected == json.loads(_text(result))
 
 
 def test_structured_output_cannot_carry_a_not_run(
@@ -146,7 +148,7 @@ def test_on_not_run_str_gives_plain_text(approval_provider: LocalProvider, guard
     server = _server(guarded, structured_output=False)
     result = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 4900})
     assert not result.is_error
-    assert "A person denied this call to issue_refund: not this customer" == _text(result)
+    assert DENIED_TEXT == _text(result)
 
 
 def _as_tool_result(not_run: ag.NotRun) -> CallToolResult:
@@ -163,7 +165,7 @@ def test_structured_tools_carry_a_not_run_as_a_tool_error_with_its_message(
     approval_provider.policy = deny_after(0.05, "not this customer")
     denied = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 1})
     assert denied.is_error
-    assert "A person denied this call to issue_refund: not this customer" == _text(denied)
+    assert DENIED_TEXT == _text(denied)
     approval_provider.policy = approve_after(0.05)
     ran = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 1})
     assert not ran.is_error

@@ -26,6 +26,9 @@ class Deps:
     user = "ann"
 
 
+DENIED_ADVICE = "Do not retry the same call: tell the user it was denied, and ask how to go on."
+
+
 def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> str:
     """Refund part of a payment.
 
@@ -101,7 +104,7 @@ def test_not_run_reaches_the_model_as_its_sentence(
     output, sent = _invoke(refund, payment_id="p_1", amount=4900)
     assert isinstance(output, ag.NotRun)
     assert ag.Reason.DENIED == output.reason
-    assert f"A person denied this call to {fn.__name__}: not this customer" == sent
+    assert f"A person denied this call to {fn.__name__}: not this customer. {DENIED_ADVICE}" == sent
 
 
 def refund_for_the_user(ctx: RunContextWrapper[Deps], payment_id: str) -> str:

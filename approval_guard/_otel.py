@@ -1,0 +1,136 @@
+"""OpenTelemetry: one span per guarded call, ``approval_guard.call`` (extra ``otel``).
+
+Only ``opentelemetry-api`` is used, and only when it is installed: without it
+nothing is imported and a call is traced by nobody. The span is current while
+the tool runs, so the tool's own spans are its children. Attributes say which
+tool, which request, how it ended and how long it waited; span events mark
+each stage. No argument value is ever put on a span. The status is ERROR only
+when the tool itself raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from ._events import (
+    ApprovalSkipped,
+    ArgumentsEdited,
+    CallNotRun,
+    Decided,
+    Event,
+    RequestCreated,
+    StillWaiting,
+    ToolFinished,
+    ToolStarted,
+)
+
+log = logging.getLogger("approval_guard")
+
+SPAN_NAME = "approval_guard.call"
+_EVENT_NAMES = {
+    ApprovalSkipped: "approval_skipped",
+    RequestCreated: "request_created",
+    StillWaiting: "still_waiting",
+    Decided: "decided",
+    ArgumentsEdited: "arguments_edited",
+    ToolStarted: "tool_started",
+    ToolFinished: "tool_finished",
+    CallNotRun: "call_not_run",
+}
+
+_trace: Any = None
+_looked = False
+
+
+def _api() -> Any:
+    """``opentelemetry.trace``, or None when the extra is not installed (looked up once)."""
+    global _trace, _looked
+    if not _looked:
+        _looked = True
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            return None  # the extra is not installed
+        except Exception:  # a broken install traces nothing rather than breaking calls
+            log.warning("opentelemetry could not be imported", exc_info=True)
+            return None
+        _trace = trace
+    return _trace
+
+
+def tracing() -> bool:
+    """True when ``opentelemetry-api`` is installed (calls then get a span)."""
+    return _api() is not None
+
+
+class CallSpan:
+    """One guarded call's span: fed the call's events, ended with its outcome."""
+
+    __slots__ = ("_clock_start", "_monotonic", "_span", "_waited")
+
+    def __init__(self, span: Any, monotonic: Any) -> None:
+        self._span = span
+        self._monotonic = monotonic
+        self._clock_start = monotonic()
+        self._waited: float | None = None
+
+    def __call__(self, event: Event) -> None:
+        span = self._span
+        attributes: dict[str, Any] = {}
+        if isinstance(event, RequestCreated):
+            span.set_attribute("approval_guard.request_id", event.request_id)
+            if event.provider_request_id is not None:
+                span.set_attribute("approval_guard.provider_request_id", event.provider_request_id)
+        elif isinstance(event, StillWaiting):
+            attributes["approval_guard.seconds_left"] = round(event.seconds_left, 3)
+        elif isinstance(event, Decided):
+            attributes["approval_guard.status"] = event.status
+            if event.decided_by is not None:
+                attributes["approval_guard.decided_by"] = event.decided_by
+        elif isinstance(event, ArgumentsEdited):
+            # Which names changed, never their values.
+            attributes["approval_guard.changed"] = list(event.changed)
+        elif isinstance(event, ToolStarted):
+            self._waited = self._monotonic() - self._clock_start
+        elif isinstance(event, ToolFinished) and event.error is not None:
+            attributes["approval_guard.error"] = event.error
+        elif isinstance(event, CallNotRun) and event.not_run.request_id is not None:
+            span.set_attribute("approval_guard.request_id", event.not_run.request_id)
+        span.add_event(f"approval_guard.{_EVENT_NAMES[type(event)]}", attributes)
+
+    def end(self, outcome: str, error: BaseException | None = None) -> None:
+        """``outcome``: "ran", "skipped" or a Reason's value; ``error``: the tool's exception."""
+        trace = _trace
+        span = self._span
+        waited = self._waited if self._waited is not None else self._monotonic() - self._clock_start
+        span.set_attribute("approval_guard.outcome", outcome)
+        span.set_attribute("approval_guard.seconds_waited", round(waited, 6))
+        if error is not None:
+            span.set_attribute("approval_guard.error", type(error).__name__)
+            span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+        span.end()
+
+
+@contextlib.contextmanager
+def call_span(tool: str, monotonic: Any) -> Iterator[CallSpan | None]:
+    """The call's span, current inside the block; None (and nothing done) without the extra."""
+    trace = _api()
+    if trace is None:
+        yield None
+        return
+    try:
+        tracer = trace.get_tracer("approval_guard")
+        span = tracer.start_span(SPAN_NAME, attributes={"approval_guard.tool": tool})
+    except Exception:
+        log.warning("could not start an OpenTelemetry span", exc_info=True)
+        yield None
+        return
+    # The exception is not recorded by use_span: a NotRun is not an error, and a
+    # tool's own exception is recorded by end().
+    with trace.use_span(
+        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    ):
+        yield CallSpan(span, monotonic)
