@@ -32,7 +32,7 @@ from ._events import (
     ToolStarted,
     check_on_event,
 )
-from ._ledger import Ledger, ProviderLedger, default_worker, process_ledger
+from ._ledger import Ledger, LegacyLedger, ProviderLedger, default_worker, process_ledger
 from ._ops import CallGen, CallPlan, Invoke, Ran, Timings
 from ._otel import CallSpan, call_span, tracing
 from ._outcome import NotRun, Reason
@@ -81,7 +81,7 @@ class Guard:
         poll_wait: DurationLike = "30s",
         return_margin: DurationLike = "5s",
         deadline_margin: DurationLike = "5s",
-        ledger: Ledger | None = None,
+        ledger: Ledger | LegacyLedger | None = None,
         allow_insecure_http: bool = False,
         clock: Clock | None = None,
         timings: Timings | None = None,
@@ -105,7 +105,7 @@ class Guard:
             )
         if ledger is None:
             ledger = process_ledger()
-        elif not isinstance(ledger, Ledger):
+        elif not isinstance(ledger, (Ledger, LegacyLedger)):
             raise ConfigurationError(
                 f"ledger must keep the Ledger protocol (claim, finish, fail, ...), "
                 f"not {type(ledger).__name__}"

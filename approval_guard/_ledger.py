@@ -158,6 +158,7 @@ class Ledger(_Rows, Protocol):
         ...
 
 
+@runtime_checkable
 class LegacyLedger(_Rows, Protocol):
     """The :class:`Ledger` contract as it was before ``arguments_digest``.
 

@@ -116,7 +116,12 @@ def redact(arguments: dict[str, Any], how: Paths | RedactFn, key: bytes) -> dict
             raise RedactionFailed(
                 f"the redact function returned a {type(returned).__name__}, not the arguments"
             )
-        hidden: dict[str, Any] = _differences_hidden(arguments, returned, key)
+        try:
+            hidden: dict[str, Any] = _differences_hidden(arguments, returned, key)
+        except Exception as exc:  # it returned something JSON cannot compare (a set, a cycle)
+            raise RedactionFailed(
+                f"the redact function returned values that are not JSON ({type(exc).__name__})"
+            ) from None
         return hidden
     out = dict(arguments)
     for path in how:

@@ -863,3 +863,23 @@ def test_an_edited_number_is_run_exactly_or_not_at_all(
     p.policy = edit_to(ratio=0.25)
     assert "paid" == run(tool, Decimal("1"), 0.5)
     assert (Decimal("1"), 0.25) == got[-1]
+
+
+@pytest.mark.parametrize(
+    "scrub",
+    [
+        pytest.param(lambda args: None, id="returns-none"),
+        pytest.param(lambda args: [args], id="returns-a-list"),
+        pytest.param(lambda args: "redacted!", id="returns-a-string"),
+    ],
+)
+def test_a_redact_function_returning_no_arguments_object_sends_nothing(
+    p: LocalProvider, guard: ag.Guard, scrub: Callable[[Any], Any]
+) -> None:
+    @guard.requires_approval(redact=scrub)
+    def call_api(token: dict[str, Any]) -> None: ...
+
+    out = call_api({"x": "tok_SECRET"})
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
+    assert "SECRET" not in out.to_json()
+    assert [] == p.requests()

@@ -203,6 +203,7 @@ def add_ledger_commands(sub: _SubParsers[argparse.ArgumentParser]) -> None:
     show.add_argument(
         "--limit", type=_limit_arg, default=50, help="how many rows to show (default: 50)"
     )
+    show.add_argument("--json", action="store_true", help="print the executions as JSON")
     show.set_defaults(func=_ledger.cmd_show)
 
     prune = commands.add_parser("prune", parents=[where], help="delete old executions")
