@@ -39,7 +39,9 @@ class RefundTool(Protocol):
 def build(guard: ag.Guard) -> RefundTool:
     """Return ``issue_refund`` guarded by ``guard``: each call waits for a person."""
 
-    @guard.requires_approval(timeout="30m")
+    # The reviewer may correct the amount when approving (the refund then runs
+    # with the amount they set); everything else is read-only on the review page.
+    @guard.requires_approval(timeout="30m", editable=("amount",))
     def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
         """Refund ``amount`` (in minor units: 4900 is 49.00) of ``payment_id``.
 
