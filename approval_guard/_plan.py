@@ -263,11 +263,14 @@ def plan_call(
     clock: Clock,
     worker: str,
     redaction_key: bytes,
+    started: float | None = None,
 ) -> CallPlan | NotRun:
     """One call's plan: its arguments, its request body, its deadlines.
 
     A NotRun when what would be sent cannot be trusted: an argument holds a
     redaction marker's key, or the ``redact`` callable failed. Nothing is sent then.
+    ``started``: when the guarded call began (monotonic), if before now (a ``when``
+    ran first): the harness's limit counts from then.
     """
     if bound is None:
         bound = spec.bind(args, kwargs)
@@ -327,7 +330,8 @@ def plan_call(
     if editable:
         payload["editable"] = list(editable)
     body = dumps(payload)
-    started = clock.monotonic()
+    if started is None:
+        started = clock.monotonic()
 
     def current() -> Any:
         again = to_json_value(spec.bind(args, kwargs))

@@ -18,6 +18,9 @@ import threading
 from collections.abc import Generator
 from typing import Any, Union, cast
 
+import attrs
+
+from ._advice import advice_for
 from ._call import CallState, failure, seconds_text
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
 from ._clock import Clock, ClockSample
@@ -387,11 +390,15 @@ def _give_up_waiting(
     tool = call.plan.tool
     if call.last_status in (APPROVED, DENIED, EXPIRED):
         # Decided (or expired) just as the wait ended: say so, and what we know.
-        return call.not_run(
+        late = call.not_run(
             Reason.NOT_OBTAINED,
             f"No decision reached the call within the time the harness allows, so {tool} "
             f"did not run; the provider now reports the request as {call.last_status}.",
         )
+        if call.last_status == DENIED:
+            # "Nobody denied it" would contradict the sentence before it, and invite a retry.
+            late = attrs.evolve(late, advice=advice_for(Reason.DENIED, call.plan.messages))
+        return late
     if asked is not None:
         return call.not_run(
             Reason.NOT_OBTAINED,

@@ -1,12 +1,12 @@
-"""Adversarial review of issue 11 (when=, redact=, editable=, events, advice): each test a bug found.
+"""Review of issue 11 (when=, redact=, editable=, events, advice): each test is a bug found.
 
 Real HTTP against the local provider, sync and async where the path differs.
 """
 
 from __future__ import annotations
 
-import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,12 +14,25 @@ import pytest
 import approval_guard as ag
 from approval_guard.testing import LocalProvider
 from tests.test_integration import make_guard
-from tests.test_policy import MODES, define, guard, p, refund, run  # noqa: F401 (fixtures)
+from tests.test_policy import MODES, define, refund, run
+
+
+@pytest.fixture
+def p() -> Iterator[LocalProvider]:
+    with LocalProvider() as provider:
+        yield provider
+
+
+@pytest.fixture
+def guard(p: LocalProvider) -> Iterator[ag.Guard]:
+    g = make_guard(p)
+    yield g
+    g.close()
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_forged_marker_refusal_never_carries_the_redacted_secret(
-    p: LocalProvider, guard: ag.Guard, mode: str  # noqa: F811
+    p: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """The NotRun for arguments holding a forged marker shows redacted values, never the secret."""
     events: list[Any] = []
@@ -36,7 +49,7 @@ def test_a_forged_marker_refusal_never_carries_the_redacted_secret(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_redacted_secret_that_is_not_valid_unicode_is_hidden_not_raised(
-    p: LocalProvider, guard: ag.Guard, mode: str  # noqa: F811
+    p: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """A lone surrogate in a redacted value is never sent, so it cannot make the call raise."""
     got: list[Any] = []
@@ -61,7 +74,74 @@ def test_a_redacted_secret_that_is_not_valid_unicode_is_hidden_not_raised(
     [("amount", 1), None, 5, (("amount",),)],
     ids=["mixed", "none", "int", "nested"],
 )
-def test_a_bad_editable_option_raises_value_error(guard: ag.Guard, editable: Any) -> None:  # noqa: F811
+def test_a_bad_editable_option_raises_value_error(guard: ag.Guard, editable: Any) -> None:
     """editable= that is not a collection of names is a ValueError at decoration, not TypeError."""
     with pytest.raises(ValueError, match="editable"):
         guard.requires_approval(editable=editable)(refund([]))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_slow_tool_started_callback_cannot_outlast_the_approval(
+    p: LocalProvider, guard: ag.Guard, mode: str
+) -> None:
+    """The approval's expiry is checked after ToolStarted's callbacks return, not before."""
+    ran: list[Any] = []
+
+    def slow(event: Any) -> None:
+        if isinstance(event, ag.ToolStarted):
+            time.sleep(2.0)
+
+    def policy(provider: LocalProvider, request: Any) -> None:
+        provider.approve(request.id, valid_for=2)
+
+    p.policy = policy
+    tool = define(guard, mode, refund(ran), on_event=slow)
+    out = run(tool, "pay", 1)
+    assert [] == ran
+    assert isinstance(out, ag.NotRun) and ag.Reason.APPROVAL_EXPIRED is out.reason
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_time_spent_in_when_counts_against_the_harness_limit(p: LocalProvider, mode: str) -> None:
+    """A slow when= uses up the harness's time: the wait that follows still ends inside it."""
+    short = make_guard(p, harness_limit="3s", return_margin="1s", deadline_margin="1s")
+    ran: list[Any] = []
+
+    def when(args: Any) -> bool:
+        time.sleep(1.5)
+        return True
+
+    out = run(define(short, mode, refund(ran), when=when), "pay", 1)
+    short.close()
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
+    assert "Too little of the harness's time limit" in out.message
+    assert [] == p.requests() and [] == ran
+
+
+def test_a_late_denial_is_not_advised_as_nobody_denied_it(p: LocalProvider) -> None:
+    """A request reported denied as the wait ends is never advised "nobody denied it"."""
+    from approval_guard.testing import deny_after
+    from tests.test_policy import RewritingProxy
+
+    def pending(obj: dict[str, Any]) -> None:
+        obj["status"] = "pending"
+        obj.pop("decision", None)
+
+    p.policy = deny_after(0.0, "no")
+    proxy = RewritingProxy(p.url, pending)
+    proxied = make_guard(
+        p,
+        base_url=proxy.url,
+        allow_insecure_http=True,
+        harness_limit="4s",
+        return_margin="1s",
+        deadline_margin="1s",
+    )
+    try:
+        out = run(define(proxied, "sync", refund([])), "pay", 1)
+    finally:
+        proxied.close()
+        proxy.close()
+    assert isinstance(out, ag.NotRun)
+    assert "denied" in out.message
+    assert "Nobody denied it" not in str(out)
