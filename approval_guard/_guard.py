@@ -433,7 +433,10 @@ def _finished(
 ) -> None:
     if emit:
         emit(ToolFinished(tool=spec.name, error=None if exc is None else type(exc).__name__))
-    _ended(span, outcome if exc is None else "raised", exc)
+    if exc is None:
+        _ended(span, outcome, None)
+    else:  # as on the approved path: a cancelled task is interrupted, not an error
+        _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
 
 
 def _ended(span: CallSpan | None, outcome: str, exc: BaseException | None) -> None:

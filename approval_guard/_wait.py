@@ -11,6 +11,7 @@ go through the one loop in :mod:`._retry`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
 import math
@@ -249,8 +250,10 @@ class _Poll:
                 ArgumentsEdited(
                     tool=tool,
                     request_id=request.id,
-                    before=call.plan.arguments,
-                    after=edit.after,
+                    # Copies: a callback that scrubs its event must not change what
+                    # later checks compare with, or the record's digest of what ran.
+                    before=copy.deepcopy(call.plan.arguments),
+                    after=copy.deepcopy(edit.after),
                     changed=edit.changed,
                 )
             )

@@ -5,6 +5,8 @@ Real HTTP against the local provider, sync and async where the path differs.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 import approval_guard as ag
+from approval_guard._json import canonical_json
 from approval_guard.testing import LocalProvider
 from tests.test_integration import make_guard
 from tests.test_policy import MODES, define, refund, run
@@ -145,3 +148,62 @@ def test_a_late_denial_is_not_advised_as_nobody_denied_it(p: LocalProvider) -> N
     assert isinstance(out, ag.NotRun)
     assert "denied" in out.message
     assert "Nobody denied it" not in str(out)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_callback_that_changes_an_event_cannot_change_the_record(
+    p: LocalProvider, guard: ag.Guard, mode: str
+) -> None:
+    """Events hold copies: a callback scrubbing ArgumentsEdited leaves the record's digest true."""
+    from tests.test_policy import edit_to
+
+    def scrub(event: Any) -> None:
+        if isinstance(event, ag.ArgumentsEdited):
+            event.after["amount"] = 1
+            event.before.clear()
+
+    ran: list[Any] = []
+    p.policy = edit_to(amount=2500)
+    tool = define(guard, mode, refund(ran), editable=("amount",), on_event=scrub)
+    assert {"refunded": 2500, "currency": "GBP"} == run(tool, "pay_1", 4900)
+    (request,) = p.requests()
+    row = guard.ledger.get(request.id)
+    assert row is not None
+    ran_json = {"payment_id": "pay_1", "amount": 2500, "currency": "GBP"}
+    assert hashlib.sha256(canonical_json(ran_json).encode()).hexdigest() == row.arguments_digest
+
+
+@pytest.fixture
+def exporter() -> Iterator[Any]:
+    from tests.test_otel import _EXPORTER
+
+    _EXPORTER.clear()
+    yield _EXPORTER
+    _EXPORTER.clear()
+
+
+def test_a_cancelled_tool_on_the_when_false_path_is_no_error_span(
+    p: LocalProvider, guard: ag.Guard, exporter: Any
+) -> None:
+    """Only a tool's own exception is an ERROR span: a cancelled task is not one, skipped or not."""
+    from opentelemetry.trace import StatusCode
+
+    started = asyncio.Event()
+
+    async def slow(amount: int) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    tool = guard.requires_approval(when=lambda args: False)(slow)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(tool(1))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "approval_guard.call"]
+    assert StatusCode.ERROR is not span.status.status_code
+    assert "interrupted" == span.attributes["approval_guard.outcome"]
