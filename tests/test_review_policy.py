@@ -207,3 +207,15 @@ def test_a_cancelled_tool_on_the_when_false_path_is_no_error_span(
     (span,) = [s for s in exporter.get_finished_spans() if s.name == "approval_guard.call"]
     assert StatusCode.ERROR is not span.status.status_code
     assert "interrupted" == span.attributes["approval_guard.outcome"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_call_that_raises_before_it_is_planned_still_ends_its_span(
+    p: LocalProvider, guard: ag.Guard, mode: str, exporter: Any
+) -> None:
+    """Arguments that cannot be sent raise, as documented, and the call's span is still ended."""
+    tool = define(guard, mode, refund([]))
+    with pytest.raises(ag.ArgumentSerializationError):
+        run(tool, object(), 1)
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "approval_guard.call"]
+    assert "raised" == span.attributes["approval_guard.outcome"]
