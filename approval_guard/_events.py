@@ -82,7 +82,11 @@ class ArgumentsEdited:
 
 @attrs.frozen
 class ToolStarted:
-    """The tool is being called now (``request_id`` None: ``when`` skipped approval)."""
+    """The tool is being called now (``request_id`` None: ``when`` skipped approval).
+
+    The approval's expiry is checked once more after the callbacks return: one
+    that blocks past it is followed by ``CallNotRun`` (``APPROVAL_EXPIRED``) instead.
+    """
 
     tool: str
     request_id: str | None = None

@@ -77,7 +77,6 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
     if refused is not None:
         yield from _release(call, request.id)
         return refused
-    call.emit(ToolStarted(tool=plan.tool, request_id=request.id))
     try:
         value = yield Invoke(edits=None if edit is None else edit.values)
     except GeneratorExit:
@@ -123,6 +122,9 @@ def _last_checks(
     changed = _arguments_changed(call)
     if changed is not None:
         return changed
+    # Reported before the expiry check, not after: a callback that blocks must not
+    # let the tool start on an approval that expired while it ran.
+    call.emit(ToolStarted(tool=tool, request_id=request.id))
     # The very last check before the call.
     now = call.clock.monotonic()
     valid, left = still_valid(expires_at, confirmed, now)

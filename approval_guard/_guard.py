@@ -246,7 +246,12 @@ class Guard:
         return Emitter(sinks) if sinks else NO_EVENTS
 
     def _plan(
-        self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any], bound: dict[str, Any]
+        self,
+        spec: ToolSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        bound: dict[str, Any],
+        started: float | None = None,
     ) -> tuple[CallPlan | NotRun, threading.Event | None]:
         facts = _harness.current()
         settings = CallSettings(
@@ -266,6 +271,7 @@ class Guard:
             clock=self._clock,
             worker=self._worker,
             redaction_key=self._redaction_key,
+            started=started,
         )
         return plan, facts.abandon
 
@@ -276,9 +282,10 @@ class Guard:
         kwargs: dict[str, Any],
         bound: dict[str, Any],
         emit: Emitter,
+        started: float | None = None,
     ) -> tuple[CallGen | NotRun, threading.Event | None]:
         """This call's rules, ready for a driver, and the harness's abandon event."""
-        plan, abandon = self._plan(spec, args, kwargs, bound)
+        plan, abandon = self._plan(spec, args, kwargs, bound, started)
         if isinstance(plan, NotRun):
             return plan, abandon
         gen = guarded_call(
@@ -325,6 +332,8 @@ class Guard:
     ) -> Any:
         emit = self._emitter(spec, span)
         bound = spec.bind(args, kwargs)
+        # A when= may be slow: the harness's limit counts from here, not after it.
+        started = None if spec.when is None else self._clock.monotonic()
         if spec.when is not None and not asks(spec, bound):
             self._skipped(spec, bound, emit)
             try:
@@ -335,7 +344,7 @@ class Guard:
                 raise
             _finished(emit, span, spec, "skipped", None)
             return value
-        gen, abandon = self._rules(spec, args, kwargs, bound, emit)
+        gen, abandon = self._rules(spec, args, kwargs, bound, emit, started)
         if isinstance(gen, NotRun):
             return self._not_run(spec, gen, emit, span)
 
@@ -368,7 +377,9 @@ class Guard:
     ) -> Any:
         emit = self._emitter(spec, span)
         bound = spec.bind(args, kwargs)
+        started = None
         if spec.when is not None:
+            started = self._clock.monotonic()  # the harness's limit counts from here
             ask = await asks_async(spec, bound) if spec.when_async else asks(spec, bound)
             if not ask:
                 self._skipped(spec, bound, emit)
@@ -380,7 +391,7 @@ class Guard:
                     raise
                 _finished(emit, span, spec, "skipped", None)
                 return value
-        gen, abandon = self._rules(spec, args, kwargs, bound, emit)
+        gen, abandon = self._rules(spec, args, kwargs, bound, emit, started)
         if isinstance(gen, NotRun):
             return self._not_run(spec, gen, emit, span)
 
@@ -422,7 +433,10 @@ def _finished(
 ) -> None:
     if emit:
         emit(ToolFinished(tool=spec.name, error=None if exc is None else type(exc).__name__))
-    _ended(span, outcome if exc is None else "raised", exc)
+    if exc is None:
+        _ended(span, outcome, None)
+    else:  # as on the approved path: a cancelled task is interrupted, not an error
+        _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
 
 
 def _ended(span: CallSpan | None, outcome: str, exc: BaseException | None) -> None:

@@ -69,9 +69,10 @@ def tracing() -> bool:
 class CallSpan:
     """One guarded call's span: fed the call's events, ended with its outcome."""
 
-    __slots__ = ("_clock_start", "_monotonic", "_span", "_waited")
+    __slots__ = ("_clock_start", "_monotonic", "_span", "_waited", "ended")
 
     def __init__(self, span: Any, monotonic: Any) -> None:
+        self.ended = False
         self._span = span
         self._monotonic = monotonic
         self._clock_start = monotonic()
@@ -103,6 +104,7 @@ class CallSpan:
 
     def end(self, outcome: str, error: BaseException | None = None) -> None:
         """``outcome``: "ran", "skipped" or a Reason's value; ``error``: the tool's exception."""
+        self.ended = True
         trace = _trace
         span = self._span
         waited = self._waited if self._waited is not None else self._monotonic() - self._clock_start
@@ -133,4 +135,13 @@ def call_span(tool: str, monotonic: Any) -> Iterator[CallSpan | None]:
     with trace.use_span(
         span, end_on_exit=False, record_exception=False, set_status_on_exception=False
     ):
-        yield CallSpan(span, monotonic)
+        call = CallSpan(span, monotonic)
+        try:
+            yield call
+        except BaseException as exc:
+            # Raised before the call could end it (arguments that cannot be sent):
+            # a span never ended is never exported, and the call would vanish from traces.
+            if not call.ended:
+                with contextlib.suppress(Exception):
+                    call.end("raised", exc)
+            raise

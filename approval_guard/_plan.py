@@ -145,7 +145,12 @@ def make_spec(
     redaction = check_redact(redact, signature, left_out, name)
     if isinstance(editable, str):
         raise ConfigurationError("editable must be a collection of parameter names, not a string")
-    editable_names = tuple(sorted(set(editable)))
+    try:
+        editable_names = tuple(sorted(set(editable)))
+    except TypeError:  # not iterable, unhashable items, or names mixed with non-strings
+        raise ConfigurationError(
+            "editable must be a collection of parameter names (strings)"
+        ) from None
     for param in editable_names:
         if param in left_out:
             raise ConfigurationError(
@@ -258,11 +263,14 @@ def plan_call(
     clock: Clock,
     worker: str,
     redaction_key: bytes,
+    started: float | None = None,
 ) -> CallPlan | NotRun:
     """One call's plan: its arguments, its request body, its deadlines.
 
     A NotRun when what would be sent cannot be trusted: an argument holds a
     redaction marker's key, or the ``redact`` callable failed. Nothing is sent then.
+    ``started``: when the guarded call began (monotonic), if before now (a ``when``
+    ran first): the harness's limit counts from then.
     """
     if bound is None:
         bound = spec.bind(args, kwargs)
@@ -270,10 +278,11 @@ def plan_call(
     real = to_json_value(bound)
     if holds_marker_key(real):
         # It would show as a hidden secret on the review page, and the reviewer
-        # would approve a value they never saw.
+        # would approve a value they never saw. The NotRun shows no value: the
+        # unredacted ones may hold a secret.
         return _refused(
             spec,
-            real,
+            {name: None for name in real},
             f"The call's arguments hold an object with the key {REDACTED_KEY!r}, which a "
             f"reviewer would be shown as a hidden secret, so {spec.name} did not run and "
             "nothing was sent for approval.",
@@ -321,7 +330,8 @@ def plan_call(
     if editable:
         payload["editable"] = list(editable)
     body = dumps(payload)
-    started = clock.monotonic()
+    if started is None:
+        started = clock.monotonic()
 
     def current() -> Any:
         again = to_json_value(spec.bind(args, kwargs))

@@ -97,7 +97,10 @@ def redacted_names(redact: Paths | RedactFn | None) -> frozenset[str]:
 
 
 def marker(value: Any, key: bytes) -> dict[str, str]:
-    digest = hmac.new(key, canonical_json(value).encode("utf-8"), hashlib.sha256).hexdigest()
+    # surrogatepass: a hidden value is never sent, so one that is not valid Unicode (a lone
+    # surrogate) is hidden like any other rather than making the call raise with it inside.
+    text = canonical_json(value).encode("utf-8", "surrogatepass")
+    digest = hmac.new(key, text, hashlib.sha256).hexdigest()
     return {REDACTED_KEY: digest[:DIGEST_LENGTH]}
 
 

@@ -11,6 +11,7 @@ go through the one loop in :mod:`._retry`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
 import math
@@ -18,6 +19,9 @@ import threading
 from collections.abc import Generator
 from typing import Any, Union, cast
 
+import attrs
+
+from ._advice import advice_for
 from ._call import CallState, failure, seconds_text
 from ._client import Answer, ProviderClient, RetryPolicy, TransportError
 from ._clock import Clock, ClockSample
@@ -246,8 +250,10 @@ class _Poll:
                 ArgumentsEdited(
                     tool=tool,
                     request_id=request.id,
-                    before=call.plan.arguments,
-                    after=edit.after,
+                    # Copies: a callback that scrubs its event must not change what
+                    # later checks compare with, or the record's digest of what ran.
+                    before=copy.deepcopy(call.plan.arguments),
+                    after=copy.deepcopy(edit.after),
                     changed=edit.changed,
                 )
             )
@@ -387,11 +393,15 @@ def _give_up_waiting(
     tool = call.plan.tool
     if call.last_status in (APPROVED, DENIED, EXPIRED):
         # Decided (or expired) just as the wait ended: say so, and what we know.
-        return call.not_run(
+        late = call.not_run(
             Reason.NOT_OBTAINED,
             f"No decision reached the call within the time the harness allows, so {tool} "
             f"did not run; the provider now reports the request as {call.last_status}.",
         )
+        if call.last_status == DENIED:
+            # "Nobody denied it" would contradict the sentence before it, and invite a retry.
+            late = attrs.evolve(late, advice=advice_for(Reason.DENIED, call.plan.messages))
+        return late
     if asked is not None:
         return call.not_run(
             Reason.NOT_OBTAINED,
