@@ -25,7 +25,8 @@ DEFAULT_ADVICE: Mapping[Reason, str] = {
     ),
     Reason.CANCELLED: "Do not retry it unless the user asks you to.",
     Reason.ALREADY_EXECUTED: (
-        "It has already run once: do not retry it; use the result of the earlier run."
+        "It has already started or run once: do not retry it; check what the earlier run "
+        "did before doing anything else."
     ),
 }
 
@@ -33,6 +34,11 @@ DEFAULT_ADVICE: Mapping[Reason, str] = {
 EDIT_NOT_APPLIED = (
     "A reviewer approved it with changes that could not be applied: do not retry it "
     "unchanged; tell the user and ask what to do."
+)
+
+#: When the call itself is refused before anything is sent (the same call is refused again).
+REFUSED_AS_SENT = (
+    "Do not retry the same call unchanged: it would be refused again; tell the user."
 )
 
 #: The longest advice sentence a tool may set.
@@ -61,11 +67,20 @@ def check_messages(messages: object) -> Mapping[Reason, str]:
     return out
 
 
-def advice_for(reason: Reason, messages: Mapping[Reason, str], *, edit: bool = False) -> str:
-    """The next-step sentence for ``reason``: the tool's own, else the default."""
+def advice_for(
+    reason: Reason, messages: Mapping[Reason, str], *, edit: bool = False, refused: bool = False
+) -> str:
+    """The next-step sentence for ``reason``: the tool's own, else the default.
+
+    ``edit``: a reviewer's edit could not be applied; ``refused``: the call was
+    refused before anything was sent (both ``NOT_OBTAINED``, with their own advice).
+    """
     own = messages.get(reason)
     if own is not None:
         return own
-    if edit and reason is Reason.NOT_OBTAINED:
-        return EDIT_NOT_APPLIED
+    if reason is Reason.NOT_OBTAINED:
+        if edit:
+            return EDIT_NOT_APPLIED
+        if refused:
+            return REFUSED_AS_SENT
     return DEFAULT_ADVICE[reason]

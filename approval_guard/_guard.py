@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from . import _harness
+from ._advice import advice_for
 from ._backoff import RetryPolicy
 from ._client import ProviderClient, check_base_url
 from ._clock import Clock, SystemClock
@@ -335,6 +336,9 @@ class Guard:
         # A when= may be slow: the harness's limit counts from here, not after it.
         started = None if spec.when is None else self._clock.monotonic()
         if spec.when is not None and not asks(spec, bound):
+            gone = _abandoned_already(spec)
+            if gone is not None:
+                return self._not_run(spec, gone, emit, span)
             self._skipped(spec, bound, emit)
             try:
                 with _harness.outside():
@@ -382,6 +386,9 @@ class Guard:
             started = self._clock.monotonic()  # the harness's limit counts from here
             ask = await asks_async(spec, bound) if spec.when_async else asks(spec, bound)
             if not ask:
+                gone = _abandoned_already(spec)
+                if gone is not None:
+                    return self._not_run(spec, gone, emit, span)
                 self._skipped(spec, bound, emit)
                 try:
                     with _harness.outside():
@@ -422,6 +429,20 @@ class Guard:
             emit(CallNotRun(not_run=not_run))
         _ended(span, not_run.reason.value, None)
         return spec.result(not_run)
+
+
+def _abandoned_already(spec: ToolSpec) -> NotRun | None:
+    """A call ``when`` lets run at once still does not start once the harness gave up on it."""
+    abandon = _harness.current().abandon
+    if abandon is None or not abandon.is_set():
+        return None
+    return NotRun(
+        reason=Reason.CANCELLED,
+        message=f"The call to {spec.name} was abandoned by the harness before it could start, "
+        "so it did not run.",
+        tool=spec.name,
+        advice=advice_for(Reason.CANCELLED, spec.messages),
+    )
 
 
 def _tool_error(exc: BaseException) -> bool:

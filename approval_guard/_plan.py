@@ -363,5 +363,5 @@ def _refused(spec: ToolSpec, arguments: dict[str, Any], message: str) -> NotRun:
         message=message,
         tool=spec.name,
         arguments=arguments,
-        advice=advice_for(Reason.NOT_OBTAINED, spec.messages),
+        advice=advice_for(Reason.NOT_OBTAINED, spec.messages, refused=True),
     )

@@ -120,7 +120,8 @@ def redact(arguments: dict[str, Any], how: Paths | RedactFn, key: bytes) -> dict
                 f"the redact function returned a {type(returned).__name__}, not the arguments"
             )
         try:
-            hidden: dict[str, Any] = _differences_hidden(arguments, returned, key)
+            # A dict subclass (an OrderedDict) is read as the plain dict it holds.
+            hidden: dict[str, Any] = _differences_hidden(arguments, dict(returned), key)
         except Exception as exc:  # it returned something JSON cannot compare (a set, a cycle)
             raise RedactionFailed(
                 f"the redact function returned values that are not JSON ({type(exc).__name__})"

@@ -883,3 +883,28 @@ def test_a_redact_function_returning_no_arguments_object_sends_nothing(
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
     assert "SECRET" not in out.to_json()
     assert [] == p.requests()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_when_false_still_honours_an_abandoned_call(
+    p: LocalProvider, guard: ag.Guard, mode: str
+) -> None:
+    ran: list[Any] = []
+    tool = define(guard, mode, refund(ran), when=lambda args: False)
+    gone = threading.Event()
+    gone.set()
+    with ag.harness_call(idempotency_key="k_gone", abandon=gone):
+        out = run(tool, "pay", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED is out.reason
+    assert [] == ran and [] == p.requests()
+
+
+def test_a_refused_call_tells_the_model_not_to_retry_it_unchanged(
+    p: LocalProvider, guard: ag.Guard
+) -> None:
+    @guard.requires_approval()
+    def transfer(to: dict[str, Any]) -> None: ...
+
+    out = transfer({"$redacted": "0123456789ab"})
+    assert isinstance(out, ag.NotRun)
+    assert "Do not retry the same call unchanged" in str(out)
