@@ -147,11 +147,13 @@ def check_on_event(on_event: OnEvent | None) -> OnEvent | None:
 class Emitter:
     """One call's event sinks: each event goes to every sink, in order, never raising."""
 
-    __slots__ = ("_failed", "_sinks")
+    __slots__ = ("_failed", "_sinks", "values")
 
-    def __init__(self, sinks: Sequence[OnEvent]) -> None:
+    def __init__(self, sinks: Sequence[OnEvent], *, values: bool = True) -> None:
         self._sinks = tuple(sinks)
         self._failed = False
+        #: Some sink may read argument values (a user's callback; a span never does).
+        self.values = values
 
     def __bool__(self) -> bool:
         return bool(self._sinks)

@@ -244,7 +244,10 @@ class Guard:
 
     def _emitter(self, spec: ToolSpec, span: CallSpan | None) -> Emitter:
         sinks = [sink for sink in (self._on_event, spec.on_event, span) if sink is not None]
-        return Emitter(sinks) if sinks else NO_EVENTS
+        if not sinks:
+            return NO_EVENTS
+        # A span never shows argument values: events only it sees need not carry them.
+        return Emitter(sinks, values=self._on_event is not None or spec.on_event is not None)
 
     def _plan(
         self,
@@ -306,7 +309,8 @@ class Guard:
         if log.isEnabledFor(logging.INFO):
             log.info("approval not needed for %s (when= returned False): running it now", spec.name)
         if emit:
-            emit(ApprovalSkipped(tool=spec.name, arguments=self._shown(spec, bound)))
+            shown = self._shown(spec, bound) if emit.values else {}
+            emit(ApprovalSkipped(tool=spec.name, arguments=shown))
             emit(ToolStarted(tool=spec.name))
 
     def _shown(self, spec: ToolSpec, bound: dict[str, Any]) -> dict[str, Any]:

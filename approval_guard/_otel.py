@@ -42,12 +42,13 @@ _EVENT_NAMES = {
 }
 
 _trace: Any = None
+_tracer: Any = None
 _looked = False
 
 
 def _api() -> Any:
     """``opentelemetry.trace``, or None when the extra is not installed (looked up once)."""
-    global _trace, _looked
+    global _trace, _tracer, _looked
     if not _looked:
         _looked = True
         try:
@@ -58,6 +59,8 @@ def _api() -> Any:
             log.warning("opentelemetry could not be imported", exc_info=True)
             return None
         _trace = trace
+        # One tracer for the process: the API's proxy tracer follows a provider set later.
+        _tracer = trace.get_tracer("approval_guard")
     return _trace
 
 
@@ -124,10 +127,14 @@ def call_span(tool: str, monotonic: Any) -> Iterator[CallSpan | None]:
         yield None
         return
     try:
-        tracer = trace.get_tracer("approval_guard")
-        span = tracer.start_span(SPAN_NAME, attributes={"approval_guard.tool": tool})
+        span = _tracer.start_span(SPAN_NAME, attributes={"approval_guard.tool": tool})
     except Exception:
         log.warning("could not start an OpenTelemetry span", exc_info=True)
+        yield None
+        return
+    if not span.is_recording():
+        # No SDK (or a sampler said no): nothing would be kept, so nothing more is done.
+        span.end()
         yield None
         return
     # The exception is not recorded by use_span: a NotRun is not an error, and a

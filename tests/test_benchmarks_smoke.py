@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ["latency", "requests_per_approval", "overhead", "scale", "provider_alone"]
+NAMES = ["latency", "requests_per_approval", "overhead", "scale", "provider_alone", "policy"]
 
 
 def test_benchmarks_run_in_quick_mode(tmp_path: Path) -> None:
@@ -25,3 +25,19 @@ def test_benchmarks_run_in_quick_mode(tmp_path: Path) -> None:
         result = json.loads((tmp_path / f"{name}.json").read_text())
         assert result["quick"] is True
     assert "| " in (tmp_path / "latest.md").read_text()
+
+
+def test_the_policy_benchmark_gives_positive_figures(tmp_path: Path) -> None:
+    """The when=False and redaction figures exist and are real measurements."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "policy", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert 0 == done.returncode, done.stdout[-2000:] + done.stderr[-2000:]
+    figures = json.loads((tmp_path / "policy.json").read_text())["figures"]
+    assert figures["bare_seconds_per_call"] > 0
+    for name in ("no_otel_repeats_us", "plan_repeats_us"):
+        assert all(t > 0 for times in figures[name].values() for t in times)

@@ -908,3 +908,18 @@ def test_a_refused_call_tells_the_model_not_to_retry_it_unchanged(
     out = transfer({"$redacted": "0123456789ab"})
     assert isinstance(out, ag.NotRun)
     assert "Do not retry the same call unchanged" in str(out)
+
+
+@pytest.mark.parametrize(
+    "value", [0, -7, 10**40, True, False, None, "x", "é\u2028", 1.5, [1, "a"], {"b": None}]
+)
+def test_a_marker_digests_the_values_canonical_json(value: Any) -> None:
+    """The scalar fast path gives the digest of the value's canonical JSON, like any value."""
+    import hmac as _hmac
+
+    from approval_guard._redact import marker
+
+    key = b"k" * 32
+    text = canonical_json(value).encode("utf-8")
+    expected = _hmac.new(key, text, hashlib.sha256).hexdigest()[:12]
+    assert {"$redacted": expected} == marker(value, key)
