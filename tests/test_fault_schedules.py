@@ -9,12 +9,41 @@ of range, two-digit, or an hour stale or ahead), a reviewer's action (approve,
 approve already expired, deny, cancel at the provider, nothing) at a random
 moment, a provider clock up to ten minutes off, a small harness limit, and
 sometimes an abandonment; a batch is drawn with or without ``HTTP_PROXY`` and
-``ALL_PROXY`` pointing at a trap. About half the schedules are drawn on the
-approved path (a timely approval, only faults a call can ride out), so that at
-least a third end with the approval used. Whatever happens, these hold:
+``ALL_PROXY`` pointing at a trap.
 
-- the tool runs at most once, only after an approval of exactly the arguments
-  sent, and before that approval's ``expires_at`` by the provider's clock;
+Each schedule also draws the tool's policy (:class:`Policy`): a ``when=``
+(none; always True; always False; raises; returns a non-bool such as ``0`` or
+``None``; depends on ``amount``), a ``redact=`` (none; the ``token``
+parameter; the dotted path ``card.number`` into a dict argument) and an
+``editable=`` (none; ``amount`` (int), ``memo`` (str), or both). An approval
+may carry an edit of what the reviewer sees: a valid one of editable
+parameters, one of a non-editable parameter (the provider refuses it, so the
+reviewer's action fails and the call goes on as if nobody acted), or a value
+of the wrong type for an editable one (the provider takes any JSON there; the
+guard must refuse it). The guards share a known ``redaction_key`` so the
+expected markers are computed here, independently.
+
+About half the schedules are drawn on the approved path (a timely approval,
+only faults a call can ride out, a ``when=`` that asks, no edit or a valid
+one), so that at least a third end with the approval used. Whatever happens,
+these hold:
+
+- the tool runs at most once, only after an approval, and before that
+  approval's ``expires_at`` by the provider's clock;
+- the request holds exactly the arguments sent, redacted values as markers,
+  and the editable names the tool declared;
+- a tool that ran after an approval got exactly the caller's arguments (real
+  values behind the markers) with the reviewer's valid edits applied and
+  converted (exact types): never a non-editable change, never a wrong-typed
+  value, and never after an approval whose edit held one;
+- the ledger's ``arguments_digest`` for that approval is the SHA-256 of the
+  canonical JSON of what ran, in the redacted form;
+- when ``when=`` returned exactly False, the tool ran once with the caller's
+  arguments and no create was sent; any other ``when=`` (raising or a
+  non-bool included) asks: a request exists unless there was no room to ask,
+  a create failed, or the call was abandoned;
+- no redacted real value appears in any request the provider holds (arguments,
+  decision, history) or in the ``NotRun``;
 - ``DENIED`` only when the reviewer denied;
 - at most one request per logical call, whatever was lost;
 - the call returns within the harness limit;
@@ -28,12 +57,16 @@ create timeout 0.5 s, cancel timeout 1.5 s,
 cancel retry window 1.2 s) so that "a delay past the
 read timeout" costs well under two seconds. Schedules run in batches, each
 schedule of a batch on its own provider at the same time; hypothesis draws
-and shrinks whole batches. Counts go to the terminal summary, and to
+and shrinks whole batches. Counts (outcome ``ran`` is a used approval,
+``ran_without_asking`` a ``when=`` that said no) go to the terminal summary, and to
 ``benchmarks/results/fault_schedules.json`` when APPROVAL_GUARD_RECORD_RESULTS=1.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -54,6 +87,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import approval_guard as ag
+from approval_guard._json import canonical_json
 from approval_guard._wire import (
     APPROVED,
     CANCELLED,
@@ -62,7 +96,7 @@ from approval_guard._wire import (
     ApprovalRequest,
     format_http_date,
 )
-from approval_guard.provider._store import NotPendingError
+from approval_guard.provider._store import InvalidEdit, NotPendingError
 from approval_guard.testing import LocalProvider, Timings
 
 BATCH = 30  # schedules per hypothesis example, run at once on BATCH providers
@@ -82,6 +116,8 @@ DELAYS = {
     "poll": POLL_WAIT + READ_SLACK + 0.1,
     "cancel": CANCEL_TIMEOUT + 0.1,
 }
+#: The guards' redaction key, known here so the expected markers are computed independently.
+REDACTION_KEY = b"fault-schedules-redaction-key-32"
 RESULTS = Path(__file__).parent.parent / "benchmarks" / "results" / "fault_schedules.json"
 
 # --------------------------------------------------------------------------- schedules
@@ -130,6 +166,110 @@ FAULT = st.one_of(
 )
 
 
+#: The caller's arguments other than ``case`` and the secrets (fresh per schedule).
+MEMO = "refund for order 1"
+HOLDER = "Ada"
+#: ``when=`` configurations: what the predicate does with the bound arguments.
+WHEN_KINDS = ("none", "true", "false", "raises", "nonbool", "depends")
+#: What a ``"nonbool"`` predicate returns: truthy or falsy, never exactly a bool.
+NON_BOOLS: tuple[object, ...] = (0, 1, None, "no", [])
+#: ``"depends"`` asks for this amount and up (and says exactly False below it).
+ASK_FROM = 5000
+REDACTS = ((), ("token",), ("card.number",))
+EDITABLES = ((), ("amount",), ("memo",), ("amount", "memo"))
+#: A reviewer's valid new values, each different from what the caller sent.
+VALID_EDITS: dict[str, tuple[Any, ...]] = {
+    "amount": (2500, 0, 123456789012),
+    "memo": ("agreed by phone", "", "ünïcode ✓"),
+}
+#: JSON the provider accepts for an editable name but that is not the parameter's type.
+WRONG_TYPED_EDITS: dict[str, tuple[Any, ...]] = {
+    "amount": ("2500", 2500.0, 25.5, True, None, [2500]),
+    "memo": (7, None, True, ["agreed"], {"text": "agreed"}),
+}
+#: A change to each parameter when it is not editable (the provider refuses it).
+NON_EDITABLE_EDITS: dict[str, Any] = {
+    "amount": 1,
+    "memo": "changed",
+    "token": "changed",
+    "card": {"holder": "Mallory", "number": "0"},
+}
+
+
+@attrs.frozen
+class Policy:
+    """The tool's ``when``/``redact``/``editable`` options and the reviewer's edit."""
+
+    when: tuple[Any, ...]  # (kind,) or ("nonbool", what it returns)
+    amount: int  # the caller's amount
+    redact: tuple[str, ...]
+    editable: tuple[str, ...]
+    edit: str  # none / valid / wrong_type / non_editable
+    changes: tuple[tuple[str, Any], ...]  # name -> new JSON value, as the reviewer sets it
+
+    @property
+    def skips(self) -> bool:
+        """``when`` returns exactly False: the tool runs at once, nothing is asked."""
+        kind = self.when[0]
+        return kind == "false" or (kind == "depends" and self.amount < ASK_FROM)
+
+    def predicate(self) -> Any:
+        kind = self.when[0]
+        if kind == "none":
+            return None
+        if kind == "true":
+            return lambda args: True
+        if kind == "false":
+            return lambda args: False
+        if kind == "raises":
+            return _unreachable_policy
+        if kind == "nonbool":
+            value = self.when[1]
+            return lambda args: value
+        return lambda args: args["amount"] >= ASK_FROM
+
+
+def _unreachable_policy(args: Any) -> bool:
+    raise RuntimeError("the policy service is unreachable")
+
+
+@st.composite
+def policies(draw: st.DrawFn, *, approved: bool) -> Policy:
+    """A policy; ``approved``: one that asks, and an edit (if any) the guard should run."""
+    kind = draw(st.sampled_from([k for k in WHEN_KINDS if not (approved and k == "false")]))
+    when = (kind, draw(st.sampled_from(NON_BOOLS))) if kind == "nonbool" else (kind,)
+    amount = ASK_FROM + 100 if approved else draw(st.sampled_from([4900, ASK_FROM + 100]))
+    editable = draw(st.sampled_from(EDITABLES))
+    edits = ["none"]
+    if editable:
+        edits += ["valid", "valid"] + ([] if approved else ["wrong_type"])
+    if not approved:
+        edits.append("non_editable")
+    edit = draw(st.sampled_from(edits))
+    changes: dict[str, Any] = {}
+    if edit == "valid":
+        for name in draw(st.sampled_from([n for n in (editable[:1], editable[1:], editable) if n])):
+            changes[name] = draw(st.sampled_from(VALID_EDITS[name]))
+    elif edit == "wrong_type":
+        name = draw(st.sampled_from(editable))
+        changes[name] = draw(st.sampled_from(WRONG_TYPED_EDITS[name]))
+        others = [n for n in editable if n != name]
+        beside = draw(st.booleans())  # beside a valid edit: the whole edit is refused
+        if others and beside:
+            changes[others[0]] = draw(st.sampled_from(VALID_EDITS[others[0]]))
+    elif edit == "non_editable":
+        name = draw(st.sampled_from([n for n in NON_EDITABLE_EDITS if n not in editable]))
+        changes[name] = NON_EDITABLE_EDITS[name]
+    return Policy(
+        when=when,
+        amount=amount,
+        redact=draw(st.sampled_from(REDACTS)),
+        editable=editable,
+        edit=edit,
+        changes=tuple(sorted(changes.items())),
+    )
+
+
 @attrs.frozen
 class Schedule:
     creates: tuple[tuple[Any, ...], ...]  # what happens to the 1st, 2nd, ... create
@@ -141,6 +281,7 @@ class Schedule:
     clock_offset: float  # seconds the provider's clock is ahead
     limit: float
     abandon_after: float | None
+    policy: Policy
 
 
 GENERAL = st.builds(
@@ -155,6 +296,7 @@ GENERAL = st.builds(
     # 1.5 s is too little to ask at all (margins 2 s): nothing may be created.
     limit=st.sampled_from([1.5, 3.0, 3.0, 3.5, 4.0]),
     abandon_after=st.one_of(st.none(), st.none(), st.none(), st.sampled_from([0.0, 0.3, 1.0])),
+    policy=policies(approved=False),
 )
 #: Faults a call can ride out and still use its approval (one each at most, so
 #: retries fit in the limit): the approved path under hostile headers and loss.
@@ -181,6 +323,7 @@ APPROVED_PATH = st.builds(
     clock_offset=st.sampled_from([0.0, -600.0, -2.0, 2.0, 600.0]),
     limit=st.sampled_from([3.5, 4.0]),
     abandon_after=st.none(),
+    policy=policies(approved=True),
 )
 SCHEDULE = st.one_of(APPROVED_PATH, GENERAL)
 
@@ -220,6 +363,9 @@ class Tally:
     outcomes: Counter[str] = attrs.Factory(Counter)
     decisions: Counter[str] = attrs.Factory(Counter)
     abandoned: int = 0
+    ran_with_edit: int = 0
+    edits: Counter[str] = attrs.Factory(Counter)
+    policies: Counter[str] = attrs.Factory(Counter)
     proxied: int = 0
     longest_overrun: float = -math.inf
     seconds: float = 0.0
@@ -281,6 +427,9 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
         "outcomes": dict(sorted(counts.outcomes.items())),
         "reviewer_acted_before_the_call_returned": dict(sorted(counts.decisions.items())),
         "abandoned": counts.abandoned,
+        "ran_with_an_edit": counts.ran_with_edit,
+        "edits_approved_or_tried": dict(sorted(counts.edits.items())),
+        "policies": dict(sorted(counts.policies.items())),
         "with_proxy_variables_set": counts.proxied,
         "worst_return_vs_limit_seconds": round(counts.longest_overrun, 3),
         "seconds": round(counts.seconds, 1),
@@ -305,6 +454,7 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
         f"{sum(counts.faults.values())} faults injected "
         f"({', '.join(f'{k} {v}' for k, v in sorted(counts.faults.items()))}), "
         f"outcomes {dict(sorted(counts.outcomes.items()))}, "
+        f"{counts.ran_with_edit} ran with an edit, "
         f"violations: {len(counts.violations)}"
     )
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -340,6 +490,7 @@ def benches() -> Iterator[list[Bench]]:
                     return_margin=RETURN_MARGIN,
                     deadline_margin=DEADLINE_MARGIN,
                     timings=timings,
+                    redaction_key=REDACTION_KEY,
                 ),
             )
             for p in providers
@@ -350,6 +501,29 @@ def benches() -> Iterator[list[Bench]]:
 
 
 # --------------------------------------------------------------------------- one schedule
+
+
+def _marker(value: Any) -> dict[str, str]:
+    """The marker the guard must send for ``value``: HMAC-SHA256 under REDACTION_KEY, 12 hex."""
+    digest = hmac.new(REDACTION_KEY, canonical_json(value).encode(), hashlib.sha256)
+    return {"$redacted": digest.hexdigest()[:12]}
+
+
+def _at(arguments: dict[str, Any], path: str) -> Any:
+    value: Any = arguments
+    for part in path.split("."):
+        value = value[part]
+    return value
+
+
+def _as_sent(real: dict[str, Any], redact: tuple[str, ...]) -> dict[str, Any]:
+    """``real`` as the provider must see it: each redacted path a marker of its real value."""
+    sent = copy.deepcopy(real)
+    for path in redact:
+        *parents, last = path.split(".")
+        holder = _at(sent, ".".join(parents)) if parents else sent
+        holder[last] = _marker(holder[last])
+    return sent
 
 
 def _find(provider: LocalProvider, case: str) -> list[ApprovalRequest]:
@@ -371,11 +545,14 @@ def _decide(
             time.sleep(0.01)
     if returned.wait(schedule.decide_after):
         return None  # the call is over: nobody acts on it any more
+    # An edit is made on what the reviewer sees: redacted values stay markers.
+    changes = dict(schedule.policy.changes)
+    edited = {**request.arguments, **changes} if changes else None
     try:
         if schedule.decision == "approve":
-            provider.approve(request.id, valid_for=schedule.valid_for)
+            provider.approve(request.id, valid_for=schedule.valid_for, arguments=edited)
         elif schedule.decision == "approve_expired":
-            provider.approve(request.id, valid_for=-schedule.valid_for)
+            provider.approve(request.id, valid_for=-schedule.valid_for, arguments=edited)
         elif schedule.decision == "deny":
             provider.deny(request.id, note="no")
         elif schedule.decision == "cancel":
@@ -384,6 +561,8 @@ def _decide(
             return None
     except NotPendingError:
         return None  # expired or withdrawn first
+    except InvalidEdit:
+        return "edit_refused"  # the provider refused the edit: as if nobody acted
     return schedule.decision
 
 
@@ -398,11 +577,37 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
     _queue(provider, "poll", schedule.polls)
     _queue(provider, "cancel", schedule.cancels)
 
+    policy = schedule.policy
+    # Fresh secrets each schedule, in forms no id, digest or timestamp can contain.
+    number = uuid.uuid4().int
+    real: dict[str, Any] = {
+        "case": case,
+        "amount": policy.amount,
+        "memo": MEMO,
+        "token": f"sk_live_{uuid.uuid4().hex}",
+        "card": {
+            "holder": HOLDER,
+            "number": "4111-" + "-".join(f"{number // 10**k % 10**4:04d}" for k in (0, 4, 8)),
+        },
+    }
+    sent = _as_sent(real, policy.redact)
+    secrets = [_at(real, path) for path in policy.redact]
+    changes = dict(policy.changes)
     runs: list[datetime] = []
+    received: list[dict[str, Any]] = []
 
-    @guard.requires_approval(timeout="30m", tool="fault_tool")
-    def fault_tool(case: str, amount: int) -> str:
+    @guard.requires_approval(
+        timeout="30m",
+        tool="fault_tool",
+        when=policy.predicate(),
+        redact=policy.redact or None,
+        editable=policy.editable,
+    )
+    def fault_tool(case: str, amount: int, memo: str, token: str, card: dict[str, str]) -> str:
         runs.append(provider.store.now())  # the provider's clock, as the tool starts
+        received.append(
+            {"case": case, "amount": amount, "memo": memo, "token": token, "card": dict(card)}
+        )
         return "ran"
 
     returned = threading.Event()
@@ -425,7 +630,7 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
         abandoner.start()
     started = time.monotonic()
     with ag.harness_call(limit=schedule.limit, abandon=abandon):
-        out = fault_tool(case, 4900)
+        out = fault_tool(case, policy.amount, MEMO, real["token"], dict(real["card"]))
     elapsed = time.monotonic() - started
     returned.set()
     reviewer.join(5)
@@ -465,25 +670,61 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
         bad.append(f"the tool ran {len(runs)} times")
     if len(stored) > 1:
         bad.append(f"{len(stored)} requests were created for one call")
-    if runs:
+    if request is not None and (
+        request.tool != "fault_tool"
+        or request.arguments != sent
+        or tuple(request.editable or ()) != policy.editable
+    ):
+        bad.append(f"the request is not of the call as sent (redacted): {request}")
+    if policy.skips:
+        # when= said exactly False: the tool runs at once, as called, and nothing is asked.
+        if len(runs) != 1 or out != "ran":
+            bad.append(f"when= returned False, yet the tool ran {len(runs)} times")
+        if received and received[0] != real:
+            bad.append(f"when= returned False, yet the tool got {received[0]}, not {real}")
+        if stored or provider.stats.creates:
+            bad.append(
+                f"when= returned False, yet {provider.stats.creates} creates were sent "
+                f"and {len(stored)} requests exist"
+            )
+    elif runs:
         if out != "ran":
             bad.append(f"the tool ran but the call returned {out!r}")
         if request is None or request.status != APPROVED or action != "approve":
             bad.append(f"the tool ran without an approval (action {action}, {request})")
         else:
             assert request.decision is not None and request.decision.expires_at is not None
-            if request.tool != "fault_tool" or request.arguments != {
-                "case": case,
-                "amount": 4900,
-            }:
-                bad.append(f"the tool ran on an approval of something else: {request}")
             if runs[0] >= request.decision.expires_at:
                 bad.append(
                     f"the tool started at {runs[0]} (provider clock), after the approval "
                     f"expired at {request.decision.expires_at}"
                 )
+            if policy.edit == "wrong_type":
+                bad.append(f"the tool ran after an approval that set a wrong-typed value {changes}")
+            # What a person saw (real values behind the markers), with their valid edits.
+            valid = changes if policy.edit == "valid" else {}
+            expected = {**real, **valid}
+            got = received[0]
+            if got != expected or any(type(got[k]) is not type(v) for k, v in expected.items()):
+                bad.append(f"the tool got {got}, not what the reviewer saw or set: {expected}")
+            row = guard.ledger.get(request.id)
+            digest = hashlib.sha256(canonical_json({**sent, **valid}).encode()).hexdigest()
+            if row is None or row.arguments_digest != digest:
+                bad.append(f"the ledger's arguments_digest is not that of what ran: {row}")
     elif not is_not_run:
         bad.append(f"the tool did not run but the call returned {out!r}")
+    # Asking means a create is sent, unless there was no room to ask or a create failed.
+    room = schedule.limit - RETURN_MARGIN - DEADLINE_MARGIN >= 1
+    if not policy.skips and not stored and room and not used_on["create"] and not abandon.is_set():
+        bad.append(f"when= {policy.when} means ask, yet no request exists and no create failed")
+    if secrets:
+        provider_saw = [repr(r) for r in stored] + [repr(provider.history(r.id)) for r in stored]
+        if any(secret in text for secret in secrets for text in provider_saw):
+            bad.append(f"a value redacted by {policy.redact} reached the provider")
+        if isinstance(out, ag.NotRun) and any(
+            secret in text for secret in secrets for text in (out.to_json(), repr(out))
+        ):
+            bad.append(f"a value redacted by {policy.redact} is in the NotRun")
     if reason == ag.Reason.DENIED and (
         action != "deny" or request is None or request.status != DENIED
     ):
@@ -505,10 +746,12 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
     ):
         # The one excuse: the provider failed every cancel attempt, and a Retry-After
         # of 1 s among them left no room in the cancel's budget for another.
-        sent = provider.stats.cancels
-        excused = sent >= 1 and sent == used_on["cancel"] and ("429", 1) in schedule.cancels
+        cancels = provider.stats.cancels
+        excused = cancels >= 1 and cancels == used_on["cancel"] and ("429", 1) in schedule.cancels
         if not excused:
-            bad.append(f"{reason.value}: request {request.id} left pending (cancels sent: {sent})")
+            bad.append(
+                f"{reason.value}: request {request.id} left pending (cancels sent: {cancels})"
+            )
         if "could not be withdrawn" not in out.message:
             bad.append(f"the message hides that the request stays pending: {out.message!r}")
     if (
@@ -524,8 +767,22 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
     ):
         bad.append(f"NotRun names request {out.request_id}, not the one created")
 
+    if runs:
+        outcome = "ran_without_asking" if policy.skips else "ran"
+    else:
+        outcome = reason.value if reason else "?"
     facts = {
-        "outcome": "ran" if runs else (reason.value if reason else "?"),
+        "outcome": outcome,
+        "edited": outcome == "ran" and bool(changes) and policy.edit == "valid",
+        # The reviewer approved (or tried to) with an edit: which kind.
+        "edit_tried": policy.edit
+        if changes and action in ("approve", "approve_expired", "edit_refused")
+        else None,
+        "policy": [
+            f"when {policy.when[0]}",
+            f"redact {'+'.join(policy.redact) or 'none'}",
+            f"editable {'+'.join(policy.editable) or 'none'}",
+        ],
         "faults": used,
         "action": action or "none",
         "abandoned": abandon.is_set(),
@@ -578,6 +835,10 @@ def test_no_fault_schedule_breaks_the_call_rules(
             tally.outcomes[facts["outcome"]] += 1
             tally.decisions[facts["action"]] += 1
             tally.abandoned += facts["abandoned"]
+            tally.ran_with_edit += facts["edited"]
+            if facts["edit_tried"] is not None:
+                tally.edits[facts["edit_tried"]] += 1
+            tally.policies.update(facts["policy"])
             tally.proxied += proxied
             tally.longest_overrun = max(tally.longest_overrun, facts["overrun"])
         tally.violations.extend(violations)
@@ -589,3 +850,12 @@ def test_at_least_a_third_of_the_schedules_use_an_approval(tally: Tally) -> None
     if tally.schedules == 0:
         pytest.skip("run with the schedules above (this reads their counts)")
     assert tally.outcomes["ran"] * 3 >= tally.schedules, dict(tally.outcomes)
+
+
+def test_the_draw_reaches_edits_skips_and_refused_edits(tally: Tally) -> None:
+    """Some schedules run with an edit or without asking; both kinds of bad edit are tried."""
+    if tally.schedules == 0:
+        pytest.skip("run with the schedules above (this reads their counts)")
+    assert tally.ran_with_edit >= 1, dict(tally.outcomes)
+    assert tally.outcomes["ran_without_asking"] >= 1, dict(tally.outcomes)
+    assert tally.edits["wrong_type"] >= 1 and tally.edits["non_editable"] >= 1, dict(tally.edits)
