@@ -9,15 +9,23 @@ marked ``finished`` or ``failed`` after it, so a crash in between leaves
 Implementations: :class:`MemoryLedger` (one process, here), ``SQLiteLedger``
 (one host, several processes; ``_ledger_sqlite.py``), ``PostgresLedger`` (a
 fleet; ``_ledger_pg.py``). All keep the :class:`Ledger` protocol.
+
+A row also keeps the SHA-256 of the arguments that ran (``arguments_digest``),
+since a reviewer may have edited them; the guard computes it, a ledger only
+stores it. A user's own ledger written before that field existed still works:
+:class:`ProviderLedger` passes the digest only to a ``claim`` that takes it.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 import os
+import re
 import socket
 import threading
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import attrs
 
@@ -27,6 +35,10 @@ STARTED = "started"
 FINISHED = "finished"
 FAILED = "failed"
 STATES = (STARTED, FINISHED, FAILED)
+
+log = logging.getLogger("approval_guard")
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def default_worker() -> str:
@@ -45,22 +57,59 @@ class Execution:
     started_at: datetime
     ended_at: datetime | None = None
     error: str | None = None
+    #: Lowercase hex SHA-256 of the canonical JSON of the arguments that ran; None if
+    #: the row predates digests or its claimer gave none.
+    arguments_digest: str | None = None
 
 
-@runtime_checkable
-class Ledger(Protocol):
-    """The execution record's contract.
+def check_digest(arguments_digest: object) -> str | None:
+    """``arguments_digest`` if it is None or 64 lowercase hex characters; else ValueError.
 
-    ``claim`` is atomic across every process that shares the record: of all
-    the callers claiming one request id, exactly one gets True, ever (until a
-    claim is released). Any failure to reach the record raises
-    :class:`~approval_guard.exceptions.LedgerError`; the guard then does not
-    run the tool.
+    Every ledger checks before it touches its storage, so a malformed digest
+    never reaches a row.
     """
+    if arguments_digest is None:
+        return None
+    if isinstance(arguments_digest, str) and _DIGEST.fullmatch(arguments_digest):
+        return arguments_digest
+    # Say what was wrong with it, not what it was: it could be the arguments themselves.
+    if not isinstance(arguments_digest, str):
+        shape = f"a {type(arguments_digest).__name__}"
+    elif len(arguments_digest) != 64:
+        shape = f"a string of {len(arguments_digest)} characters"
+    else:
+        shape = "a string with characters other than 0-9 and a-f"
+    raise ValueError(
+        f"arguments_digest must be a SHA-256 as 64 lowercase hex characters or None, not {shape}"
+    )
 
-    def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
-        """Record ``started`` for ``request_id`` if nobody has; True if this caller won."""
-        ...
+
+def claim_accepts_digest(ledger: object) -> bool:
+    """Whether ``ledger.claim`` takes an ``arguments_digest`` keyword (or ``**kwargs``).
+
+    A ledger written against the protocol before digests existed does not;
+    False too when the signature cannot be read, so that such a ledger is
+    called the way it was written for.
+    """
+    claim = getattr(ledger, "claim", None)
+    if claim is None:
+        return False
+    try:
+        parameters = inspect.signature(claim).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        or (
+            p.name == "arguments_digest"
+            and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        )
+        for p in parameters
+    )
+
+
+class _Rows(Protocol):
+    """What every execution record does besides ``claim``."""
 
     def finish(self, request_id: str) -> None:
         """Mark a claimed call as ``finished``."""
@@ -87,6 +136,40 @@ class Ledger(Protocol):
         ...
 
 
+@runtime_checkable
+class Ledger(_Rows, Protocol):
+    """The execution record's contract.
+
+    ``claim`` is atomic across every process that shares the record: of all
+    the callers claiming one request id, exactly one gets True, ever (until a
+    claim is released). Any failure to reach the record raises
+    :class:`~approval_guard.exceptions.LedgerError`; the guard then does not
+    run the tool.
+    """
+
+    def claim(
+        self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
+    ) -> bool:
+        """Record ``started`` for ``request_id`` if nobody has; True if this caller won.
+
+        ``arguments_digest`` (None, or 64 lowercase hex characters, else
+        ValueError before anything is written) is stored with the row.
+        """
+        ...
+
+
+class LegacyLedger(_Rows, Protocol):
+    """The :class:`Ledger` contract as it was before ``arguments_digest``.
+
+    A record written against it still works behind :class:`ProviderLedger`
+    (so in a Guard); its rows just do not say which arguments ran.
+    """
+
+    def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
+        """Record ``started`` for ``request_id`` if nobody has; True if this caller won."""
+        ...
+
+
 class MemoryLedger:
     """An in-process execution record: at most once within one process.
 
@@ -101,12 +184,20 @@ class MemoryLedger:
     def __repr__(self) -> str:
         return f"MemoryLedger(rows={len(self._rows)})"
 
-    def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
+    def claim(
+        self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
+    ) -> bool:
+        digest = check_digest(arguments_digest)
         with self._lock:
             if request_id in self._rows:
                 return False
             self._rows[request_id] = Execution(
-                request_id=request_id, tool=tool, state=STARTED, worker=worker, started_at=utcnow()
+                request_id=request_id,
+                tool=tool,
+                state=STARTED,
+                worker=worker,
+                started_at=utcnow(),
+                arguments_digest=digest,
             )
             return True
 
@@ -166,14 +257,20 @@ class ProviderLedger:
     Two providers may both hand out id ``1``; in the underlying record a row is
     keyed ``"<provider URL> <request id>"`` (a URL has no spaces), so their
     calls never share a claim. Through this view the ids are the provider's own.
+
+    A record whose ``claim`` predates ``arguments_digest`` is still called the
+    old way; the digest is then dropped, with one warning.
     """
 
-    def __init__(self, record: Ledger, provider: str) -> None:
+    def __init__(self, record: Ledger | LegacyLedger, provider: str) -> None:
         if any(ch.isspace() for ch in provider):
             raise ValueError("a provider URL has no whitespace")
         self.record = record
         self.provider = provider
         self._prefix = provider + " "
+        self._stores_digest = claim_accepts_digest(record)
+        self._warn_lock = threading.Lock()
+        self._warned = False
 
     def __repr__(self) -> str:
         return repr(self.record)
@@ -187,8 +284,30 @@ class ProviderLedger:
             return None
         return attrs.evolve(row, request_id=row.request_id[len(self._prefix) :])
 
-    def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
+    def claim(
+        self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
+    ) -> bool:
+        digest = check_digest(arguments_digest)
+        if self._stores_digest:
+            # claim_accepts_digest read the signature: this is a Ledger, not a LegacyLedger.
+            return cast(Ledger, self.record).claim(
+                self.key(request_id), tool=tool, worker=worker, arguments_digest=digest
+            )
+        if digest is not None:
+            self._warn_dropped()
         return self.record.claim(self.key(request_id), tool=tool, worker=worker)
+
+    def _warn_dropped(self) -> None:
+        with self._warn_lock:
+            if self._warned:
+                return
+            self._warned = True
+        # The type, not the repr: a user's repr may show a connection string.
+        log.warning(
+            "the execution record %s cannot store argument digests (its claim() takes no "
+            "arguments_digest), so its rows will not say which arguments ran",
+            type(self.record).__name__,
+        )
 
     def finish(self, request_id: str) -> None:
         self.record.finish(self.key(request_id))

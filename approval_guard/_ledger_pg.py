@@ -13,13 +13,17 @@ The table (``approval_guard_executions`` unless told otherwise)::
         worker     text NOT NULL,
         started_at timestamptz NOT NULL,
         ended_at   timestamptz,
-        error      text
+        error      text,
+        arguments_digest text
     );
     CREATE INDEX approval_guard_executions_started_at ON approval_guard_executions (started_at);
 
 It is created on first use when missing; a database administrator may create
 it beforehand instead, and then the ledger needs only SELECT, INSERT, UPDATE and
-DELETE on it.
+DELETE on it. A table made by an earlier version, without ``arguments_digest``,
+gains the column on first use (that one time the role needs to own the table;
+or the administrator runs ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS
+arguments_digest text`` first).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from datetime import timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ._connection import ProcessConnection
-from ._ledger import STARTED, Execution
+from ._ledger import STARTED, Execution, check_digest
 from .exceptions import ConfigurationError, LedgerError
 
 if TYPE_CHECKING:
@@ -166,9 +170,13 @@ class PostgresLedger:
 
         self._table = sql.Identifier(*parts)
         index = sql.Identifier(f"{parts[-1]}_started_at")
-        self._sql_exists = sql.SQL("SELECT to_regclass({})").format(
-            sql.Literal(".".join(f'"{p}"' for p in parts))
-        )
+        regclass = sql.Literal(".".join(f'"{p}"' for p in parts))
+        # Whether the table exists, and whether it has the column later versions added.
+        self._sql_exists = sql.SQL(
+            "SELECT to_regclass({r}), EXISTS (SELECT 1 FROM pg_attribute"
+            " WHERE attrelid = to_regclass({r}) AND attname = 'arguments_digest'"
+            " AND NOT attisdropped)"
+        ).format(r=regclass)
         self._sql_create = sql.SQL(
             "CREATE TABLE IF NOT EXISTS {t} ("
             " request_id text PRIMARY KEY,"
@@ -177,15 +185,21 @@ class PostgresLedger:
             " worker text NOT NULL,"
             " started_at timestamptz NOT NULL,"
             " ended_at timestamptz,"
-            " error text)"
+            " error text,"
+            " arguments_digest text)"
+        ).format(t=self._table)
+        self._sql_add_digest = sql.SQL(
+            "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS arguments_digest text"
         ).format(t=self._table)
         self._sql_index = sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} (started_at)").format(
             i=index, t=self._table
         )
-        cols = sql.SQL("request_id, tool, state, worker, started_at, ended_at, error")
+        cols = sql.SQL(
+            "request_id, tool, state, worker, started_at, ended_at, error, arguments_digest"
+        )
         self._sql_claim = sql.SQL(
-            "INSERT INTO {t} (request_id, tool, state, worker, started_at)"
-            " VALUES (%s, %s, %s, %s, now())"
+            "INSERT INTO {t} (request_id, tool, state, worker, started_at, arguments_digest)"
+            " VALUES (%s, %s, %s, %s, now(), %s)"
             " ON CONFLICT (request_id) DO NOTHING RETURNING request_id"
         ).format(t=self._table)
         self._sql_end = sql.SQL(
@@ -252,25 +266,33 @@ class PostgresLedger:
         except self._psycopg.Error as exc:
             error = self._error("connect", exc)
             raise error from error.__cause__
+        what = "create table"
         try:
             if not self._table_ready:
-                self._ensure_table(conn)
+                table, current = conn.execute(self._sql_exists).fetchone() or (None, False)
+                if table is not None and not current:
+                    what = (
+                        f"add column arguments_digest (the table's owner can run: ALTER TABLE "
+                        f"{self._table_name} ADD COLUMN IF NOT EXISTS arguments_digest text)"
+                    )
+                # Up to date: no DDL, so a role with only DML privileges is enough.
+                if not current:
+                    self._create_table(conn)
         except self._psycopg.Error as exc:
             conn.close()
-            error = self._error("create table", exc)
+            error = self._error(what, exc)
             raise error from error.__cause__
         self._table_ready = True
         return conn
 
-    def _ensure_table(self, conn: psycopg.Connection[Any]) -> None:
-        row = conn.execute(self._sql_exists).fetchone()
-        if row is not None and row[0] is not None:
-            return  # exists: no DDL, so a role with only DML privileges is enough
+    def _create_table(self, conn: psycopg.Connection[Any]) -> None:
+        """Create the table, or give one made by an earlier version its new column."""
         # CREATE TABLE IF NOT EXISTS alone can still fail when two workers run it at the
         # same moment (a unique violation in the catalogue); serialise first use per table.
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._table_name,))
             conn.execute(self._sql_create)
+            conn.execute(self._sql_add_digest)
             conn.execute(self._sql_index)
 
     def _run(
@@ -291,12 +313,16 @@ class PostgresLedger:
 
     # -- the Ledger protocol ------------------------------------------------------------
 
-    def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
+    def claim(
+        self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
+    ) -> bool:
         """Record ``started`` for ``request_id`` if nobody has; True if this caller won.
 
+        ``arguments_digest`` (None, or 64 lowercase hex characters) is stored with the row.
         Raises LedgerError when the answer is unknown (a lost connection): not claimed.
         """
-        _, rows = self._run("claim", self._sql_claim, (request_id, tool, STARTED, worker))
+        digest = check_digest(arguments_digest)
+        _, rows = self._run("claim", self._sql_claim, (request_id, tool, STARTED, worker, digest))
         return len(rows) == 1
 
     def finish(self, request_id: str) -> None:
@@ -328,7 +354,7 @@ class PostgresLedger:
 
 
 def _execution(row: tuple[Any, ...]) -> Execution:
-    request_id, tool, state, worker, started_at, ended_at, error = row
+    request_id, tool, state, worker, started_at, ended_at, error, arguments_digest = row
     # psycopg returns the session's time zone; the record speaks UTC, like the other ledgers.
     return Execution(
         request_id=request_id,
@@ -338,4 +364,5 @@ def _execution(row: tuple[Any, ...]) -> Execution:
         started_at=started_at.astimezone(timezone.utc),
         ended_at=None if ended_at is None else ended_at.astimezone(timezone.utc),
         error=error,
+        arguments_digest=arguments_digest,
     )

@@ -1,4 +1,8 @@
-"""The execution record in a SQLite file: at most once across the processes of one host."""
+"""The execution record in a SQLite file: at most once across the processes of one host.
+
+A file made before rows kept ``arguments_digest`` gains the column when it is
+opened; its old rows read with no digest.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ._connection import ProcessConnection
-from ._ledger import FAILED, FINISHED, STARTED, Execution
+from ._ledger import FAILED, FINISHED, STARTED, Execution, check_digest
 from ._now import utcnow
 from .exceptions import LedgerError
 
@@ -36,12 +40,26 @@ CREATE TABLE IF NOT EXISTS executions (
     worker     TEXT NOT NULL,
     started_at TEXT NOT NULL,
     ended_at   TEXT,
-    error      TEXT
+    error      TEXT,
+    arguments_digest TEXT
 );
 CREATE INDEX IF NOT EXISTS executions_started_at ON executions (started_at);
 """
 
-_SQLITE_COLUMNS = "request_id, tool, state, worker, started_at, ended_at, error"
+_SQLITE_COLUMNS = "request_id, tool, state, worker, started_at, ended_at, error, arguments_digest"
+
+
+def _add_digest_column(conn: sqlite3.Connection) -> None:
+    """Give a table made by an earlier version the ``arguments_digest`` column."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(executions)")}
+    if "arguments_digest" in columns:
+        return
+    try:
+        conn.execute("ALTER TABLE executions ADD COLUMN arguments_digest TEXT")
+    except sqlite3.OperationalError as exc:
+        # Another process opening the same file at the same moment added it first.
+        if "duplicate column name" not in str(exc).lower():
+            raise
 
 
 class SQLiteLedger:
@@ -95,6 +113,7 @@ class SQLiteLedger:
                 # FULL: a committed claim survives power loss too, not only a process crash.
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.executescript(_SQLITE_SCHEMA)
+                _add_digest_column(conn)
             except BaseException:
                 conn.close()
                 raise
@@ -119,13 +138,19 @@ class SQLiteLedger:
                 raise LedgerError(f"SQLite ledger {self._path!r}: {what} failed: {exc}") from exc
         return [_execution(row) for row in rows]
 
-    def claim(self, request_id: str, *, tool: str, worker: str) -> bool:
-        """Record ``started`` for ``request_id`` if nobody has; True if this caller won."""
+    def claim(
+        self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
+    ) -> bool:
+        """Record ``started`` for ``request_id`` if nobody has; True if this caller won.
+
+        ``arguments_digest`` (None, or 64 lowercase hex characters) is stored with the row.
+        """
+        digest = check_digest(arguments_digest)
         cursor = self._execute(
             "claim",
-            f"INSERT INTO executions ({_SQLITE_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL, NULL)"
+            f"INSERT INTO executions ({_SQLITE_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)"
             " ON CONFLICT (request_id) DO NOTHING",
-            (request_id, tool, STARTED, worker, _fmt_ts(utcnow())),
+            (request_id, tool, STARTED, worker, _fmt_ts(utcnow()), digest),
         )
         return cursor.rowcount == 1
 
@@ -182,7 +207,7 @@ class SQLiteLedger:
 
 
 def _execution(row: tuple[Any, ...]) -> Execution:
-    request_id, tool, state, worker, started_at, ended_at, error = row
+    request_id, tool, state, worker, started_at, ended_at, error, arguments_digest = row
     started = _parse_ts(started_at)
     assert started is not None  # NOT NULL in the schema
     return Execution(
@@ -193,4 +218,5 @@ def _execution(row: tuple[Any, ...]) -> Execution:
         started_at=started,
         ended_at=_parse_ts(ended_at),
         error=error,
+        arguments_digest=arguments_digest,
     )

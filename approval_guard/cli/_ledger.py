@@ -3,11 +3,13 @@
 ::
 
     approval-guard ledger show --db executions.sqlite3 --limit 20
+    approval-guard ledger show --db executions.sqlite3 --json
     approval-guard ledger show --dsn postgresql://agent@db.internal/agents
     approval-guard ledger prune --db executions.sqlite3 --older-than 30d
 
 Each handler takes the parsed arguments and returns an exit code (0 ok, 1
-failure), reporting a failure itself.
+failure), reporting a failure itself. A row shows the digest of the arguments
+that ran: its first 12 hex characters in the table, all of it in JSON.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from approval_guard._duration import format_age
+from approval_guard._json import dump_json
 from approval_guard._ledger import Execution, Ledger
 from approval_guard._ledger_sqlite import SQLiteLedger
+from approval_guard._wire import format_timestamp
 from approval_guard.exceptions import ApprovalGuardError
 
 from ._output import PROG, say
@@ -32,6 +36,9 @@ if TYPE_CHECKING:
 # A row younger than this may belong to a call whose approval is still valid, or
 # that is running now; deleting it would let a retry run the tool a second time.
 MIN_PRUNE_AGE = timedelta(hours=1)
+
+#: How many hex characters of the arguments' digest the table shows.
+SHORT_DIGEST = 12
 
 
 def _open(args: argparse.Namespace) -> SQLiteLedger | PostgresLedger:
@@ -66,11 +73,24 @@ def _when(moment: datetime | None) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def short_digest(digest: str | None) -> str:
+    """``sha256:`` and the digest's first 12 hex characters; ``-`` for a row without one."""
+    return "-" if digest is None else f"sha256:{digest[:SHORT_DIGEST]}"
+
+
 def format_table(rows: Sequence[Execution]) -> str:
     """Executions as an aligned text table, one per line, under a header."""
-    header = ("REQUEST ID", "TOOL", "STATE", "STARTED", "ENDED", "WORKER")
+    header = ("REQUEST ID", "TOOL", "STATE", "STARTED", "ENDED", "WORKER", "ARGS")
     lines = [header] + [
-        (r.request_id, r.tool, r.state, _when(r.started_at), _when(r.ended_at), r.worker)
+        (
+            r.request_id,
+            r.tool,
+            r.state,
+            _when(r.started_at),
+            _when(r.ended_at),
+            r.worker,
+            short_digest(r.arguments_digest),
+        )
         for r in rows
     ]
     widths = [max(len(line[col]) for line in lines) for col in range(len(header))]
@@ -80,11 +100,34 @@ def format_table(rows: Sequence[Execution]) -> str:
     )
 
 
+def execution_to_json(row: Execution) -> dict[str, Any]:
+    """One execution as JSON: every field, timestamps in RFC 3339 UTC."""
+    return {
+        "request_id": row.request_id,
+        "tool": row.tool,
+        "state": row.state,
+        "worker": row.worker,
+        "started_at": format_timestamp(row.started_at),
+        "ended_at": None if row.ended_at is None else format_timestamp(row.ended_at),
+        "error": row.error,
+        "arguments_digest": row.arguments_digest,
+    }
+
+
+def format_json(rows: Sequence[Execution]) -> str:
+    """Executions as a JSON array, newest first; ASCII only, so safe on any terminal."""
+    return dump_json([execution_to_json(row) for row in rows], indent=2, ensure_ascii=True)
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    """``ledger show``: the newest executions as a table."""
+    """``ledger show``: the newest executions as a table, or as JSON with ``--json``."""
+    # A parser without --json (one made before it existed) means the table.
+    as_json = bool(getattr(args, "json", False))
 
     def table(ledger: Ledger) -> str:
         rows = ledger.recent(args.limit)
+        if as_json:
+            return format_json(rows)
         return format_table(rows) if rows else "no executions recorded"
 
     return _report(args, table)

@@ -6,7 +6,9 @@ The spec travels in the environment, not argv, so a DSN's password stays out of
 ``ps``. Keys:
 
 ``mode``
-    ``"claim"``: claim ``request_id`` in the ledger. ``"guard"``: call a guarded
+    ``"claim"``: claim ``request_id`` in the ledger. ``"open"``: like ``"claim"``,
+    but open the ledger only after the barrier (so the race is the open, which
+    may upgrade an old table) and claim with ``digest``. ``"guard"``: call a guarded
     tool through ``approval_guard.Guard`` and ``harness_call(idempotency_key=key)``.
 ``ledger``
     ``{"kind": "sqlite", "path": ...}``, ``{"kind": "postgres", "dsn": ..., "table": ...}``,
@@ -76,6 +78,18 @@ def run_claim(spec: dict[str, Any]) -> dict[str, Any]:
     return {"index": spec["index"], "claimed": claimed}
 
 
+def run_open(spec: dict[str, Any]) -> dict[str, Any]:
+    wait_at_barrier(spec.get("barrier"), spec["index"])
+    ledger = make_ledger(spec["ledger"])
+    claimed = ledger.claim(
+        spec["request_id"],
+        tool="race",
+        worker=f"worker-{spec['index']}",
+        arguments_digest=spec.get("digest"),
+    )
+    return {"index": spec["index"], "claimed": claimed}
+
+
 def run_guard(spec: dict[str, Any]) -> dict[str, Any]:
     import approval_guard as ag
 
@@ -113,7 +127,8 @@ def run_guard(spec: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     spec = json.loads(os.environ["AG_WORKER"])
-    result = run_claim(spec) if spec["mode"] == "claim" else run_guard(spec)
+    run = {"claim": run_claim, "open": run_open}.get(spec["mode"], run_guard)
+    result = run(spec)
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
 

@@ -238,7 +238,16 @@ def test_sqlite_ledger_uses_wal_and_creates_its_table(tmp_path: Path) -> None:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(executions)")]
 
     assert mode == "wal"
-    expected = ["request_id", "tool", "state", "worker", "started_at", "ended_at", "error"]
+    expected = [
+        "request_id",
+        "tool",
+        "state",
+        "worker",
+        "started_at",
+        "ended_at",
+        "error",
+        "arguments_digest",
+    ]
     assert expected == columns
 
 

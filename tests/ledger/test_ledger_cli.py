@@ -89,9 +89,15 @@ def test_show_lists_recent_executions_as_an_aligned_table(
         "req-started-with-a-long-id",
         "req-finished",
     ]
-    words = lines[1].split()  # STARTED is two words; ENDED is "-" while started
-    assert (words[1], words[2], words[-2], words[-1]) == ("delete_user", "started", "-", "host-b:7")
-    for column in ("TOOL", "STATE", "STARTED", "WORKER"):
+    words = lines[1].split()  # STARTED is two words; ENDED is "-" while started, ARGS unless given
+    assert (words[1], words[2], words[-3], words[-2], words[-1]) == (
+        "delete_user",
+        "started",
+        "-",
+        "host-b:7",
+        "-",
+    )
+    for column in ("TOOL", "STATE", "STARTED", "WORKER", "ARGS"):
         start = lines[0].index(column)
         assert all(line[start - 2 : start] == "  " and line[start] != " " for line in lines)
 
