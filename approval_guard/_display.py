@@ -16,11 +16,19 @@ and overrides, zero-width characters, U+FEFF, unassigned code points) or when
 it is one of the few printable-by-category characters that draw nothing
 (Hangul fillers, the braille blank, the combining grapheme joiner, variation
 selectors).
+
+A guard's redaction marker, ``{"$redacted": "1a2b3c4d5e6f"}``, is shown as
+``\u2039redacted 1a2b3c4d5e6f\u203a`` (:func:`with_markers_shown`), so that a
+reviewer reads "a secret is here" rather than an object with an odd key.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from ._json import JSONNumber
+from ._redact import DIGEST_LENGTH, REDACTED_KEY
 
 # Letters and symbols by category that render as nothing; Python calls them printable.
 _BLANK = frozenset(
@@ -57,4 +65,67 @@ def escape_lines(text: str) -> str:
     return "\n".join(escape(line) for line in text.split("\n"))
 
 
-__all__ = ["escape", "escape_lines", "is_hidden"]
+# A guard writes the digest as lowercase hex; anything else is not its marker.
+_MARKER_DIGEST = re.compile(f"[0-9a-f]{{{DIGEST_LENGTH}}}")
+
+
+def redaction_digest(value: object) -> str | None:
+    """The digest of a guard's redaction marker ``{"$redacted": "<12 hex>"}``, else None.
+
+    Only that exact shape is a marker (one key, 12 lowercase hex digits);
+    anything else is shown as the JSON it is.
+    """
+    if isinstance(value, dict) and len(value) == 1:
+        digest = value.get(REDACTED_KEY)
+        if isinstance(digest, str) and _MARKER_DIGEST.fullmatch(digest):
+            return digest
+    return None
+
+
+def marker_text(digest: str) -> str:
+    """How a marker reads: ``\u2039redacted 1a2b3c4d5e6f\u203a``."""
+    return f"\u2039redacted {digest}\u203a"
+
+
+def with_markers_shown(value: Any, *, found: list[str] | None = None) -> Any:
+    """``value`` with each marker, at any depth, replaced by its :func:`marker_text`.
+
+    The replacement is a :class:`~approval_guard._json.JSONNumber`, so
+    ``dump_json`` writes it verbatim, without quotes: it is not JSON at all, so
+    no string a model sends can look like it. ``found`` (if given) gets each
+    marker's path, ``card.number`` or ``cards[0].number``. The input is not changed.
+    """
+    return _shown(value, "", [] if found is None else found)
+
+
+def redacted_paths(value: Any) -> list[str]:
+    """Where ``value`` holds markers: ``["api_key", "card.number"]``; ``[""]`` if it is one."""
+    found: list[str] = []
+    _shown(value, "", found)
+    return found
+
+
+def _shown(value: Any, path: str, found: list[str]) -> Any:
+    digest = redaction_digest(value)
+    if digest is not None:
+        found.append(path)
+        return JSONNumber(marker_text(digest))
+    if isinstance(value, dict):
+        return {
+            key: _shown(item, f"{path}.{key}" if path else key, found)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_shown(item, f"{path}[{i}]", found) for i, item in enumerate(value)]
+    return value
+
+
+__all__ = [
+    "escape",
+    "escape_lines",
+    "is_hidden",
+    "marker_text",
+    "redacted_paths",
+    "redaction_digest",
+    "with_markers_shown",
+]

@@ -2,7 +2,9 @@
 
 Tool names and arguments come from a model, so everything the provider sends
 goes through :func:`safe` (``approval_guard._display``) before it is printed;
-numbers are printed exactly as stored.
+numbers are printed exactly as stored, and a guard's redaction marker as
+``\u2039redacted 1a2b3c4d5e6f\u203a``, as the review page shows it. ``--json``
+output is the provider's JSON, markers and all, and never goes through here.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
 
-from approval_guard._display import escape, escape_lines
+from approval_guard._display import escape, escape_lines, with_markers_shown
 from approval_guard._duration import format_time_left
 from approval_guard._json import dump_json
 from approval_guard._now import utcnow
@@ -23,6 +25,21 @@ PROG = "approval-guard"
 
 class CliError(Exception):
     """A failure worth one line on stderr and exit code 1."""
+
+
+class UsageError(CliError):
+    """A command line that asks for what cannot be done: one line on stderr, exit code 2.
+
+    Raised before anything is sent, so the provider never sees the request.
+    """
+
+    exit_code = 2
+
+
+def usage_failed(error: UsageError) -> int:
+    """Report ``error`` as ``main`` reports a :class:`CliError`; its exit code (2)."""
+    say(f"{PROG}: error: {error}", stream=sys.stderr)
+    return error.exit_code
 
 
 def say(message: str = "", *, stream: TextIO | None = None) -> None:
@@ -40,14 +57,14 @@ def safe(text: str) -> str:
 
 
 def pretty_json(value: Any, *, indent: str = "") -> str:
-    """Readable JSON with every number exactly as stored, each line terminal-safe."""
-    text = escape_lines(dump_json(value, indent=2))
+    """Readable JSON, numbers exact, markers shown as redacted, each line terminal-safe."""
+    text = escape_lines(dump_json(with_markers_shown(value), indent=2))
     return "\n".join(indent + line for line in text.splitlines())
 
 
 def compact_json(value: Any, *, width: int) -> str:
-    """One terminal-safe line of JSON, cut to ``width`` with an ellipsis."""
-    text = safe(dump_json(value))
+    """One terminal-safe line of JSON (markers shown as redacted), cut to ``width`` with "…"."""
+    text = safe(dump_json(with_markers_shown(value)))
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 

@@ -11,10 +11,22 @@ from contextlib import closing
 from typing import Any
 
 from approval_guard import _wire
+from approval_guard._display import redacted_paths
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
 from approval_guard._json import dump_json, load_json
 
-from ._output import PROG, CliError, compact_json, local_time, pretty_json, safe, say, time_left
+from ._output import (
+    PROG,
+    CliError,
+    UsageError,
+    compact_json,
+    local_time,
+    pretty_json,
+    safe,
+    say,
+    time_left,
+    usage_failed,
+)
 from ._reviewer_client import ReviewerClient
 
 
@@ -109,6 +121,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         history = client.history(args.id)
     for label, value in _describe(request):
         say(f"{label:<12} {safe(value)}")
+    redacted = redacted_paths(request.arguments)
+    if redacted:
+        # As the page's notice: the reviewer sees a digest; the tool gets the real value.
+        say(f"{'redacted':<12} {safe(', '.join(redacted))} (the tool gets the real values)")
     say("arguments")
     say(pretty_json(request.arguments, indent="  "))
     events = [e for e in history.get("events", []) if isinstance(e, dict)]
@@ -124,7 +140,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_approve(args: argparse.Namespace) -> int:
     """``approve ID``: the call may start until the approval's ``expires_at``."""
     with closing(_reviewer(args)) as client:
-        arguments = _edited(client.get(args.id), args.edits) if args.edits else None
+        try:
+            arguments = _edited(client.get(args.id), args.edits) if args.edits else None
+        except UsageError as exc:
+            return usage_failed(exc)
         request = client.decide(
             args.id, _wire.APPROVED, note=args.note, valid_for=args.valid_for, arguments=arguments
         )
@@ -138,6 +157,8 @@ def _edited(request: _wire.ApprovalRequest, edits: list[str]) -> dict[str, Any]:
     """The request's whole arguments with each ``NAME=JSON`` applied (numbers kept exactly).
 
     The provider checks that only names the tool offered as editable changed.
+    A redacted value cannot be changed: the reviewer never saw what the tool
+    would get (:class:`UsageError`, exit code 2, and nothing is sent).
     """
     arguments = dict(request.arguments)
     for edit in edits:
@@ -146,6 +167,13 @@ def _edited(request: _wire.ApprovalRequest, edits: list[str]) -> dict[str, Any]:
             raise CliError(f"--set takes NAME=JSON, e.g. amount=2500, not {safe(edit)!r}")
         if name not in arguments:
             raise CliError(f"{safe(request.tool)} has no argument {safe(name)!r} to change")
+        hidden = redacted_paths(arguments[name])
+        if hidden:
+            what = "is redacted" if hidden == [""] else "holds a redacted value"
+            raise UsageError(
+                f"--set {safe(name)}: {safe(name)!r} {what} (you see only a digest of it), "
+                "so it cannot be changed"
+            )
         try:
             arguments[name] = load_json(text)
         except ValueError:
