@@ -104,7 +104,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
-from approval_guard._display import escape, escape_lines, is_hidden
+from approval_guard._display import (
+    escape,
+    escape_lines,
+    is_hidden,
+    redaction_digest,
+    with_markers_shown,
+)
 from approval_guard._duration import check_duration_text, parse_duration_string
 from approval_guard._wire import (
     APPROVED,
@@ -118,7 +124,6 @@ from approval_guard._wire import (
 )
 from approval_guard.provider._store import (
     MAX_JSON_DEPTH,
-    REDACTED_KEY,
     Annotation,
     AuditEvent,
     Clock,
@@ -129,7 +134,6 @@ from approval_guard.provider._store import (
     IdempotencyKeyReused,
     InvalidEdit,
     InvalidJSON,
-    JSONNumber,
     NotPendingError,
     Session,
     Store,
@@ -186,7 +190,6 @@ _CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
 _REQUEST_PATH = re.compile(r"/v1/requests/([^/]+)(?:/(cancel|decision|history))?")
 _REVIEW_DECISION_PATH = re.compile(r"/review/requests/([^/]+)/decision")
 #: A redaction marker's digest, as a guard writes it (12 lowercase hex digits).
-_REDACTED_DIGEST = re.compile(r"[0-9a-f]{12}")
 _TOKEN_IN_TEXT = re.compile(r"(token=)[^&\s\"]*", re.IGNORECASE)
 
 # --------------------------------------------------------------------------- faults
@@ -1188,39 +1191,9 @@ def request_json(request: ApprovalRequest) -> dict[str, Any]:
     return out
 
 
-def redaction_digest(value: object) -> str | None:
-    """The digest of a guard's redaction marker ``{"$redacted": "<12 hex>"}``, else None.
-
-    Only that exact shape is a marker; anything else is shown as the JSON it is.
-    """
-    if isinstance(value, dict) and len(value) == 1:
-        digest = value.get(REDACTED_KEY)
-        if isinstance(digest, str) and _REDACTED_DIGEST.fullmatch(digest):
-            return digest
-    return None
-
-
-def _with_markers_shown(value: Any, path: str, found: list[str]) -> Any:
-    """``value`` with each marker replaced by its display text; ``found`` gets their paths."""
-    digest = redaction_digest(value)
-    if digest is not None:
-        found.append(path)
-        # Written verbatim by the exact writer, as a JSONNumber's text is, and no
-        # JSON a model sends can look like it: it is not JSON at all.
-        return JSONNumber(f"\u2039redacted {digest}\u203a")
-    if isinstance(value, dict):
-        return {
-            key: _with_markers_shown(item, f"{path}.{key}" if path else key, found)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [_with_markers_shown(item, f"{path}[{i}]", found) for i, item in enumerate(value)]
-    return value
-
-
 def display_json(value: object) -> str:
     """A JSON value as a reviewer reads it: pretty, exact, markers shown, hidden ones escaped."""
-    return escape_lines(dump_json(_with_markers_shown(value, "", []), indent=2))
+    return escape_lines(dump_json(with_markers_shown(value), indent=2))
 
 
 def _json_escape(char: str) -> str:
@@ -1264,7 +1237,7 @@ def listed_request_json(
     decided_by = annotation.decided_by if annotation is not None else None
     reason = annotation.cancel_reason if annotation is not None else None
     redacted: list[str] = []
-    shown = _with_markers_shown(request.arguments, "", redacted)
+    shown = with_markers_shown(request.arguments, found=redacted)
     editable = request.editable if isinstance(request, StoredRequest) else ()
     edited = request.decision.arguments if request.decision is not None else None
     changes = []
