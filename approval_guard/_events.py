@@ -122,16 +122,6 @@ Event = Union[  # noqa: UP007 (a runtime alias on 3.10)
     ToolFinished,
     CallNotRun,
 ]
-EVENT_TYPES = (
-    ApprovalSkipped,
-    RequestCreated,
-    StillWaiting,
-    Decided,
-    ArgumentsEdited,
-    ToolStarted,
-    ToolFinished,
-    CallNotRun,
-)
 OnEvent = Callable[[Any], object]
 
 

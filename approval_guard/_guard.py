@@ -304,14 +304,21 @@ class Guard:
         )
         return gen, abandon
 
-    def _skipped(self, spec: ToolSpec, bound: dict[str, Any], emit: Emitter) -> None:
-        """``when`` said no: say so (INFO, and an event), before the tool runs at once."""
+    def _skipped(self, spec: ToolSpec, bound: dict[str, Any], emit: Emitter) -> NotRun | None:
+        """``when`` said no: say so (INFO, and an event) before the tool runs at once.
+
+        A NotRun instead when the harness has already abandoned the call.
+        """
+        gone = _abandoned_already(spec)
+        if gone is not None:
+            return gone
         if log.isEnabledFor(logging.INFO):
             log.info("approval not needed for %s (when= returned False): running it now", spec.name)
         if emit:
             shown = self._shown(spec, bound) if emit.values else {}
             emit(ApprovalSkipped(tool=spec.name, arguments=shown))
             emit(ToolStarted(tool=spec.name))
+        return None
 
     def _shown(self, spec: ToolSpec, bound: dict[str, Any]) -> dict[str, Any]:
         """The arguments as a reviewer would have seen them; values that cannot be, None."""
@@ -340,10 +347,9 @@ class Guard:
         # A when= may be slow: the harness's limit counts from here, not after it.
         started = None if spec.when is None else self._clock.monotonic()
         if spec.when is not None and not asks(spec, bound):
-            gone = _abandoned_already(spec)
+            gone = self._skipped(spec, bound, emit)
             if gone is not None:
                 return self._not_run(spec, gone, emit, span)
-            self._skipped(spec, bound, emit)
             try:
                 with _harness.outside():
                     value = spec.fn(*args, **kwargs)
@@ -390,10 +396,9 @@ class Guard:
             started = self._clock.monotonic()  # the harness's limit counts from here
             ask = await asks_async(spec, bound) if spec.when_async else asks(spec, bound)
             if not ask:
-                gone = _abandoned_already(spec)
+                gone = self._skipped(spec, bound, emit)
                 if gone is not None:
                     return self._not_run(spec, gone, emit, span)
-                self._skipped(spec, bound, emit)
                 try:
                     with _harness.outside():
                         value = await spec.fn(*args, **kwargs)
