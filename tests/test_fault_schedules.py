@@ -677,8 +677,10 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
     ):
         bad.append(f"the request is not of the call as sent (redacted): {request}")
     if policy.skips:
-        # when= said exactly False: the tool runs at once, as called, and nothing is asked.
-        if len(runs) != 1 or out != "ran":
+        # when= said exactly False: the tool runs at once, as called, and nothing is asked;
+        # unless the harness had already abandoned the call: then it does not start at all.
+        gave_up_first = not runs and reason is ag.Reason.CANCELLED and abandon.is_set()
+        if not gave_up_first and (len(runs) != 1 or out != "ran"):
             bad.append(f"when= returned False, yet the tool ran {len(runs)} times")
         if received and received[0] != real:
             bad.append(f"when= returned False, yet the tool got {received[0]}, not {real}")
