@@ -13,7 +13,13 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from approval_guard import _duration, _wire
-from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN, ENV_URL
+from approval_guard._env import (
+    ENV_CREDENTIAL,
+    ENV_REVIEWER_TOKEN,
+    ENV_SERVE_INSTANCE_TOKEN,
+    ENV_SERVE_REVIEWER_TOKEN,
+    ENV_URL,
+)
 
 from . import _demo, _ledger, _review, _serve
 from ._output import PROG
@@ -77,14 +83,14 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         description="Run the local approval provider, review requests, or run the demo.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _add_serve(sub)
+    _add_serve(sub, env)
     _add_review_commands(sub, env)
     _add_demo(sub)
     add_ledger_commands(sub)
     return parser
 
 
-def _add_serve(sub: _SubParsers[argparse.ArgumentParser]) -> None:
+def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -> None:
     serve = sub.add_parser("serve", help="run the provider in the foreground")
     serve.add_argument(
         "--db", default="approvals.sqlite3", help="SQLite file (default: approvals.sqlite3)"
@@ -95,6 +101,23 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser]) -> None:
         type=int,
         default=_serve.DEFAULT_PORT,
         help=f"port (default: {_serve.DEFAULT_PORT}; 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--instance-token",
+        metavar="T",
+        default=env.get(ENV_SERVE_INSTANCE_TOKEN) or None,
+        help=f"the instance credential to create on a new database (${ENV_SERVE_INSTANCE_TOKEN})",
+    )
+    serve.add_argument(
+        "--reviewer-token",
+        metavar="T",
+        default=env.get(ENV_SERVE_REVIEWER_TOKEN) or None,
+        help=f"the reviewer credential to create on a new database (${ENV_SERVE_REVIEWER_TOKEN})",
+    )
+    serve.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="allow plain HTTP on an address other than loopback (behind your own TLS proxy)",
     )
     serve.set_defaults(func=_serve.cmd_serve)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sqlite3
 import sys
 import threading
@@ -20,17 +21,29 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 8765
 
 
+def _loopback(host: str) -> bool:
+    """True for an address only this machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _serve_banner(args: argparse.Namespace, url: str, tokens: FirstStartTokens | None) -> None:
     """What ``serve`` says when it starts; the credentials only on a new database."""
     db = args.db if args.db == ":memory:" else str(Path(args.db).resolve())
     say(f"{PROG}: provider listening on {url} (database: {db})")
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    if not _loopback(args.host):
         say(
-            f"warning: listening on {args.host} over plain HTTP: credentials and decisions "
-            "cross the network unencrypted; put TLS in front of it",
+            f"warning: listening on {args.host} over plain HTTP (--insecure-http): credentials "
+            "and decisions cross the network unencrypted unless your TLS proxy is in front",
             stream=sys.stderr,
         )
-    if tokens is not None:
+    if tokens is not None and (args.instance_token or args.reviewer_token):
+        say("First start: the credentials given were created (stored only as hashes).")
+    elif tokens is not None:
         # The one deliberate print of the credentials: they are stored only as hashes.
         say()
         say("First start: these credentials are shown once and stored only as hashes.")
@@ -50,8 +63,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: run the provider in the foreground until Ctrl-C."""
     from approval_guard.provider import ProviderServer
 
+    if not _loopback(args.host) and not args.insecure_http:
+        raise CliError(
+            f"refusing to serve plain HTTP on {args.host}: tokens and decisions would cross the "
+            "network unencrypted, and this server has no TLS of its own; put a TLS proxy in "
+            "front of it and pass --insecure-http, or listen on 127.0.0.1"
+        )
     try:
-        server = ProviderServer(db=args.db, host=args.host, port=args.port)
+        server = ProviderServer(
+            db=args.db,
+            host=args.host,
+            port=args.port,
+            instance_token=args.instance_token,
+            reviewer_token=args.reviewer_token,
+        )
+    except ValueError as exc:  # a given token: bad, or not this database's
+        raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     except sqlite3.Error as exc:

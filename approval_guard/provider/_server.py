@@ -1315,6 +1315,9 @@ class ProviderServer:
     :param clock: the provider's clock (aware UTC datetimes); ignored for a
         ``Store`` argument, which has its own.
     :param poll_cap: the most a long poll waits, in seconds (API: 60).
+    :param instance_token: / :param reviewer_token: known credentials to create
+        on a fresh database (containers, CI); on one that has credentials, each
+        given token must already be one (else ``ValueError``).
 
     The database is opened and the socket bound when the object is made, so
     :attr:`url` and :attr:`first_start_tokens` are known before serving. On a
@@ -1338,6 +1341,8 @@ class ProviderServer:
         port: int = 0,
         clock: Clock | None = None,
         poll_cap: float = DEFAULT_POLL_CAP,
+        instance_token: str | None = None,
+        reviewer_token: str | None = None,
     ) -> None:
         if poll_cap < 0 or not math.isfinite(poll_cap):
             raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
@@ -1350,7 +1355,16 @@ class ProviderServer:
             self._db_path = os.fspath(db)
             self._store = Store(self._db_path, clock=clock)
         #: Plaintext tokens made on this start of a fresh database, else None.
-        self.first_start_tokens: FirstStartTokens | None = self._store.ensure_initial_credentials()
+        try:
+            self.first_start_tokens: FirstStartTokens | None = (
+                self._store.ensure_initial_credentials(
+                    instance_token=instance_token, reviewer_token=reviewer_token
+                )
+            )
+        except ValueError:
+            if self._db_path is not None:
+                self._store.close()
+            raise
         #: Fault injection for tests; see :class:`Faults`.
         self.faults = Faults()
         #: Exchange counters for tests; see :class:`Stats`.

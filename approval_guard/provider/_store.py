@@ -295,6 +295,27 @@ class Session:
 # --------------------------------------------------------------------------- helpers
 
 
+#: A given token's length bounds: long enough to be a secret, short enough for a header.
+GIVEN_TOKEN_LENGTH = (24, 512)
+
+
+def check_given_token(token: object, kind: str) -> None:
+    """A known token to store: 24 to 512 printable ASCII characters without spaces.
+
+    The message never shows the token: it is a secret.
+    """
+    low, high = GIVEN_TOKEN_LENGTH
+    if (
+        not isinstance(token, str)
+        or not low <= len(token) <= high
+        or not all(32 < ord(ch) < 127 for ch in token)
+    ):
+        raise ValueError(
+            f"a given {kind} token must be {low} to {high} printable ASCII characters "
+            "without spaces"
+        )
+
+
 def system_clock() -> datetime:
     """The default clock: the system's wall time in UTC."""
     return utcnow()
@@ -676,17 +697,21 @@ class Store:
 
     # ------------------------------------------------------------------ credentials
 
-    def create_credential(self, kind: str, name: str) -> str:
+    def create_credential(self, kind: str, name: str, *, token: str | None = None) -> str:
         """Create a credential and return its plaintext token (stored only as a sha256).
 
         ``kind`` is ``"instance"`` (an adapter: create, read, cancel its own
-        requests) or ``"reviewer"`` (a person: list and decide).
+        requests) or ``"reviewer"`` (a person: list and decide). ``token``: a
+        known one to use (see :func:`check_given_token`), else a random one.
         """
         if kind not in CREDENTIAL_KINDS:
             raise ValueError(f"kind must be one of {CREDENTIAL_KINDS}, not {kind!r}")
         if not name:
             raise ValueError("a credential needs a name")
-        token = _TOKEN_PREFIX[kind] + secrets.token_urlsafe(32)
+        if token is None:
+            token = _TOKEN_PREFIX[kind] + secrets.token_urlsafe(32)
+        else:
+            check_given_token(token, kind)
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO credentials (id, kind, name, token_sha256, created_at) "
@@ -696,19 +721,34 @@ class Store:
         logger.info("created %s credential %r", kind, name)
         return token
 
-    def ensure_initial_credentials(self) -> FirstStartTokens | None:
+    def ensure_initial_credentials(
+        self, *, instance_token: str | None = None, reviewer_token: str | None = None
+    ) -> FirstStartTokens | None:
         """On a store with no credentials at all, create one of each kind.
 
         Returns their plaintext tokens (to be shown once), or None if any
-        credential already existed.
+        credential already existed. Given tokens (containers, CI) are used on
+        a first start; on a later one each must already be a live credential
+        of its kind, else ``ValueError`` (a typo must not go unnoticed).
         """
+        given = ((INSTANCE, instance_token), (REVIEWER, reviewer_token))
+        for kind, token in given:
+            if token is not None:
+                check_given_token(token, kind)
         with self._lock:
             count = self._read().execute("SELECT COUNT(*) FROM credentials").fetchone()[0]
             if count:
+                for kind, token in given:
+                    known = None if token is None else self.authenticate(token)
+                    if token is not None and (known is None or known.kind != kind):
+                        raise ValueError(
+                            f"the given {kind} token is not a live {kind} credential of this "
+                            "database (known tokens are set only on its first start)"
+                        )
                 return None
             return FirstStartTokens(
-                instance=self.create_credential(INSTANCE, "instance"),
-                reviewer=self.create_credential(REVIEWER, "reviewer"),
+                instance=self.create_credential(INSTANCE, "instance", token=instance_token),
+                reviewer=self.create_credential(REVIEWER, "reviewer", token=reviewer_token),
             )
 
     def authenticate(self, token: str) -> Credential | None:
@@ -1377,6 +1417,7 @@ __all__ = [
     "changed_names",
     "check_edit",
     "check_editable",
+    "check_given_token",
     "check_json_value",
     "contains_redacted",
     "dump_json",
