@@ -189,10 +189,14 @@ def _differences_hidden(original: Any, returned: Any, key: bytes) -> Any:
 
 
 def holds_marker_key(value: Any) -> bool:
-    """True if ``value`` holds, at any depth, an object with the ``"$redacted"`` key."""
-    kind = type(value)
-    if kind is dict:
+    """True if ``value`` holds, at any depth, an object with the ``"$redacted"`` key.
+
+    Deliberately looser than a marker's exact shape: for refusing arguments
+    and edits, anything that looks like a marker counts as one. (The guard and
+    the provider's store both use this one test.)
+    """
+    if isinstance(value, dict):
         return REDACTED_KEY in value or any(holds_marker_key(item) for item in value.values())
-    if kind is list:
+    if isinstance(value, (list, tuple)):
         return any(holds_marker_key(item) for item in value)
     return False

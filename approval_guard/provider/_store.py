@@ -65,6 +65,8 @@ from approval_guard._json import (
     load_stored,
 )
 from approval_guard._now import utcnow
+from approval_guard._redact import REDACTED_KEY
+from approval_guard._redact import holds_marker_key as contains_redacted
 from approval_guard._wire import (
     APPROVED,
     CANCELLED,
@@ -365,23 +367,6 @@ def body_hash(
 
 #: The most names one request may list as editable.
 MAX_EDITABLE = 100
-#: The key of the object a guard sends in place of a redacted value.
-REDACTED_KEY = "$redacted"
-
-
-def contains_redacted(value: object) -> bool:
-    """True if ``value`` holds, at any depth, an object with the ``"$redacted"`` key.
-
-    Deliberately looser than the marker's exact shape: for refusing edits,
-    anything that looks like a marker counts as one.
-    """
-    if isinstance(value, dict):
-        return REDACTED_KEY in value or any(contains_redacted(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(contains_redacted(item) for item in value)
-    return False
-
-
 def _same(left: object, right: object) -> bool:
     return canonical_json(left) == canonical_json(right)
 
