@@ -27,7 +27,7 @@ from ._serialize import MAX_DEPTH, MAX_INT_DIGITS, to_json_value
 from ._verdict import same_json
 from .exceptions import ArgumentSerializationError, ConfigurationError
 
-__all__ = ["Converter", "EditError", "converted_json", "editable_converters"]
+__all__ = ["Converter", "EditError", "editable_converters"]
 
 #: Takes the JSON value as ``json.loads`` decoded it (or ``_json.load_json``, whose
 #: exact :class:`JSONNumber` it also takes); returns what the tool receives.
@@ -118,16 +118,6 @@ def editable_converters(
             ) from None
         converters[name] = _entry(name, inner)
     return converters
-
-
-def converted_json(value: Any) -> Any:
-    """``value`` as JSON the way the approval request shows arguments (``to_json_value``).
-
-    For checking what a converted edit will look like. Note that equal values
-    can be written differently: ``"1e3"`` converts to ``Decimal('1E+3')``,
-    which is ``"1E+3"`` here, and a number given for a ``Decimal`` comes back a string.
-    """
-    return to_json_value(value)
 
 
 # -- annotations -------------------------------------------------------------
