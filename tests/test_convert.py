@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
 import pytest
 from dateutil.tz import tzutc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from approval_guard._convert import (
     Converter,
@@ -769,3 +771,43 @@ def test_an_exact_number_is_refused_where_no_number_type_is_named(
 
 
 # -- round trip --------------------------------------------------------------
+
+
+ROUND_TRIP = [
+    (int, st.integers()),
+    (float, st.floats(allow_nan=False, allow_infinity=False)),
+    (str, st.text()),
+    (bool, st.booleans()),
+    (Decimal, st.decimals(allow_nan=False, allow_infinity=False)),
+    (uuid.UUID, st.uuids()),
+    (dt.date, st.dates()),
+    (dt.datetime, st.datetimes()),
+    (dt.datetime, st.datetimes(timezones=st.just(dt.timezone.utc))),
+    (Currency, st.sampled_from(Currency)),
+    (Mixed, st.sampled_from(Mixed)),
+    (list[Decimal], st.lists(st.decimals(allow_nan=False, allow_infinity=False), max_size=5)),
+    (dict[str, int], st.dictionaries(st.text(max_size=5), st.integers(), max_size=5)),
+]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "values"), ROUND_TRIP, ids=[str(a).replace("<class ", "") for a, _ in ROUND_TRIP]
+)
+def test_converting_a_value_s_request_json_gives_the_value_back(
+    annotation: Any, values: st.SearchStrategy[Any]
+) -> None:
+    """For x of the annotated type, convert(json.loads(dumps(to_json_value(x)))) is x."""
+    convert = converter(annotation)
+
+    @settings(max_examples=60, deadline=None)
+    @given(values)
+    def check(value: Any) -> None:
+        edit = json.loads(json.dumps(to_json_value(value)))
+        got = convert(edit)
+        assert value == got
+        assert type(value) is type(got)
+        # Equal is not enough for Decimal ("1.0" == "1.00") or floats (0.0 == -0.0).
+        assert to_json_value(value) == to_json_value(got)
+        assert repr(value) == repr(got) or isinstance(value, dt.datetime)
+
+    check()
