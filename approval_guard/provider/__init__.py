@@ -11,15 +11,7 @@ For tests, :class:`approval_guard.testing.LocalProvider` wraps it with drivable
 helpers and fault injection.
 """
 
-from approval_guard.provider._server import (
-    DEFAULT_POLL_CAP,
-    MAX_BODY_BYTES,
-    Fault,
-    FaultRecord,
-    Faults,
-    ProviderServer,
-    Stats,
-)
+from approval_guard.provider._server import DEFAULT_POLL_CAP, MAX_BODY_BYTES, ProviderServer
 from approval_guard.provider._store import (
     Credential,
     FirstStartTokens,
@@ -35,15 +27,11 @@ __all__ = [
     "DEFAULT_POLL_CAP",
     "MAX_BODY_BYTES",
     "Credential",
-    "Fault",
-    "FaultRecord",
-    "Faults",
     "FirstStartTokens",
     "IdempotencyKeyInUse",
     "IdempotencyKeyReused",
     "NotPendingError",
     "ProviderServer",
-    "Stats",
     "Store",
     "StoreClosedError",
     "StoreError",

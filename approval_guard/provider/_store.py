@@ -563,6 +563,7 @@ class Store:
                 (_SCHEMA_VERSION,),
             )
         self._waiters = _Waiters()
+        self._subscribers: list[Callable[[int, tuple[str, ...]], None]] = []
         self._change = threading.Condition()
         # Bumped by wake_all(), so change-waiters return when the server stops.
         self._wake_generation = 0
@@ -666,6 +667,21 @@ class Store:
         with self._change:
             self._seq = max(self._seq, seq)
             self._change.notify_all()
+        for callback in list(self._subscribers):
+            try:
+                callback(seq, tuple(request_ids))
+            except Exception:
+                logger.exception("a change subscriber failed")
+
+    def subscribe(self, callback: Callable[[int, tuple[str, ...]], None]) -> Callable[[], None]:
+        """Call ``callback(seq, request_ids)`` after every commit that changes requests."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
 
     def prune(self) -> int:
         """Forget idempotency keys older than :data:`KEY_RETENTION` and dead sessions."""

@@ -1,0 +1,152 @@
+"""The provider as an ASGI app: the route table, errors in the API's shape, and its lifespan.
+
+Each path maps its methods to handlers (``ROUTES``); a known path with another
+method is ``405`` with an ``Allow`` header naming exactly those methods, an
+unknown path is ``404 not_found``, and nothing a client sends is ever a 500
+(an unexpected error is logged, without the request's values, and answered
+``500 internal_error``). The lifespan makes the loop's :class:`Notifier`
+and runs the expiry task, which writes each deadline's expiry when it passes
+even if nobody polls (so the review page's change feed hears of it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from approval_guard.provider import _routes_api as api
+from approval_guard.provider import _routes_page as review
+from approval_guard.provider._context import Context, Handler
+from approval_guard.provider._http import ApiError, error_answer
+from approval_guard.provider._store import Store, StoreClosedError
+from approval_guard.provider._waits import Notifier
+
+logger = logging.getLogger("approval_guard.provider")
+
+#: Path -> {method: handler}. Starlette matches the path; the method is ours to check.
+ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
+    ("/", {"GET": review.page}),
+    ("/static/{name}", {"GET": review.static}),
+    ("/v1/requests", {"GET": api.list_requests, "POST": api.create}),
+    ("/v1/events", {"GET": api.events}),
+    ("/v1/requests/{request_id}", {"GET": api.poll}),
+    ("/v1/requests/{request_id}/cancel", {"POST": api.cancel}),
+    ("/v1/requests/{request_id}/decision", {"POST": api.decide}),
+    ("/v1/requests/{request_id}/history", {"GET": api.history}),
+    ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
+)
+
+#: How long the expiry task rests after a change before it looks again.
+_EXPIRY_REST = 0.25
+
+
+def context_of(app: Any) -> Context:
+    ctx: Context = app.state.ctx
+    return ctx
+
+
+class _Endpoint:
+    """One path's ASGI app: dispatch by method, answer every error in the API's shape."""
+
+    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+        self.handlers = handlers
+        self.allowed = ", ".join(handlers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        response = await self.handle(request)
+        await response(scope, receive, send)
+
+    async def handle(self, request: Request) -> Response:
+        ctx = context_of(request.app)
+        handler = self.handlers.get(request.method)
+        try:
+            if handler is None:
+                raise ApiError(
+                    405,
+                    "invalid_request",
+                    f"{request.method} is not allowed here",
+                    headers=(("Allow", self.allowed),),
+                )
+            return await handler(ctx, request)
+        except ApiError as err:
+            return error_answer(ctx.store, err)
+        except (ClientDisconnect, StoreClosedError):
+            # The client went away, or the server is stopping: nobody is left to answer.
+            return error_answer(
+                ctx.store, ApiError(503, "unavailable", "the provider is stopping", close=True)
+            )
+        except Exception:
+            logger.exception("internal error answering %s %s", request.method, request.url.path)
+            return error_answer(
+                ctx.store, ApiError(500, "internal_error", "internal error", close=True)
+            )
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    ctx = context_of(request.app)
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status == 404:
+        err = ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
+    else:
+        err = ApiError(status, "invalid_request", "the request could not be handled", close=True)
+    return error_answer(ctx.store, err)
+
+
+async def _expire_forever(ctx: Context) -> None:
+    store = ctx.store
+    while True:
+        with ctx.notifier.watch_any() as changed:
+            try:
+                upcoming = await run_in_threadpool(store.expire_due)
+            except StoreClosedError:
+                return
+            except Exception:
+                logger.exception("expiring overdue requests failed")
+                upcoming = None
+            timeout = 3600.0
+            if upcoming is not None:
+                timeout = max(0.0, (upcoming - store.now()).total_seconds()) + 0.001
+            with anyio.move_on_after(timeout):
+                await changed.wait()
+        if changed.is_set():
+            # A change may bring a nearer deadline; look again, but not at every decision.
+            await anyio.sleep(_EXPIRY_REST)
+
+
+def build_app(store: Store, *, poll_cap: float, notice: str | None = None) -> Starlette:
+    """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        notifier = Notifier(store, asyncio.get_running_loop())
+        ctx = Context(store=store, notifier=notifier, poll_cap=poll_cap, notice=notice)
+        app.state.ctx = ctx
+        expirer = asyncio.create_task(_expire_forever(ctx), name="approval-guard-expirer")
+        try:
+            yield
+        finally:
+            expirer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await expirer
+            notifier.close()
+
+    app = Starlette(
+        routes=[Route(path, _Endpoint(handlers)) for path, handlers in ROUTES],
+        exception_handlers={HTTPException: _not_found},
+        lifespan=lifespan,
+    )
+    app.router.redirect_slashes = False
+    return app

@@ -1,0 +1,28 @@
+"""What every route handler works with: the store, the loop's notifier, and the server's settings."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import attrs
+from starlette.requests import Request
+from starlette.responses import Response
+
+from approval_guard.provider._store import Store
+from approval_guard.provider._waits import Notifier
+
+
+@attrs.define(eq=False)
+class Context:
+    """One serving run's shared state (a new one after each start)."""
+
+    store: Store
+    notifier: Notifier
+    poll_cap: float
+    #: A message for the review page's banner (the demo says it has finished), or None.
+    notice: str | None = None
+    #: The change sequence of the last list of requests a reviewer was answered.
+    listed_seq: int = -1
+
+
+Handler = Callable[[Context, Request], Awaitable[Response]]

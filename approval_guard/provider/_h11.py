@@ -1,0 +1,80 @@
+"""The connection protocol: uvicorn's h11 one, with JSON 400s and a deadline for slow clients.
+
+uvicorn answers a request it cannot parse (a malformed request line, a head
+over the size limit, a bad ``Content-Length``) with a plain-text 400; here it
+is the API's JSON error shape. A client that takes longer than
+:data:`SLOW_CLIENT_SECONDS` to send a request head is disconnected, so a
+slow-drip client cannot hold a connection open forever (the event loop never
+waits on it, so it delays nobody meanwhile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from approval_guard._now import utcnow
+from approval_guard._wire import error_body, format_http_date
+from approval_guard.provider._limits import SLOW_CLIENT_SECONDS
+
+
+class ProviderH11Protocol(H11Protocol):
+    """One HTTP/1.1 connection to the provider."""
+
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        self._head_timer = self.loop.call_later(SLOW_CLIENT_SECONDS, self._head_timed_out)
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        # A request being answered (a long poll, say) is the app's business, not a slow head.
+        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        body = json.dumps(error_body("invalid_request", msg)).encode()
+        headers: list[tuple[bytes, bytes]] = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"x-request-id", str(uuid.uuid4()).encode()),
+            (b"date", format_http_date(utcnow()).encode()),
+            (b"cache-control", b"no-store"),
+            (b"connection", b"close"),
+        ]
+        try:
+            output = self.conn.send(h11.Response(status_code=400, headers=headers, reason=b"Bad Request"))
+            output += self.conn.send(h11.Data(data=body)) or b""
+            output += self.conn.send(h11.EndOfMessage()) or b""
+        except h11.LocalProtocolError:
+            output = None  # an answer had already begun: just close
+        if output:
+            self.transport.write(output)
+        self.transport.close()
+
+
+def protocol_kwargs() -> dict[str, Any]:
+    """uvicorn Config arguments that select this protocol."""
+    return {"http": ProviderH11Protocol}

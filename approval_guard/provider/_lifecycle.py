@@ -1,0 +1,364 @@
+"""Running the provider: :class:`ProviderServer` binds, serves on uvicorn, and stops.
+
+The socket is bound when the object is made, so :attr:`ProviderServer.url` is
+known before serving. ``start()`` runs uvicorn's server on its own event loop
+in a background thread; ``serve_forever()`` in the calling one. Two ways to
+stop:
+
+- :meth:`ProviderServer.shutdown` is graceful (``serve`` does it on SIGTERM or
+  Ctrl-C): it stops accepting, answers every waiting poll at once with the
+  request's current state, lets answers in flight finish (at most
+  :data:`GRACEFUL_SECONDS`), then stops. Nothing answered is lost: the store
+  commits before it answers.
+- :meth:`ProviderServer.stop` is a kill, for tests: the listener and every
+  open connection are closed at once, and waiting polls get no answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import socket
+import threading
+from typing import Any
+
+import uvicorn
+
+from approval_guard.provider._app import build_app
+from approval_guard.provider._context import Context
+from approval_guard.provider._h11 import ProviderH11Protocol
+from approval_guard.provider._limits import (
+    DEFAULT_POLL_CAP,
+    GRACEFUL_SECONDS,
+    KEEP_ALIVE_SECONDS,
+    MAX_HEAD_BYTES,
+)
+from approval_guard.provider._store import Clock, FirstStartTokens, Store
+
+logger = logging.getLogger("approval_guard.provider")
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, stopped by an event rather than a 0.1 s tick, and drained our way."""
+
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+        super().__init__(config)
+        self.app = app
+        self.ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self.graceful = True
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        try:
+            await super().startup(sockets)
+        finally:
+            self.ready.set()
+
+    async def main_loop(self) -> None:
+        assert self._stop is not None
+        if not self.should_exit:
+            await self._stop.wait()
+
+    def request_stop(self, *, graceful: bool) -> None:
+        """From any thread: stop serving (a kill when not ``graceful``)."""
+        self.graceful = self.graceful and graceful
+        self.should_exit = True
+        loop, stop = self.loop, self._stop
+        if loop is not None and stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already ended
+                loop.call_soon_threadsafe(stop.set)
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        # SIGINT/SIGTERM while serve_forever() runs in the main thread: drain and stop.
+        self.request_stop(graceful=True)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in getattr(self, "servers", ()):
+            server.close()
+        connections = self.server_state.connections
+        if self.graceful:
+            ctx = getattr(self.app.state, "ctx", None)
+            if ctx is not None:
+                ctx.notifier.drain()
+            for connection in list(connections):
+                connection.shutdown()
+            loop = asyncio.get_running_loop()
+            end = loop.time() + GRACEFUL_SECONDS
+            while connections and loop.time() < end:
+                await asyncio.sleep(0.01)
+        for connection in list(connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.abort()
+        await self.lifespan.shutdown()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class ProviderServer:
+    """The local approval provider: PROVIDER_API.md, the review page and its backend.
+
+    :param db: a SQLite file path (created if missing), ``":memory:"``, or an
+        open store (:class:`Store` or a PostgreSQL one), which the server then
+        uses but does not close.
+    :param host: the address to bind; loopback by default.
+    :param port: the port; 0 picks a free one (see :attr:`url`).
+    :param clock: the provider's clock (aware UTC datetimes); ignored for a
+        store argument, which has its own.
+    :param poll_cap: the most a long poll waits, in seconds (API: 60).
+    :param instance_token: / :param reviewer_token: known credentials to create
+        on a fresh database (containers, CI); on one that has credentials, each
+        given token must already be one (else ``ValueError``).
+    :param tls_certfile: / :param tls_keyfile: serve HTTPS with this PEM
+        certificate and key.
+
+    On a database without credentials one instance and one reviewer credential
+    are made; their plaintext tokens are in :attr:`first_start_tokens` (else
+    None) and are stored only hashed. A stopped server can be started again:
+    it reopens its database file and binds the same port. ``close()`` stops
+    for good; leaving a ``with`` block calls it.
+    """
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str] | Store = "approvals.sqlite3",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        clock: Clock | None = None,
+        poll_cap: float = DEFAULT_POLL_CAP,
+        instance_token: str | None = None,
+        reviewer_token: str | None = None,
+        tls_certfile: str | None = None,
+        tls_keyfile: str | None = None,
+    ) -> None:
+        if poll_cap < 0 or not math.isfinite(poll_cap):
+            raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
+        if (tls_certfile is None) != (tls_keyfile is None):
+            raise ValueError("TLS needs both a certificate file and a key file")
+        self.poll_cap = float(poll_cap)
+        self._clock = clock
+        self._tls = (tls_certfile, tls_keyfile) if tls_certfile and tls_keyfile else None
+        if isinstance(db, (str, os.PathLike)):
+            self._db_path: str | None = os.fspath(db)
+            self._store: Store = Store(self._db_path, clock=clock)
+        else:
+            self._db_path = None
+            self._store = db
+        try:
+            #: Plaintext tokens made on this start of a fresh database, else None.
+            self.first_start_tokens: FirstStartTokens | None = (
+                self._store.ensure_initial_credentials(
+                    instance_token=instance_token, reviewer_token=reviewer_token
+                )
+            )
+            self._host = host
+            self._sock: socket.socket | None = _bind(host, port)
+        except BaseException:
+            if self._db_path is not None:
+                self._store.close()
+            raise
+        self._port: int = self._sock.getsockname()[1]
+        self._lock = threading.Lock()
+        self._server: _Uvicorn | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._notice: str | None = None
+        logger.info("provider bound to %s", self.url)
+
+    # ------------------------------------------------------------- properties
+
+    @property
+    def store(self) -> Store:
+        """The store being served (a new object after a stop/start on a file)."""
+        return self._store
+
+    @property
+    def url(self) -> str:
+        """``http(s)://HOST:PORT`` of this server (no trailing slash)."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{'https' if self._tls else 'http'}://{host}:{self._port}"
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def stopping(self) -> bool:
+        """True from the moment a stop begins until the next start."""
+        return self._stopping
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def __repr__(self) -> str:
+        return f"ProviderServer(url={self.url!r}, db={self._db_path or self._store.path!r})"
+
+    def _context(self) -> Context | None:
+        server = self._server
+        if server is None or not server.ready.is_set():
+            return None
+        ctx: Context | None = getattr(server.app.state, "ctx", None)
+        return ctx
+
+    @property
+    def waiting_polls(self) -> int:
+        """How many long polls are waiting right now (0 when not serving)."""
+        ctx = self._context()
+        return 0 if ctx is None else ctx.notifier.waiting_polls
+
+    def wait_for_waiting_polls(self, n: int, timeout: float) -> bool:
+        """Block until at least ``n`` polls wait; False on timeout or when not serving."""
+        ctx = self._context()
+        return False if ctx is None else ctx.notifier.wait_for_waiting_polls(n, timeout)
+
+    @property
+    def notice(self) -> str | None:
+        """A line the review page shows in its banner (the demo: "finished"), or None."""
+        return self._notice
+
+    @notice.setter
+    def notice(self, text: str | None) -> None:
+        self._notice = text
+        ctx = self._context()
+        server = self._server
+        if ctx is not None and server is not None and server.loop is not None:
+            ctx.notice = text
+            # Wake the page's change feed so it hears at once.
+            with contextlib.suppress(RuntimeError):
+                server.loop.call_soon_threadsafe(ctx.notifier.changed, 0, ("",))
+
+    def reviewer_listed_since(self, seq: int) -> bool:
+        """True once a reviewer was sent the list of requests as of change ``seq`` or later."""
+        ctx = self._context()
+        return ctx is not None and ctx.listed_seq >= seq
+
+    # ------------------------------------------------------------- lifecycle
+
+    def _prepare(self) -> tuple[_Uvicorn, socket.socket]:
+        with self._lock:
+            if self._server is not None:
+                raise RuntimeError("the provider is already running")
+            if self._store.closed:
+                if self._db_path is None:
+                    raise RuntimeError("the store this server was given has been closed")
+                self._store = Store(self._db_path, clock=self._clock)
+            if self._sock is None:
+                self._sock = _bind(self._host, self._port)
+            sock = self._sock
+            app = build_app(self._store, poll_cap=self.poll_cap, notice=self._notice)
+            config = uvicorn.Config(
+                app,
+                http=ProviderH11Protocol,
+                lifespan="on",
+                log_config=None,
+                log_level="warning",
+                access_log=False,
+                server_header=False,
+                date_header=False,
+                timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+                backlog=2048,
+                ssl_certfile=None if self._tls is None else self._tls[0],
+                ssl_keyfile=None if self._tls is None else self._tls[1],
+            )
+            server = self._server = _Uvicorn(config, app)
+            self._stopping = False
+            return server, sock
+
+    def _run(self, server: _Uvicorn, sock: socket.socket) -> None:
+        try:
+            asyncio.run(server.serve(sockets=[sock]))
+        except BaseException:  # SystemExit from a failed startup included
+            logger.exception("the provider at %s stopped with an error", self.url)
+        finally:
+            server.ready.set()
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def start(self) -> ProviderServer:
+        """Serve in a background thread; returns self once it accepts requests."""
+        server, sock = self._prepare()
+        self._thread = threading.Thread(
+            target=self._run, args=(server, sock), name="approval-guard-provider", daemon=True
+        )
+        self._thread.start()
+        server.ready.wait(30)
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread until a stop, SIGTERM or Ctrl-C (a graceful stop)."""
+        if self._thread is not None:
+            self._thread.join()
+            return
+        server, sock = self._prepare()
+        self._thread = threading.current_thread()
+        try:
+            self._run(server, sock)
+        finally:
+            self._finish(server)
+
+    def _end(self, *, graceful: bool) -> None:
+        with self._lock:
+            server, self._server = self._server, None
+            thread, self._thread = self._thread, None
+            self._stopping = True
+        if server is None:
+            return
+        self._sock = None  # uvicorn closes the listener; a restart binds the port again
+        server.request_stop(graceful=graceful)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(GRACEFUL_SECONDS + 5 if graceful else 5)
+            if thread.is_alive():
+                logger.warning("the provider at %s did not stop in time", self.url)
+        self._finish(server)
+
+    def _finish(self, server: _Uvicorn) -> None:
+        if self._db_path is not None and self._db_path != ":memory:":
+            # A restart reopens the file, as a new process would. An in-memory
+            # database is all there is, so it stays open until close().
+            self._store.close()
+        logger.info("provider at %s stopped", self.url)
+
+    def stop(self) -> None:
+        """Stop at once, as a kill would: connections are cut, waiting polls get no answer."""
+        self._end(graceful=False)
+
+    def shutdown(self) -> None:
+        """Stop gracefully: waiting polls are answered with the current state first."""
+        self._end(graceful=True)
+
+    def close(self) -> None:
+        """Stop, and close the database this server opened (it cannot be started again)."""
+        self.stop()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._db_path is not None:
+            self._store.close()
+
+    def __enter__(self) -> ProviderServer:
+        if self._server is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

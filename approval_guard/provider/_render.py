@@ -1,0 +1,132 @@
+"""The JSON forms of requests: the wire form, the review page's display texts, and the history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from approval_guard._display import escape, escape_lines, is_hidden, with_markers_shown
+from approval_guard._wire import ApprovalRequest, format_timestamp, request_to_json
+from approval_guard.provider._store import (
+    Annotation,
+    AuditEvent,
+    Credential,
+    History,
+    StoredRequest,
+    changed_names,
+    dump_json,
+)
+
+
+def request_json(request: ApprovalRequest) -> dict[str, Any]:
+    """The wire form of a request, with API 1.1's ``"editable"`` when it lists any names."""
+    out = request_to_json(request)
+    if isinstance(request, StoredRequest) and request.editable:
+        out["editable"] = list(request.editable)
+    return out
+
+
+def display_json(value: object) -> str:
+    """A JSON value as a reviewer reads it: pretty, exact, markers shown, hidden ones escaped."""
+    return escape_lines(dump_json(with_markers_shown(value), indent=2))
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def input_json(value: object) -> str:
+    """A value as the page's input holds it: exact JSON that parses back to this very value.
+
+    Hidden characters are written as JSON escapes (a surrogate pair beyond the
+    BMP, not :func:`escape`'s ``\\U`` form), so the reviewer sees them and an
+    untouched input still parses to the value it was filled with. Outside
+    strings the writer emits only ASCII, so every hidden character is in one.
+    """
+    lines = dump_json(value, indent=2).split("\n")
+    return "\n".join(
+        "".join(_json_escape(char) if is_hidden(char) else char for char in line) for line in lines
+    )
+
+
+def listed_request_json(
+    request: ApprovalRequest, annotation: Annotation | None = None
+) -> dict[str, Any]:
+    """A request as ``GET /v1/requests`` lists it: the wire form plus ``"display"``.
+
+    ``display`` holds every text a reviewer is shown, made here and only here
+    so the page never renders a value itself: ``arguments`` pretty-printed by
+    the writer that makes the echo (each number exactly as stored, a guard's
+    redaction marker as ``\u2039redacted 1a2b3c4d5e6f\u203a``), and every
+    string with hidden characters escaped (:func:`approval_guard._display.escape`).
+    Present only when not empty: ``redacted`` (the paths of redacted values),
+    ``editable`` (``[{"name", "text"}]``, ``text`` the exact JSON to prefill
+    an input with, see :func:`input_json`) and, once approved with edits,
+    ``changes`` (``[{"name", "before", "after"}]``).
+    """
+    note = request.decision.note if request.decision is not None else None
+    decided_by = annotation.decided_by if annotation is not None else None
+    reason = annotation.cancel_reason if annotation is not None else None
+    redacted: list[str] = []
+    shown = with_markers_shown(request.arguments, found=redacted)
+    editable = request.editable if isinstance(request, StoredRequest) else ()
+    edited = request.decision.arguments if request.decision is not None else None
+    changes = []
+    if edited is not None:
+        for name in changed_names(request.arguments, edited):
+            changes.append(
+                {
+                    "name": escape(name),
+                    "before": display_json(request.arguments.get(name)),
+                    "after": display_json(edited.get(name)),
+                }
+            )
+    display: dict[str, Any] = {
+        "tool": escape(request.tool),
+        "arguments": escape_lines(dump_json(shown, indent=2)),
+        "note": None if note is None else escape_lines(note),
+        "decided_by": None if decided_by is None else escape(decided_by),
+        "cancel_reason": None if reason is None else escape_lines(reason),
+    }
+    # Only when there is something to say: a plain request keeps the 1.0 display form.
+    if redacted:
+        display["redacted"] = [escape(path) for path in redacted]
+    if editable:
+        display["editable"] = [
+            {"name": escape(name), "text": input_json(request.arguments[name])} for name in editable
+        ]
+    if changes:
+        display["changes"] = changes
+    return {**request_json(request), "display": display}
+
+
+def _actor_json(credential: Credential | None) -> dict[str, str] | None:
+    if credential is None:
+        return None
+    return {"id": credential.id, "name": credential.name, "kind": credential.kind}
+
+
+def _event_json(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "at": format_timestamp(event.at),
+        "type": event.type,
+        "actor": _actor_json(event.actor),
+        "detail": event.detail,
+    }
+
+
+def history_to_json(history: History) -> dict[str, Any]:
+    """The wire form of a request's audit trail (``GET /v1/requests/{id}/history``)."""
+    return {
+        "request": request_json(history.request),
+        "owner": _actor_json(history.owner),
+        "poll_count": history.poll_count,
+        "last_polled_at": (
+            None if history.last_polled_at is None else format_timestamp(history.last_polled_at)
+        ),
+        "events": [_event_json(event) for event in history.events],
+    }

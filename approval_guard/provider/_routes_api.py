@@ -1,0 +1,286 @@
+"""The API's endpoints (PROVIDER_API.md): create, poll, cancel, decide, list, history, events.
+
+Each parses and checks its input here, then calls the store in the thread
+pool; a long poll waits on the event loop (:mod:`._waits`), holding no thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from approval_guard._wire import APPROVED, DENIED, STATUSES
+from approval_guard.provider._auth import authenticate, require_instance, require_reviewer
+from approval_guard.provider._context import Context
+from approval_guard.provider._http import (
+    ApiError,
+    bad,
+    check_body_length,
+    duration,
+    header,
+    json_answer,
+    json_object,
+    no_unknown,
+    not_found,
+    query_value,
+    read_body,
+    wait_seconds,
+)
+from approval_guard.provider._limits import (
+    DEFAULT_VALID_FOR_SECONDS,
+    IDEMPOTENCY_KEY,
+    MAX_BODY_BYTES,
+    MAX_LIST,
+    MAX_NOTE_CHARS,
+    MAX_TIMEOUT_SECONDS,
+    MAX_TOOL_CHARS,
+    MIN_TIMEOUT_SECONDS,
+)
+from approval_guard.provider._render import history_to_json, listed_request_json, request_json
+from approval_guard.provider._store import (
+    Credential,
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
+    InvalidEdit,
+    InvalidJSON,
+    NotPendingError,
+    StoredRequest,
+    UnknownRequest,
+)
+from approval_guard.provider._waits import long_poll, wait_for_change
+
+
+def request_answer(ctx: Context, request: StoredRequest | None) -> Response:
+    """200 with the request, or 404 when there is none for this credential."""
+    if request is None:
+        raise not_found()
+    return json_answer(ctx.store, 200, request_json(request))
+
+
+def not_pending(exc: NotPendingError) -> ApiError:
+    return ApiError(
+        409,
+        "not_pending",
+        f"the request is {exc.request.status}, not pending",
+        extra={"request": request_json(exc.request)},
+    )
+
+
+async def create(ctx: Context, request: Request) -> Response:
+    """``POST /v1/requests``. The key is claimed before the body is read.
+
+    So a duplicate that arrives while the first's body is still on its way
+    gets ``409 idempotency_key_in_use``, as one that arrives while it is stored.
+    """
+    if check_body_length(request) > MAX_BODY_BYTES:
+        await read_body(request)  # 413, as for any other endpoint, before anything else
+    credential = await authenticate(ctx.store, request)
+    require_instance(credential)
+    key = header(request, "idempotency-key")
+    if key is None or not IDEMPOTENCY_KEY.fullmatch(key):
+        await read_body(request)
+        raise bad("the Idempotency-Key header is required: 1 to 255 printable ASCII characters")
+    try:
+        with ctx.store.claim_key(credential.id, key):
+            return await _create(ctx, request, credential, key)
+    except IdempotencyKeyInUse as exc:
+        raise ApiError(409, "idempotency_key_in_use", str(exc)) from None
+
+
+async def _create(ctx: Context, request: Request, credential: Credential, key: str) -> Response:
+    obj = json_object(await read_body(request))
+    no_unknown(obj, {"tool", "arguments", "timeout", "editable"})
+    tool = obj.get("tool")
+    if not isinstance(tool, str) or not 1 <= len(tool) <= MAX_TOOL_CHARS:
+        raise bad(f"'tool' must be a string of 1 to {MAX_TOOL_CHARS} characters")
+    arguments = obj.get("arguments")
+    if not isinstance(arguments, dict):
+        raise bad("'arguments' must be a JSON object")
+    timeout = duration(obj.get("timeout"), "timeout", MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
+    editable = obj.get("editable")
+    if editable is not None and not isinstance(editable, list):
+        raise bad("'editable' must be a list of argument names")
+    try:
+        result = await run_in_threadpool(
+            lambda: ctx.store.create_request(
+                owner=credential,
+                idempotency_key=key,
+                tool=tool,
+                arguments=arguments,
+                timeout_seconds=timeout,
+                editable=editable,
+            )
+        )
+    except IdempotencyKeyReused as exc:
+        # Keys are per credential, so this is the request its own creator made.
+        extra = None if exc.request is None else {"request": request_json(exc.request)}
+        raise ApiError(422, "idempotency_key_reused", str(exc), extra=extra) from None
+    except (InvalidJSON, InvalidEdit) as exc:
+        raise bad(str(exc)) from None
+    return json_answer(ctx.store, 201 if result.created else 200, request_json(result.request))
+
+
+async def poll(ctx: Context, request: Request) -> Response:
+    await read_body(request)
+    credential = await authenticate(ctx.store, request)
+    wait = wait_seconds(request, ctx.poll_cap)
+    request_id = request.path_params["request_id"]
+    found = await long_poll(ctx.store, ctx.notifier, request_id, credential, wait)
+    return request_answer(ctx, found)
+
+
+async def cancel(ctx: Context, request: Request) -> Response:
+    body = await read_body(request)
+    credential = await authenticate(ctx.store, request)
+    require_instance(credential)
+    obj = json_object(body, allow_empty=True)
+    no_unknown(obj, {"reason"})
+    reason = obj.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise bad("'reason' must be a string")
+    request_id = request.path_params["request_id"]
+    try:
+        found = await run_in_threadpool(
+            ctx.store.cancel, request_id, owner=credential, reason=reason
+        )
+    except NotPendingError as exc:
+        raise not_pending(exc) from None
+    return request_answer(ctx, found)
+
+
+def decision_fields(obj: dict[str, Any], extra: set[str]) -> tuple[str, str | None, int]:
+    """``(status, note, valid_for seconds)`` of a decision body; 400 for anything else."""
+    if "tool" in obj:
+        # API 1.1: the tool is what was asked for; a reviewer may only edit arguments.
+        raise bad("a decision cannot change the tool; 'tool' is not a decision field")
+    no_unknown(obj, {"status", "note", "valid_for", *extra})
+    status = obj.get("status")
+    if status not in (APPROVED, DENIED):
+        raise bad("'status' must be 'approved' or 'denied'")
+    note = obj.get("note")
+    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
+        raise bad(f"'note' must be null or a string of at most {MAX_NOTE_CHARS} characters")
+    valid_for = DEFAULT_VALID_FOR_SECONDS
+    if obj.get("valid_for") is not None:
+        valid_for = duration(obj["valid_for"], "valid_for", 1, MAX_TIMEOUT_SECONDS)
+    return str(status), note, valid_for
+
+
+async def record_decision(
+    ctx: Context,
+    request_id: str,
+    credential: Credential,
+    fields: tuple[str, str | None, int],
+    arguments: dict[str, Any] | None,
+) -> Response:
+    """Store a decision (the API's and the page's) and answer it; the store checks edits."""
+    status, note, valid_for = fields
+    try:
+        found = await run_in_threadpool(
+            lambda: ctx.store.decide(
+                request_id,
+                reviewer=credential,
+                status=status,
+                note=note,
+                valid_for=valid_for,
+                arguments=arguments,
+            )
+        )
+    except NotPendingError as exc:
+        raise not_pending(exc) from None
+    except (InvalidEdit, InvalidJSON) as exc:
+        raise bad(str(exc)) from None
+    return request_answer(ctx, found)
+
+
+async def decide(ctx: Context, request: Request) -> Response:
+    body = await read_body(request)
+    credential = await authenticate(ctx.store, request)
+    require_reviewer(credential)
+    obj = json_object(body)
+    fields = decision_fields(obj, {"arguments"})
+    arguments = obj.get("arguments")
+    if "arguments" in obj and not isinstance(arguments, dict):
+        raise bad("'arguments' must be the whole arguments object, edits applied")
+    return await record_decision(ctx, request.path_params["request_id"], credential, fields,
+                                 arguments)
+
+
+def _limit(request: Request) -> int:
+    raw = query_value(request, "limit")
+    if not raw:
+        return MAX_LIST
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise bad("'limit' must be an integer") from None
+    if not 1 <= limit <= MAX_LIST:
+        raise bad(f"'limit' must be between 1 and {MAX_LIST}")
+    return limit
+
+
+async def list_requests(ctx: Context, request: Request) -> Response:
+    await read_body(request)
+    credential = await authenticate(ctx.store, request)
+    require_reviewer(credential)
+    statuses = [one for value in request.query_params.getlist("status") for one in value.split(",")]
+    for status in statuses:
+        if status not in STATUSES:
+            raise bad(f"'status' must be one or more of {', '.join(STATUSES)}")
+    limit = _limit(request)
+    before = query_value(request, "before")
+    seq = ctx.store.seq
+
+    def read() -> tuple[list[Any], dict[str, Any]]:
+        # One more than asked for tells whether another page follows.
+        found = ctx.store.list_requests(status=statuses, limit=limit + 1, before=before)
+        return found, ctx.store.annotations([r.id for r in found[:limit]])
+
+    try:
+        found, annotations = await run_in_threadpool(read)
+    except UnknownRequest:
+        raise bad("'before' must be the id of a listed request") from None
+    more = len(found) > limit
+    found = found[:limit]
+    ctx.listed_seq = max(ctx.listed_seq, seq)
+    return json_answer(
+        ctx.store,
+        200,
+        {
+            "requests": [listed_request_json(r, annotations.get(r.id)) for r in found],
+            "next_before": found[-1].id if more else None,
+        },
+    )
+
+
+async def history(ctx: Context, request: Request) -> Response:
+    await read_body(request)
+    credential = await authenticate(ctx.store, request)
+    require_reviewer(credential)
+    found = await run_in_threadpool(ctx.store.history, request.path_params["request_id"])
+    if found is None:
+        raise not_found()
+    return json_answer(ctx.store, 200, history_to_json(found))
+
+
+async def events(ctx: Context, request: Request) -> Response:
+    await read_body(request)
+    credential = await authenticate(ctx.store, request)
+    require_reviewer(credential)
+    wait = wait_seconds(request, ctx.poll_cap)
+    after_raw = query_value(request, "after")
+    if after_raw is None:
+        seq = ctx.store.seq
+    else:
+        try:
+            after = int(after_raw)
+        except ValueError:
+            raise bad("'after' must be an integer") from None
+        seq = await wait_for_change(ctx.store, ctx.notifier, after, wait)
+    out: dict[str, Any] = {"seq": seq}
+    if ctx.notice is not None:
+        out["notice"] = ctx.notice
+    return json_answer(ctx.store, 200, out)
