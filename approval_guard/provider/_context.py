@@ -1,4 +1,4 @@
-"""What every route handler works with: the store, the loop's notifier, and the server's settings."""
+"""What every route handler works with: the store, the loop's notifier, the settings."""
 
 from __future__ import annotations
 

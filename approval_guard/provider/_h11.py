@@ -65,7 +65,8 @@ class ProviderH11Protocol(H11Protocol):
             (b"connection", b"close"),
         ]
         try:
-            output = self.conn.send(h11.Response(status_code=400, headers=headers, reason=b"Bad Request"))
+            response = h11.Response(status_code=400, headers=headers, reason=b"Bad Request")
+            output = self.conn.send(response) or b""
             output += self.conn.send(h11.Data(data=body)) or b""
             output += self.conn.send(h11.EndOfMessage()) or b""
         except h11.LocalProtocolError:

@@ -123,7 +123,9 @@ def check_body_length(request: Request) -> int:
     """
     if request.headers.getlist("transfer-encoding"):
         raise ApiError(
-            400, "invalid_request", "chunked bodies are not supported; send Content-Length",
+            400,
+            "invalid_request",
+            "chunked bodies are not supported; send Content-Length",
             close=True,
         )
     raw = header(request, "content-length", close=True)

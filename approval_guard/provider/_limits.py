@@ -63,5 +63,6 @@ def scrub(text: str) -> str:
     """``text`` with any ``token=...`` value replaced, fit for a log line."""
     return TOKEN_IN_TEXT.sub(r"\1<redacted>", text)
 
+
 #: How deep a body may nest: one level more than the arguments may (the body holds them).
 MAX_JSON_BODY_DEPTH = MAX_JSON_DEPTH + 1

@@ -205,8 +205,9 @@ async def decide(ctx: Context, request: Request) -> Response:
     arguments = obj.get("arguments")
     if "arguments" in obj and not isinstance(arguments, dict):
         raise bad("'arguments' must be the whole arguments object, edits applied")
-    return await record_decision(ctx, request.path_params["request_id"], credential, fields,
-                                 arguments)
+    return await record_decision(
+        ctx, request.path_params["request_id"], credential, fields, arguments
+    )
 
 
 def _limit(request: Request) -> int:
