@@ -95,9 +95,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 closing(ReviewerClient(server.url, tokens.reviewer)) as reviewer,
                 on_sigterm(interrupt),
             ):
-                return _run_demo(args, ag, issue_refund, reviewer, server.url, tokens.reviewer)
+                code = _run_demo(args, ag, issue_refund, reviewer, server.url, tokens.reviewer)
+            _let_the_page_catch_up(server)
+            return code
         finally:
-            server.stop()
+            server.shutdown()
+
+
+#: How long the demo keeps serving, at most, for an open review page to see the end.
+PAGE_CATCH_UP_SECONDS = 15.0
+FINISHED_NOTICE = (
+    "The demo has finished: its provider has stopped, so this page no longer updates. "
+    "Run the demo again for a new request."
+)
+
+
+def _let_the_page_catch_up(server: Any) -> None:
+    """Keep serving until an open review page has shown the decision and the demo's end.
+
+    Without this the page a person just approved in would at once say
+    "Offline": the demo's provider exits with the outcome. Nobody opened the
+    page (a terminal decision): nothing to wait for.
+    """
+    if not server.review_page_opened:
+        return
+    seq = server.store.seq
+    server.notice = FINISHED_NOTICE
+    give_up = time.monotonic() + PAGE_CATCH_UP_SECONDS
+    try:
+        while not server.page_caught_up(seq) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        # A moment for the last answer to leave before the connections close.
+        time.sleep(0.2)
+    except KeyboardInterrupt:  # Ctrl-C again: the person does not want to wait
+        pass
 
 
 def _run_demo(

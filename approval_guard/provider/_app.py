@@ -66,8 +66,13 @@ class _Endpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        response = await self.handle(request)
-        await response(scope, receive, send)
+        try:
+            response = await self.handle(request)
+            await response(scope, receive, send)
+        except asyncio.CancelledError:
+            # A kill-like stop cut the connection first: there is nobody to answer, and
+            # nothing to report (uvicorn would log each one as an error).
+            return
 
     async def handle(self, request: Request) -> Response:
         ctx = context_of(request.app)

@@ -23,6 +23,10 @@ class Context:
     notice: str | None = None
     #: The change sequence of the last list of requests a reviewer was answered.
     listed_seq: int = -1
+    #: True once the review page itself (not the login form) was served.
+    page_served: bool = False
+    #: True once a change-feed answer carried the current :attr:`notice`.
+    notice_delivered: bool = False
 
 
 Handler = Callable[[Context, Request], Awaitable[Response]]

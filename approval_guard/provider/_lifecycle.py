@@ -239,17 +239,25 @@ class ProviderServer:
     def notice(self, text: str | None) -> None:
         self._notice = text
         ctx = self._context()
-        server = self._server
-        if ctx is not None and server is not None and server.loop is not None:
+        if ctx is not None:
             ctx.notice = text
-            # Wake the page's change feed so it hears at once.
-            with contextlib.suppress(RuntimeError):
-                server.loop.call_soon_threadsafe(ctx.notifier.changed, 0, ("",))
+            ctx.notice_delivered = False
+            ctx.notifier.poke()  # the page's change feed hears it at once
 
-    def reviewer_listed_since(self, seq: int) -> bool:
-        """True once a reviewer was sent the list of requests as of change ``seq`` or later."""
+    @property
+    def review_page_opened(self) -> bool:
+        """True once the review page was served (to a signed-in reviewer) since the start."""
         ctx = self._context()
-        return ctx is not None and ctx.listed_seq >= seq
+        return ctx is not None and ctx.page_served
+
+    def page_caught_up(self, seq: int) -> bool:
+        """True once a reviewer was sent the requests as of change ``seq`` and the notice."""
+        ctx = self._context()
+        return (
+            ctx is not None
+            and ctx.listed_seq >= seq
+            and (ctx.notice is None or ctx.notice_delivered)
+        )
 
     # ------------------------------------------------------------- lifecycle
 

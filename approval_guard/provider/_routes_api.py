@@ -280,8 +280,14 @@ async def events(ctx: Context, request: Request) -> Response:
             after = int(after_raw)
         except ValueError:
             raise bad("'after' must be an integer") from None
-        seq = await wait_for_change(ctx.store, ctx.notifier, after, wait)
+        # A notice nobody has been sent yet is news: answer it at once.
+        notice = ctx.notice if ctx.notice_delivered else None
+        seq = await wait_for_change(
+            ctx.store, ctx.notifier, after, wait, until=lambda: ctx.notice != notice
+        )
     out: dict[str, Any] = {"seq": seq}
     if ctx.notice is not None:
+        # The page shows it in a banner (the demo: "finished, this page no longer updates").
         out["notice"] = ctx.notice
+        ctx.notice_delivered = True
     return json_answer(ctx.store, 200, out)

@@ -58,6 +58,7 @@ async def page(ctx: Context, request: Request) -> Response:
     found = await session_of(store, request)
     if found is None:
         return html_answer(store, 200, _static_bytes("login.html"))
+    ctx.page_served = True
     body = _static_bytes("review.html").replace(
         CSRF_PLACEHOLDER.encode(), found[1].csrf_token.encode()
     )

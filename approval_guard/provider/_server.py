@@ -45,13 +45,22 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--poll-cap", type=float, default=DEFAULT_POLL_CAP)
+    parser.add_argument("--instance-token", default=None)
+    parser.add_argument("--reviewer-token", default=None)
     args = parser.parse_args(argv)
     db: object = args.db
     if args.dsn:
         from approval_guard.provider._store import open_store
 
         db = open_store(dsn=args.dsn)
-    server = ProviderServer(db, host=args.host, port=args.port, poll_cap=args.poll_cap)  # type: ignore[arg-type]
+    server = ProviderServer(
+        db,  # type: ignore[arg-type]
+        host=args.host,
+        port=args.port,
+        poll_cap=args.poll_cap,
+        instance_token=args.instance_token,
+        reviewer_token=args.reviewer_token,
+    )
     print(json.dumps({"url": server.url}), flush=True)
     server.serve_forever()
     if args.dsn:

@@ -338,6 +338,7 @@ def _sha256(text: str) -> str:
 # The exact JSON codec lives in approval_guard._json (one codec for the package);
 # its names are re-exported here for the server and older importers.
 
+
 def body_hash(
     tool: str, arguments: dict[str, Any], timeout_seconds: int, editable: Sequence[str] = ()
 ) -> str:
@@ -367,6 +368,8 @@ def body_hash(
 
 #: The most names one request may list as editable.
 MAX_EDITABLE = 100
+
+
 def _same(left: object, right: object) -> bool:
     return canonical_json(left) == canonical_json(right)
 

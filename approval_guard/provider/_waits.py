@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import anyio
 from starlette.concurrency import run_in_threadpool
@@ -59,6 +59,11 @@ class Notifier:
                     event.set()
         for event in self._any:
             event.set()
+
+    def poke(self) -> None:
+        """From any thread: wake every change-feed wait to look again (a new notice)."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._fire, ("",))
 
     def drain(self) -> None:
         """On the loop: end every wait now, each answering the current state."""
@@ -136,14 +141,21 @@ async def long_poll(
     return request
 
 
-async def wait_for_change(store: Store, notifier: Notifier, after: int, wait: float) -> int:
-    """The change sequence once it exceeds ``after``, or when ``wait`` seconds pass."""
+async def wait_for_change(
+    store: Store,
+    notifier: Notifier,
+    after: int,
+    wait: float,
+    *,
+    until: Callable[[], bool] = lambda: False,
+) -> int:
+    """The change sequence once it exceeds ``after`` (or ``until()``), or after ``wait`` s."""
     with notifier.watch_any() as event:
         end = anyio.current_time() + wait
         while True:
             seq = store.seq
             remaining = end - anyio.current_time()
-            if seq > after or remaining <= 0 or notifier.draining:
+            if seq > after or remaining <= 0 or notifier.draining or until():
                 return seq
             with anyio.move_on_after(remaining):
                 await event.wait()

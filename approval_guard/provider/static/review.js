@@ -227,6 +227,12 @@
     line.hidden = true;
   }
 
+  function showNotice(text) {
+    const line = el("notice");
+    line.textContent = text;
+    line.hidden = false;
+  }
+
   function setLive(state) {
     const live = el("live");
     live.dataset.state = state;
@@ -234,6 +240,7 @@
       live: "Live: updates by itself",
       connecting: "Connecting…",
       offline: "Offline: retrying…",
+      finished: "Finished: the provider has stopped",
     }[state];
   }
 
@@ -591,10 +598,15 @@
     // as anything changed after N (or when the wait ends). Each new N means: reload.
     let seq = null;
     let failures = 0;
+    let notice = null;
     for (;;) {
       try {
         const path = seq === null ? "/v1/events" : `/v1/events?after=${seq}&wait=${EVENTS_WAIT}`;
         const data = await api("GET", path);
+        if (data && typeof data.notice === "string" && data.notice !== notice) {
+          notice = data.notice;
+          showNotice(notice);
+        }
         const next = data && Number.isInteger(data.seq) ? data.seq : (seq ?? 0);
         if (seq === null || next !== seq) {
           seq = next;
@@ -603,6 +615,11 @@
         failures = 0;
         setLive("live");
       } catch (err) {
+        if (notice !== null && err.type === "network") {
+          // The provider said it was finishing (the demo), and now it has: not an outage.
+          setLive("finished");
+          return;
+        }
         failures += 1;
         seq = null; // start again from "now": a restarted provider may count from scratch
         setLive("offline");
