@@ -16,6 +16,7 @@ from approval_guard import _duration, _wire
 from approval_guard._env import (
     ENV_CREDENTIAL,
     ENV_REVIEWER_TOKEN,
+    ENV_SERVE_DSN,
     ENV_SERVE_INSTANCE_TOKEN,
     ENV_SERVE_REVIEWER_TOKEN,
     ENV_URL,
@@ -92,8 +93,16 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
 
 def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -> None:
     serve = sub.add_parser("serve", help="run the provider in the foreground")
-    serve.add_argument(
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument(
         "--db", default="approvals.sqlite3", help="SQLite file (default: approvals.sqlite3)"
+    )
+    where.add_argument(
+        "--dsn",
+        metavar="DSN",
+        default=env.get(ENV_SERVE_DSN) or None,
+        help="store everything in PostgreSQL instead (postgresql://...; needs the postgres "
+        f"extra; ${ENV_SERVE_DSN}); several instances may serve one database",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument(
@@ -114,6 +123,8 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
         default=env.get(ENV_SERVE_REVIEWER_TOKEN) or None,
         help=f"the reviewer credential to create on a new database (${ENV_SERVE_REVIEWER_TOKEN})",
     )
+    serve.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate")
+    serve.add_argument("--tls-key", metavar="FILE", help="... and this PEM private key")
     serve.add_argument(
         "--insecure-http",
         action="store_true",

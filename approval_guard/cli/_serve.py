@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import sqlite3
 import sys
@@ -33,9 +34,12 @@ def _loopback(host: str) -> bool:
 
 def _serve_banner(args: argparse.Namespace, url: str, tokens: FirstStartTokens | None) -> None:
     """What ``serve`` says when it starts; the credentials only on a new database."""
-    db = args.db if args.db == ":memory:" else str(Path(args.db).resolve())
+    if args.dsn:
+        db = "PostgreSQL"
+    else:
+        db = args.db if args.db == ":memory:" else str(Path(args.db).resolve())
     say(f"{PROG}: provider listening on {url} (database: {db})")
-    if not _loopback(args.host):
+    if not _loopback(args.host) and not args.tls_cert:
         say(
             f"warning: listening on {args.host} over plain HTTP (--insecure-http): credentials "
             "and decisions cross the network unencrypted unless your TLS proxy is in front",
@@ -59,31 +63,75 @@ def _serve_banner(args: argparse.Namespace, url: str, tokens: FirstStartTokens |
     say("Press Ctrl-C to stop.")
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    """``serve``: run the provider in the foreground until Ctrl-C."""
-    from approval_guard.provider import ProviderServer
-
-    if not _loopback(args.host) and not args.insecure_http:
+def _check_transport(args: argparse.Namespace) -> None:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise CliError("TLS needs both --tls-cert FILE and --tls-key FILE")
+    if not _loopback(args.host) and not args.tls_cert and not args.insecure_http:
         raise CliError(
             f"refusing to serve plain HTTP on {args.host}: tokens and decisions would cross the "
-            "network unencrypted, and this server has no TLS of its own; put a TLS proxy in "
-            "front of it and pass --insecure-http, or listen on 127.0.0.1"
+            "network unencrypted; give --tls-cert and --tls-key, or put a TLS proxy in front "
+            "and pass --insecure-http, or listen on 127.0.0.1"
         )
+
+
+def _open_store(args: argparse.Namespace) -> object:
+    """The store ``serve`` runs on: the SQLite file, or PostgreSQL for ``--dsn``."""
+    if not args.dsn:
+        return args.db
+    try:
+        from approval_guard.provider import open_store
+    except ImportError as exc:
+        raise CliError(
+            f"--dsn needs the postgres extra: pip install 'approval-guard[postgres]' ({exc})"
+        ) from None
+    try:
+        return open_store(dsn=args.dsn)
+    except Exception as exc:
+        raise CliError(
+            f"cannot open the PostgreSQL database: {safe_dsn_error(exc, args.dsn)}"
+        ) from None
+
+
+def safe_dsn_error(exc: BaseException, dsn: str) -> str:
+    """An error's text without the DSN's password in it."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    from urllib.parse import urlsplit
+
+    with contextlib.suppress(ValueError):
+        password = urlsplit(dsn).password
+        if password:
+            text = text.replace(password, "***")
+    return text
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``serve``: run the provider in the foreground until Ctrl-C or SIGTERM (graceful)."""
+    from approval_guard.provider import ProviderServer
+
+    _check_transport(args)
+    store = _open_store(args)
     try:
         server = ProviderServer(
-            db=args.db,
+            db=store,  # type: ignore[arg-type]
             host=args.host,
             port=args.port,
             instance_token=args.instance_token,
             reviewer_token=args.reviewer_token,
+            tls_certfile=args.tls_cert,
+            tls_keyfile=args.tls_key,
         )
     except ValueError as exc:  # a given token: bad, or not this database's
+        _close(store)
         raise CliError(str(exc)) from None
     except OSError as exc:
+        _close(store)
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     except sqlite3.Error as exc:
         raise CliError(f"cannot open the database {args.db}: {exc}") from None
     server.start()
+    if not server.running:
+        _close(store)
+        raise CliError("the provider could not start (see the log above)")
     stop = threading.Event()
     try:
         with on_sigterm(stop.set):
@@ -93,6 +141,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # wherever Ctrl-C lands after the start, it means "stop"
         pass
     finally:
-        server.stop()
+        # Graceful: waiting polls are answered with the current state, nothing is cut.
+        server.shutdown()
+        _close(store)
     say(f"{PROG}: provider stopped")
     return 0
+
+
+def _close(store: object) -> None:
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()

@@ -207,7 +207,13 @@ class ProviderServer:
 
     @property
     def running(self) -> bool:
-        return self._server is not None
+        """True while serving (after a start that succeeded, until a stop)."""
+        server, thread = self._server, self._thread
+        return (
+            server is not None
+            and server.started
+            and (thread is None or thread.is_alive() or thread is threading.current_thread())
+        )
 
     def __repr__(self) -> str:
         return f"ProviderServer(url={self.url!r}, db={self._db_path or self._store.path!r})"

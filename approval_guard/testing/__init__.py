@@ -17,8 +17,11 @@ or decides by policy, in a background thread::
         ...
 
 Fault injection (``provider.faults``) and exchange counters (``provider.stats``)
-are those of :class:`approval_guard.provider.Faults` and
-:class:`approval_guard.provider.Stats`.
+are those of a :class:`FaultProxy` in front of the server: :attr:`LocalProvider.url`
+is the proxy's. The proxy works in front of any provider, your own included::
+
+    with ag_testing.FaultProxy("http://staging-provider.internal:8080") as proxy:
+        proxy.faults.add("status", on="poll", status=503, retry_after=1)
 
 With a file ``db``, a second ``LocalProvider`` on the same file sees everything
 the first stored, credentials included: to make that possible, and only for
@@ -32,15 +35,11 @@ same port).
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
-
-import attrs
 
 from approval_guard._duration import to_timedelta
 from approval_guard._now import utcnow
@@ -57,196 +56,17 @@ from approval_guard.provider._store import (
     Store,
     StoreClosedError,
 )
+from approval_guard.testing._faults import (
+    EXCHANGES,
+    FAULT_KINDS,
+    Fault,
+    FaultRecord,
+    Faults,
+    Stats,
+)
+from approval_guard.testing._proxy import FaultProxy
 
 logger = logging.getLogger("approval_guard.provider")
-
-# TEMPORARY (integration): server-side faults are gone; the fault proxy replaces these.
-FAULT_KINDS = ("drop_after_commit", "reset_before", "status", "garbage", "delay", "headers")
-#: What a fault can be aimed at; ``"any"`` matches every ``/v1`` exchange.
-EXCHANGES = ("create", "poll", "cancel", "decision", "list", "history", "events", "any")
-_STATUS_ERROR_TYPES = {
-    429: "rate_limited",
-    500: "internal_error",
-    502: "bad_gateway",
-    503: "unavailable",
-    504: "gateway_timeout",
-}
-
-
-@attrs.frozen
-class Fault:
-    """One queued fault (see :meth:`Faults.add`)."""
-
-    kind: str
-    on: str
-    status: int
-    retry_after: float | str | None
-    delay: float
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@attrs.frozen
-class FaultRecord:
-    """A fault that was injected: what it was and which exchange it hit."""
-
-    kind: str
-    exchange: str
-    path: str
-    status: int | None
-    at: float  # time.monotonic() when injected
-
-
-class Faults:
-    """Deterministic fault injection, for tests of code that talks to the provider.
-
-    Faults are matched in the order they were added (first match wins) and each
-    is used ``times`` times, then dropped::
-
-        provider.faults.add("drop_after_commit", on="create")
-        provider.faults.add("status", on="poll", status=429, retry_after=1, times=2)
-        provider.faults.add("delay", on="poll", delay=3.0)
-
-    Kinds:
-
-    ``"drop_after_commit"``
-        process the request fully (a create is committed), then close the
-        connection without answering.
-    ``"reset_before"``
-        close the connection before processing anything.
-    ``"status"``
-        answer ``status`` (429 or 5xx) with an error body, and ``Retry-After``
-        if ``retry_after`` is given, without processing anything.
-    ``"garbage"``
-        process the request (a create is committed), then answer 200 with a
-        body that is not JSON.
-    ``"delay"``
-        sleep ``delay`` seconds, then process and answer normally (for a
-        create, the ``Idempotency-Key`` is held while it sleeps).
-    ``"headers"``
-        process and answer normally, with ``headers`` added to the answer
-        (a ``Date`` given there replaces the provider's own): hostile or stale
-        ``Date`` and ``Retry-After`` values, for instance.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._queue: list[list[Any]] = []  # [Fault, remaining uses]
-        self._log: list[FaultRecord] = []
-
-    def add(
-        self,
-        kind: str,
-        *,
-        on: str = "any",
-        times: int = 1,
-        status: int = 503,
-        retry_after: float | str | None = None,
-        delay: float = 0.0,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        """Queue a fault for the next ``times`` exchanges of kind ``on``."""
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"fault kind must be one of {FAULT_KINDS}, not {kind!r}")
-        if on not in EXCHANGES:
-            raise ValueError(f"'on' must be one of {EXCHANGES}, not {on!r}")
-        if not isinstance(times, int) or times < 1:
-            raise ValueError(f"times must be a positive integer, not {times!r}")
-        if kind == "status" and status != 429 and not 500 <= status <= 599:
-            raise ValueError(f"a status fault answers 429 or 5xx, not {status!r}")
-        if delay < 0 or not math.isfinite(delay):
-            raise ValueError(f"delay must be a non-negative number of seconds, not {delay!r}")
-        pairs = tuple((headers or {}).items())
-        if kind == "headers" and not pairs:
-            raise ValueError("a headers fault needs headers={name: value, ...}")
-        for name, value in pairs:
-            if not (isinstance(name, str) and isinstance(value, str)) or any(
-                ch in "\r\n" for ch in name + value
-            ):
-                raise ValueError(f"a fault header must be one line of text: {name!r}: {value!r}")
-        fault = Fault(
-            kind=kind, on=on, status=status, retry_after=retry_after, delay=delay, headers=pairs
-        )
-        with self._lock:
-            self._queue.append([fault, times])
-
-    def take(self, exchange: str, path: str = "") -> Fault | None:
-        """Consume the first queued fault that matches ``exchange``, if any."""
-        with self._lock:
-            for entry in self._queue:
-                fault: Fault = entry[0]
-                if fault.on in ("any", exchange):
-                    entry[1] -= 1
-                    if entry[1] == 0:
-                        self._queue.remove(entry)
-                    self._log.append(
-                        FaultRecord(
-                            kind=fault.kind,
-                            exchange=exchange,
-                            path=path,
-                            status=fault.status if fault.kind == "status" else None,
-                            at=time.monotonic(),
-                        )
-                    )
-                    logger.info("injecting fault %s into %s %s", fault.kind, exchange, path)
-                    return fault
-        return None
-
-    @property
-    def log(self) -> list[FaultRecord]:
-        """Every fault injected so far, in order."""
-        with self._lock:
-            return list(self._log)
-
-    @property
-    def pending(self) -> int:
-        """How many fault uses are still queued."""
-        with self._lock:
-            return sum(entry[1] for entry in self._queue)
-
-    def clear(self) -> None:
-        """Drop every queued fault and the log."""
-        with self._lock:
-            self._queue.clear()
-            self._log.clear()
-
-
-class Stats:
-    """Counts of exchanges received, for assertions like "exactly one create was sent".
-
-    Attributes: ``creates``, ``polls``, ``cancels``, ``decisions``, ``lists``
-    (requests received, faulted ones included), ``created`` (new requests
-    made), ``replays`` (creates answered from an idempotency key).
-    """
-
-    _NAMES = ("creates", "polls", "cancels", "decisions", "lists", "created", "replays")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def incr(self, name: str) -> None:
-        with self._lock:
-            self._counts[name] += 1
-
-    def __getattr__(self, name: str) -> int:
-        if name in Stats._NAMES:
-            with self._lock:
-                return self._counts[name]
-        raise AttributeError(name)
-
-    def snapshot(self) -> dict[str, int]:
-        """All counters as a dict."""
-        with self._lock:
-            return {name: self._counts[name] for name in Stats._NAMES}
-
-    def reset(self) -> None:
-        """Set every counter to zero."""
-        with self._lock:
-            self._counts.clear()
-
-    def __repr__(self) -> str:
-        return f"Stats({self.snapshot()})"
-
 
 
 _TESTING_TABLE = """
@@ -255,6 +75,7 @@ CREATE TABLE IF NOT EXISTS testing_credentials (
     token TEXT NOT NULL
 )
 """
+
 
 class LocalProvider:
     """The local provider, running in-process on 127.0.0.1, driven by the test.
@@ -299,8 +120,8 @@ class LocalProvider:
             store.close()
             self._server = ProviderServer(self.db, clock=self._now, poll_cap=poll_cap)
         self._memory_store = store if self._memory else None
-        self._faults_tmp = Faults()
-        self._stats_tmp = Stats()
+        # Faults happen at the edge: the proxy in front of the server is the URL tests get.
+        self._proxy = FaultProxy(self._server.url, clock=self._now)
 
     def _now(self) -> datetime:
         return utcnow() + self.clock_offset
@@ -314,7 +135,12 @@ class LocalProvider:
     @property
     def url(self) -> str:
         """The provider's base URL, ``http://127.0.0.1:PORT`` (kept across restarts)."""
-        return self._server.url
+        return self._proxy.url
+
+    @property
+    def proxy(self) -> FaultProxy:
+        """The :class:`FaultProxy` in front of the server (what :attr:`url` reaches)."""
+        return self._proxy
 
     @property
     def server(self) -> ProviderServer:
@@ -329,18 +155,19 @@ class LocalProvider:
     @property
     def faults(self) -> Faults:
         """Fault injection: ``provider.faults.add("drop_after_commit", on="create")``."""
-        return self._faults_tmp
+        return self._proxy.faults
 
     @property
     def stats(self) -> Stats:
         """Exchange counters: ``provider.stats.creates``, ``.polls``, ``.cancels`` ..."""
-        return self._stats_tmp
+        return self._proxy.stats
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> LocalProvider:
         """Start serving (again, after :meth:`stop`: same port, same database)."""
         self._server.start()
+        self._proxy.start()
         self._running.set()
         if self._policy_thread is None:
             self._policy_thread = threading.Thread(
@@ -352,6 +179,7 @@ class LocalProvider:
     def stop(self) -> None:
         """Stop serving, as a killed provider would: open connections are cut."""
         self._running.clear()
+        self._proxy.stop()
         self._server.stop()
 
     def close(self) -> None:
@@ -532,4 +360,17 @@ def _testing_credentials(store: Store) -> tuple[str, str]:
     return tokens[INSTANCE], tokens[REVIEWER]
 
 
-__all__ = ["LocalProvider", "Policy", "Timings", "approve_after", "deny_after"]
+__all__ = [
+    "EXCHANGES",
+    "FAULT_KINDS",
+    "Fault",
+    "FaultProxy",
+    "FaultRecord",
+    "Faults",
+    "LocalProvider",
+    "Policy",
+    "Stats",
+    "Timings",
+    "approve_after",
+    "deny_after",
+]
