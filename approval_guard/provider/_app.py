@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 from approval_guard.provider import _routes_api as api
 from approval_guard.provider import _routes_page as review
 from approval_guard.provider._context import Context, Handler
-from approval_guard.provider._http import ApiError, error_answer
+from approval_guard.provider._http import ApiError, check_head, error_answer
 from approval_guard.provider._store import Store, StoreClosedError
 from approval_guard.provider._waits import Notifier
 
@@ -78,6 +78,7 @@ class _Endpoint:
         ctx = context_of(request.app)
         handler = self.handlers.get(request.method)
         try:
+            check_head(request)
             if handler is None:
                 raise ApiError(
                     405,
@@ -103,6 +104,10 @@ class _Endpoint:
 async def _not_found(request: Request, exc: Exception) -> Response:
     ctx = context_of(request.app)
     status = exc.status_code if isinstance(exc, HTTPException) else 500
+    try:
+        check_head(request)
+    except ApiError as err:
+        return error_answer(ctx.store, err)
     if status == 404:
         err = ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
     else:
@@ -131,13 +136,21 @@ async def _expire_forever(ctx: Context) -> None:
             await anyio.sleep(_EXPIRY_REST)
 
 
-def build_app(store: Store, *, poll_cap: float, notice: str | None = None) -> Starlette:
+def build_app(
+    store: Store, *, poll_cap: float, notice: str | None = None, client_timeout: float = 20.0
+) -> Starlette:
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         notifier = Notifier(store, asyncio.get_running_loop())
-        ctx = Context(store=store, notifier=notifier, poll_cap=poll_cap, notice=notice)
+        ctx = Context(
+            store=store,
+            notifier=notifier,
+            poll_cap=poll_cap,
+            notice=notice,
+            client_timeout=client_timeout,
+        )
         app.state.ctx = ctx
         expirer = asyncio.create_task(_expire_forever(ctx), name="approval-guard-expirer")
         try:

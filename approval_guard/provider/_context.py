@@ -19,6 +19,8 @@ class Context:
     store: Store
     notifier: Notifier
     poll_cap: float
+    #: Seconds a client has to send a request body.
+    client_timeout: float = 20.0
     #: A message for the review page's banner (the demo says it has finished), or None.
     notice: str | None = None
     #: The change sequence of the last list of requests a reviewer was answered.

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -27,6 +26,8 @@ class ProviderH11Protocol(H11Protocol):
     """One HTTP/1.1 connection to the provider."""
 
     _head_timer: asyncio.TimerHandle | None = None
+    #: Seconds a client has to send a request head (see :func:`protocol_class`).
+    client_timeout: float = SLOW_CLIENT_SECONDS
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -35,7 +36,7 @@ class ProviderH11Protocol(H11Protocol):
     def _arm_head_timer(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
-        self._head_timer = self.loop.call_later(SLOW_CLIENT_SECONDS, self._head_timed_out)
+        self._head_timer = self.loop.call_later(self.client_timeout, self._head_timed_out)
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
@@ -76,6 +77,6 @@ class ProviderH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def protocol_kwargs() -> dict[str, Any]:
-    """uvicorn Config arguments that select this protocol."""
-    return {"http": ProviderH11Protocol}
+def protocol_class(client_timeout: float) -> type[ProviderH11Protocol]:
+    """The protocol for uvicorn's ``Config(http=...)``, with this head deadline."""
+    return type("ProviderH11Protocol", (ProviderH11Protocol,), {"client_timeout": client_timeout})

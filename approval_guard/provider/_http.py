@@ -24,6 +24,7 @@ from approval_guard.provider._limits import (
     CONTENT_LENGTH,
     HTML_HEADERS,
     MAX_BODY_BYTES,
+    MAX_HEAD_BYTES,
     MAX_JSON_BODY_DEPTH,
     SLOW_CLIENT_SECONDS,
 )
@@ -106,6 +107,16 @@ def error_answer(store: Store, err: ApiError) -> Response:
     )
 
 
+def check_head(request: Request) -> None:
+    """400 for a request head over :data:`MAX_HEAD_BYTES` (uvicorn bounds only a partial one)."""
+    size = len(request.scope.get("raw_path") or b"") + len(request.scope.get("query_string", b""))
+    size += sum(len(name) + len(value) + 4 for name, value in request.scope["headers"])
+    if size > MAX_HEAD_BYTES:
+        raise ApiError(
+            400, "invalid_request", f"the request head is over {MAX_HEAD_BYTES} bytes", close=True
+        )
+
+
 def header(request: Request, name: str, *, close: bool = False) -> str | None:
     """The value of a header sent at most once; sent twice it is ambiguous: 400."""
     values = request.headers.getlist(name)
@@ -152,7 +163,7 @@ async def read_body(request: Request) -> bytes:
             close=True,
         )
     chunks: list[bytes] = []
-    with anyio.move_on_after(SLOW_CLIENT_SECONDS) as scope:
+    with anyio.move_on_after(_client_timeout(request)) as scope:
         async for chunk in request.stream():
             chunks.append(chunk)
     if scope.cancelled_caught:
@@ -160,9 +171,14 @@ async def read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+def _client_timeout(request: Request) -> float:
+    ctx = getattr(request.app.state, "ctx", None)
+    return float(getattr(ctx, "client_timeout", SLOW_CLIENT_SECONDS))
+
+
 async def _drain(request: Request, limit: int) -> None:
     seen = 0
-    with anyio.move_on_after(SLOW_CLIENT_SECONDS), contextlib.suppress(ClientDisconnect):
+    with anyio.move_on_after(_client_timeout(request)), contextlib.suppress(ClientDisconnect):
         async for chunk in request.stream():
             seen += len(chunk)
             if seen >= limit:

@@ -23,85 +23,29 @@ import math
 import os
 import socket
 import threading
-from typing import Any
 
 import uvicorn
 
 from approval_guard.provider._app import build_app
 from approval_guard.provider._context import Context
-from approval_guard.provider._h11 import ProviderH11Protocol
+from approval_guard.provider._h11 import protocol_class
 from approval_guard.provider._limits import (
     DEFAULT_POLL_CAP,
     GRACEFUL_SECONDS,
     KEEP_ALIVE_SECONDS,
     MAX_HEAD_BYTES,
+    SLOW_CLIENT_SECONDS,
 )
 from approval_guard.provider._store import Clock, FirstStartTokens, Store
+from approval_guard.provider._uvicorn import UvicornServer
 
 logger = logging.getLogger("approval_guard.provider")
 
 
-class _Uvicorn(uvicorn.Server):
-    """uvicorn's server, stopped by an event rather than a 0.1 s tick, and drained our way."""
-
-    def __init__(self, config: uvicorn.Config, app: Any) -> None:
-        super().__init__(config)
-        self.app = app
-        self.ready = threading.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self.graceful = True
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self.loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        try:
-            await super().startup(sockets)
-        finally:
-            self.ready.set()
-
-    async def main_loop(self) -> None:
-        assert self._stop is not None
-        if not self.should_exit:
-            await self._stop.wait()
-
-    def request_stop(self, *, graceful: bool) -> None:
-        """From any thread: stop serving (a kill when not ``graceful``)."""
-        self.graceful = self.graceful and graceful
-        self.should_exit = True
-        loop, stop = self.loop, self._stop
-        if loop is not None and stop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop has already ended
-                loop.call_soon_threadsafe(stop.set)
-
-    def handle_exit(self, sig: int, frame: Any) -> None:
-        # SIGINT/SIGTERM while serve_forever() runs in the main thread: drain and stop.
-        self.request_stop(graceful=True)
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        for server in getattr(self, "servers", ()):
-            server.close()
-        connections = self.server_state.connections
-        if self.graceful:
-            ctx = getattr(self.app.state, "ctx", None)
-            if ctx is not None:
-                ctx.notifier.drain()
-            for connection in list(connections):
-                connection.shutdown()
-            loop = asyncio.get_running_loop()
-            end = loop.time() + GRACEFUL_SECONDS
-            while connections and loop.time() < end:
-                await asyncio.sleep(0.01)
-        for connection in list(connections):
-            transport = getattr(connection, "transport", None)
-            if transport is not None:
-                transport.abort()
-        await self.lifespan.shutdown()
-
-
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only then (delayed ACKs would add 40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -128,6 +72,10 @@ class ProviderServer:
         given token must already be one (else ``ValueError``).
     :param tls_certfile: / :param tls_keyfile: serve HTTPS with this PEM
         certificate and key.
+    :param keep_alive_seconds: an idle keep-alive connection is closed after this.
+    :param client_timeout_seconds: a client must send a request head, and then
+        its body, within this (a slow-drip client is disconnected; it never
+        delays anyone else meanwhile).
 
     On a database without credentials one instance and one reviewer credential
     are made; their plaintext tokens are in :attr:`first_start_tokens` (else
@@ -148,9 +96,19 @@ class ProviderServer:
         reviewer_token: str | None = None,
         tls_certfile: str | None = None,
         tls_keyfile: str | None = None,
+        keep_alive_seconds: float = KEEP_ALIVE_SECONDS,
+        client_timeout_seconds: float = SLOW_CLIENT_SECONDS,
     ) -> None:
         if poll_cap < 0 or not math.isfinite(poll_cap):
             raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
+        for name, value in (
+            ("keep_alive_seconds", keep_alive_seconds),
+            ("client_timeout_seconds", client_timeout_seconds),
+        ):
+            if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        self._keep_alive = float(keep_alive_seconds)
+        self._client_timeout = float(client_timeout_seconds)
         if (tls_certfile is None) != (tls_keyfile is None):
             raise ValueError("TLS needs both a certificate file and a key file")
         self.poll_cap = float(poll_cap)
@@ -177,7 +135,7 @@ class ProviderServer:
             raise
         self._port: int = self._sock.getsockname()[1]
         self._lock = threading.Lock()
-        self._server: _Uvicorn | None = None
+        self._server: UvicornServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._notice: str | None = None
@@ -267,7 +225,7 @@ class ProviderServer:
 
     # ------------------------------------------------------------- lifecycle
 
-    def _prepare(self) -> tuple[_Uvicorn, socket.socket]:
+    def _prepare(self) -> tuple[UvicornServer, socket.socket]:
         with self._lock:
             if self._server is not None:
                 raise RuntimeError("the provider is already running")
@@ -278,27 +236,32 @@ class ProviderServer:
             if self._sock is None:
                 self._sock = _bind(self._host, self._port)
             sock = self._sock
-            app = build_app(self._store, poll_cap=self.poll_cap, notice=self._notice)
+            app = build_app(
+                self._store,
+                poll_cap=self.poll_cap,
+                notice=self._notice,
+                client_timeout=self._client_timeout,
+            )
             config = uvicorn.Config(
                 app,
-                http=ProviderH11Protocol,
+                http=protocol_class(self._client_timeout),
                 lifespan="on",
                 log_config=None,
                 log_level="warning",
                 access_log=False,
                 server_header=False,
                 date_header=False,
-                timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                timeout_keep_alive=self._keep_alive,  # type: ignore[arg-type]
                 h11_max_incomplete_event_size=MAX_HEAD_BYTES,
                 backlog=2048,
                 ssl_certfile=None if self._tls is None else self._tls[0],
                 ssl_keyfile=None if self._tls is None else self._tls[1],
             )
-            server = self._server = _Uvicorn(config, app)
+            server = self._server = UvicornServer(config, app)
             self._stopping = False
             return server, sock
 
-    def _run(self, server: _Uvicorn, sock: socket.socket) -> None:
+    def _run(self, server: UvicornServer, sock: socket.socket) -> None:
         try:
             asyncio.run(server.serve(sockets=[sock]))
         except BaseException:  # SystemExit from a failed startup included
@@ -345,7 +308,7 @@ class ProviderServer:
                 logger.warning("the provider at %s did not stop in time", self.url)
         self._finish(server)
 
-    def _finish(self, server: _Uvicorn) -> None:
+    def _finish(self, server: UvicornServer) -> None:
         if self._db_path is not None and self._db_path != ":memory:":
             # A restart reopens the file, as a new process would. An in-memory
             # database is all there is, so it stays open until close().
