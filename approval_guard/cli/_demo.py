@@ -76,7 +76,10 @@ def _find_demo_request(
 def cmd_demo(args: argparse.Namespace) -> int:
     """``demo``: a temporary provider, the guarded refund, a person's decision, the outcome."""
     import approval_guard as ag
-    from approval_guard.provider import ProviderServer
+    try:
+        from approval_guard.provider import ProviderServer
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
 
     module = load_refund_example()
     with tempfile.TemporaryDirectory(prefix="approval-guard-demo-") as folder:

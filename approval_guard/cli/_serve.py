@@ -106,7 +106,10 @@ def safe_dsn_error(exc: BaseException, dsn: str) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: run the provider in the foreground until Ctrl-C or SIGTERM (graceful)."""
-    from approval_guard.provider import ProviderServer
+    try:
+        from approval_guard.provider import ProviderServer
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
 
     _check_transport(args)
     store = _open_store(args)

@@ -11,7 +11,11 @@ For tests, :class:`approval_guard.testing.LocalProvider` wraps it with drivable
 helpers and fault injection.
 """
 
-from approval_guard.provider._server import DEFAULT_POLL_CAP, MAX_BODY_BYTES, ProviderServer
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from approval_guard.provider._limits import DEFAULT_POLL_CAP, MAX_BODY_BYTES
 from approval_guard.provider._store import (
     Credential,
     FirstStartTokens,
@@ -22,6 +26,25 @@ from approval_guard.provider._store import (
     StoreClosedError,
     StoreError,
 )
+
+if TYPE_CHECKING:
+    from approval_guard.provider._lifecycle import ProviderServer
+
+
+def __getattr__(name: str) -> Any:
+    # The server needs the `server` extra (starlette, uvicorn); the store does not, so
+    # importing a store or an error type must not import them.
+    if name == "ProviderServer":
+        try:
+            from approval_guard.provider._lifecycle import ProviderServer
+        except ImportError as exc:
+            raise ImportError(
+                "the provider's server needs the `server` extra: "
+                f"pip install 'approval-guard[server]' ({exc})"
+            ) from exc
+        return ProviderServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_POLL_CAP",

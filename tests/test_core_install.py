@@ -1,0 +1,63 @@
+"""The core install (no `server` extra): the decorator works; the server says what to install."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BLOCK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("starlette", "uvicorn", "anyio", "h11"):
+            raise ImportError(f"blocked {name}")
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK + textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def test_the_guard_and_the_store_need_no_web_server() -> None:
+    done = _run(
+        """
+        import approval_guard as ag
+        from approval_guard.provider import Store, NotPendingError
+        guard = ag.Guard(base_url="http://127.0.0.1:9", credential="x" * 30)
+        @guard.requires_approval(timeout="30s", when=lambda args: False)
+        def tool(x: int) -> int:
+            return x * 2
+        assert tool(21) == 42
+        Store(":memory:").close()
+        assert not any(m.split(".")[0] in ("starlette", "uvicorn") for m in sys.modules)
+        print("ok")
+        """
+    )
+    assert "ok" in done.stdout, done.stderr
+
+
+def test_the_demo_without_the_server_extra_says_what_to_install() -> None:
+    done = _run(
+        """
+        from approval_guard.cli import main
+        sys.exit(main(["demo", "--decide", "approve"]))
+        """
+    )
+    assert 1 == done.returncode, done.stdout + done.stderr
+    assert "pip install 'approval-guard[server]'" in done.stderr
+    assert "Traceback" not in done.stderr
