@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import latency, overhead, policy, provider_alone, requests_per_approval, scale
+from . import latency, overhead, policy, provider_alone, requests_per_approval, scale, server
 from ._common import RESULTS, Result, text_table, write_latest, write_result
 
 BENCHMARKS: dict[str, Callable[[argparse.Namespace], Result]] = {
@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, Callable[[argparse.Namespace], Result]] = {
     "scale": lambda a: scale.run(quick=a.quick),
     "provider_alone": lambda a: provider_alone.run(quick=a.quick),
     "policy": lambda a: policy.run(quick=a.quick),
+    "server": lambda a: server.run(quick=a.quick),
 }
 
 

@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ["latency", "requests_per_approval", "overhead", "scale", "provider_alone", "policy"]
+NAMES = [
+    "latency",
+    "requests_per_approval",
+    "overhead",
+    "scale",
+    "provider_alone",
+    "policy",
+    "server",
+]
 
 
 def test_benchmarks_run_in_quick_mode(tmp_path: Path) -> None:
@@ -41,3 +49,24 @@ def test_the_policy_benchmark_gives_positive_figures(tmp_path: Path) -> None:
     assert figures["bare_seconds_per_call"] > 0
     for name in ("no_otel_repeats_us", "plan_repeats_us"):
         assert all(t > 0 for times in figures[name].values() for t in times)
+
+
+def test_the_server_benchmark_answers_every_poll_and_loses_no_decision(tmp_path: Path) -> None:
+    """Every waiting poll (provider and floor) comes back approved; a SIGKILL loses nothing."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "server", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert 0 == done.returncode, done.stdout[-2000:] + done.stderr[-2000:]
+    figures = json.loads((tmp_path / "server.json").read_text())["figures"]
+    for side in ("provider", "floor"):
+        polls = figures["polls"][side]
+        assert polls["polls"] == polls["sent"] == polls["approved"] > 0
+        assert polls["decisions_ok"] == polls["polls"]
+        assert all(rate > 0 for rate in figures["creates_per_second"][side].values())
+    decisions = figures["decisions"]
+    assert (decisions["decisions"], 0) == (decisions["acked"], decisions["lost"])
+    assert decisions["per_second"] > 0
