@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from approval_guard.provider import _routes_api as api
 from approval_guard.provider import _routes_page as review
@@ -48,6 +48,23 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
 )
 
+#: Header names as the API documents them (Starlette lowercases; some clients compare exactly).
+_CASED = {
+    b"x-request-id": b"X-Request-ID",
+    b"www-authenticate": b"WWW-Authenticate",
+    # uvicorn looks for exactly b"connection: close" to end a keep-alive connection.
+    b"connection": b"connection",
+}
+
+
+def cased(name: bytes) -> bytes:
+    """``content-type`` -> ``Content-Type`` (and the documented spellings above)."""
+    known = _CASED.get(name)
+    if known is not None:
+        return known
+    return b"-".join(part[:1].upper() + part[1:] for part in name.split(b"-"))
+
+
 #: How long the expiry task rests after a change before it looks again.
 _EXPIRY_REST = 0.25
 
@@ -66,9 +83,15 @@ class _Endpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+
+        async def send_cased(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [(cased(name), value) for name, value in message["headers"]]
+            await send(message)
+
         try:
             response = await self.handle(request)
-            await response(scope, receive, send)
+            await response(scope, receive, send_cased)
         except asyncio.CancelledError:
             # A kill-like stop cut the connection first: there is nobody to answer, and
             # nothing to report (uvicorn would log each one as an error).

@@ -58,12 +58,12 @@ class ProviderH11Protocol(H11Protocol):
     def send_400_response(self, msg: str) -> None:
         body = json.dumps(error_body("invalid_request", msg)).encode()
         headers: list[tuple[bytes, bytes]] = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"x-request-id", str(uuid.uuid4()).encode()),
-            (b"date", format_http_date(utcnow()).encode()),
-            (b"cache-control", b"no-store"),
-            (b"connection", b"close"),
+            (b"Content-Type", b"application/json"),
+            (b"Content-Length", str(len(body)).encode()),
+            (b"X-Request-ID", str(uuid.uuid4()).encode()),
+            (b"Date", format_http_date(utcnow()).encode()),
+            (b"Cache-Control", b"no-store"),
+            (b"Connection", b"close"),
         ]
         try:
             response = h11.Response(status_code=400, headers=headers, reason=b"Bad Request")

@@ -178,7 +178,11 @@ def _client_timeout(request: Request) -> float:
 
 async def _drain(request: Request, limit: int) -> None:
     seen = 0
-    with anyio.move_on_after(_client_timeout(request)), contextlib.suppress(ClientDisconnect):
+    # A second at most: a client that sends no more is answered anyway.
+    with (
+        anyio.move_on_after(min(1.0, _client_timeout(request))),
+        contextlib.suppress(ClientDisconnect),
+    ):
         async for chunk in request.stream():
             seen += len(chunk)
             if seen >= limit:
