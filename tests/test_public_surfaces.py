@@ -32,7 +32,20 @@ PINNED = [
     ),
     (
         approval_guard.testing,
-        ["LocalProvider", "Policy", "Timings", "approve_after", "deny_after"],
+        [
+            "EXCHANGES",
+            "FAULT_KINDS",
+            "Fault",
+            "FaultProxy",
+            "FaultRecord",
+            "Faults",
+            "LocalProvider",
+            "Policy",
+            "Stats",
+            "Timings",
+            "approve_after",
+            "deny_after",
+        ],
     ),
 ]
 

@@ -129,8 +129,8 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     try:
         check_head(request)
-    except ApiError as err:
-        return error_answer(ctx.store, err)
+    except ApiError as too_big:
+        return error_answer(ctx.store, too_big)
     if status == 404:
         err = ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
     else:
