@@ -99,6 +99,7 @@ def _polls(target: Target, n: int, clients: int) -> dict[str, Any]:
         "lag": {"p50": percentile(lags, 50), "p99": percentile(lags, 99), "max": max(lags or [0])},
         "rss_per_poll": (waiting["rss"] - idle["rss"]) / max(1, sent),
         "threads_per_poll": (waiting["threads"] - idle["threads"]) / max(1, sent),
+        "threads_while_waiting": waiting["threads"],
         "idle": idle,
         "waiting": waiting,
     }
@@ -229,10 +230,10 @@ def _table(
     )
     result.add(
         "server threads per waiting poll",
-        f"{p['threads_per_poll']:.2f}",
-        f"floor {f['threads_per_poll']:.2f}",
-        "0 (async waits)",
-        p["threads_per_poll"] < 0.01,
+        f"{p['threads_per_poll']:.3f} ({p['threads_while_waiting']} threads in all)",
+        f"floor {f['threads_per_poll']:.3f}",
+        "none per poll: only the fixed thread pool (at most 40 + 4)",
+        p["threads_while_waiting"] <= 44,
     )
     for clients in ("1", "8"):
         mine, bare = made["provider"][clients], made["floor"][clients]

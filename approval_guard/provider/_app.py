@@ -131,7 +131,11 @@ async def _not_found(request: Request, exc: Exception) -> Response:
         check_head(request)
     except ApiError as too_big:
         return error_answer(ctx.store, too_big)
-    if status == 404:
+    target = request.scope.get("raw_path") or b"/"
+    if status == 404 and not target.startswith(b"/"):
+        # An absolute-form target: the API has only paths, and this is not even a URL.
+        err = ApiError(400, "invalid_request", "the request target is not a path on this server")
+    elif status == 404:
         err = ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
     else:
         err = ApiError(status, "invalid_request", "the request could not be handled", close=True)
