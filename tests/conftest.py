@@ -12,6 +12,7 @@ import pytest
 import responses
 
 import approval_guard as ag
+from tests._pg import pg_dsn, pg_schema_dsn  # noqa: F401  (fixtures for every directory)
 from tests.fakes import BASE, FakeProvider, ManualClock
 
 if TYPE_CHECKING:

@@ -76,6 +76,7 @@ def _find_demo_request(
 def cmd_demo(args: argparse.Namespace) -> int:
     """``demo``: a temporary provider, the guarded refund, a person's decision, the outcome."""
     import approval_guard as ag
+
     try:
         from approval_guard.provider import ProviderServer
     except ImportError as exc:

@@ -17,7 +17,7 @@ from ._output import PROG, CliError, say
 from ._signals import on_sigterm
 
 if TYPE_CHECKING:
-    from approval_guard.provider import FirstStartTokens
+    from approval_guard.provider import FirstStartTokens, StoreProtocol
 
 DEFAULT_PORT = 8765
 
@@ -74,10 +74,10 @@ def _check_transport(args: argparse.Namespace) -> None:
         )
 
 
-def _open_store(args: argparse.Namespace) -> object:
+def _open_store(args: argparse.Namespace) -> str | StoreProtocol:
     """The store ``serve`` runs on: the SQLite file, or PostgreSQL for ``--dsn``."""
     if not args.dsn:
-        return args.db
+        return str(args.db)
     try:
         from approval_guard.provider import open_store
     except ImportError as exc:
@@ -115,7 +115,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     store = _open_store(args)
     try:
         server = ProviderServer(
-            db=store,  # type: ignore[arg-type]
+            db=store,
             host=args.host,
             port=args.port,
             instance_token=args.instance_token,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from approval_guard.provider._limits import DEFAULT_POLL_CAP, MAX_BODY_BYTES
+from approval_guard.provider._pg import PostgresStore
 from approval_guard.provider._store import (
     Credential,
     FirstStartTokens,
@@ -25,6 +26,8 @@ from approval_guard.provider._store import (
     Store,
     StoreClosedError,
     StoreError,
+    StoreProtocol,
+    open_store,
 )
 
 if TYPE_CHECKING:
@@ -67,9 +70,12 @@ __all__ = [
     "IdempotencyKeyInUse",
     "IdempotencyKeyReused",
     "NotPendingError",
+    "PostgresStore",
     "ProviderServer",
     "Stats",
     "Store",
     "StoreClosedError",
     "StoreError",
+    "StoreProtocol",
+    "open_store",
 ]

@@ -30,7 +30,7 @@ from approval_guard.provider import _routes_api as api
 from approval_guard.provider import _routes_page as review
 from approval_guard.provider._context import Context, Handler
 from approval_guard.provider._http import ApiError, check_head, error_answer
-from approval_guard.provider._store import Store, StoreClosedError
+from approval_guard.provider._store import StoreClosedError, StoreProtocol
 from approval_guard.provider._waits import Notifier
 
 logger = logging.getLogger("approval_guard.provider")
@@ -164,7 +164,11 @@ async def _expire_forever(ctx: Context) -> None:
 
 
 def build_app(
-    store: Store, *, poll_cap: float, notice: str | None = None, client_timeout: float = 20.0
+    store: StoreProtocol,
+    *,
+    poll_cap: float,
+    notice: str | None = None,
+    client_timeout: float = 20.0,
 ) -> Starlette:
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started."""
 

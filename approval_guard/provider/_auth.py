@@ -14,10 +14,10 @@ from starlette.requests import Request
 
 from approval_guard.provider._http import ApiError, header
 from approval_guard.provider._limits import CSRF_HEADER, SESSION_COOKIE
-from approval_guard.provider._store import Credential, Session, Store
+from approval_guard.provider._store import Credential, Session, StoreProtocol
 
 
-async def session_of(store: Store, request: Request) -> tuple[str, Session] | None:
+async def session_of(store: StoreProtocol, request: Request) -> tuple[str, Session] | None:
     """``(session id, session)`` of the request's live review session cookie, or None."""
     session_id = request.cookies.get(SESSION_COOKIE)
     if not session_id:
@@ -26,7 +26,7 @@ async def session_of(store: Store, request: Request) -> tuple[str, Session] | No
     return None if session is None else (session_id, session)
 
 
-async def authenticate(store: Store, request: Request) -> Credential:
+async def authenticate(store: StoreProtocol, request: Request) -> Credential:
     """The live credential behind this request; 401 (or 403 for a bad CSRF token) if none."""
     value = header(request, "authorization")
     if value is not None:

@@ -8,7 +8,7 @@ import attrs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from approval_guard.provider._store import Store
+from approval_guard.provider._store import StoreProtocol
 from approval_guard.provider._waits import Notifier
 
 
@@ -16,7 +16,7 @@ from approval_guard.provider._waits import Notifier
 class Context:
     """One serving run's shared state (a new one after each start)."""
 
-    store: Store
+    store: StoreProtocol
     notifier: Notifier
     poll_cap: float
     #: Seconds a client has to send a request body.

@@ -28,7 +28,7 @@ from approval_guard.provider._limits import (
     MAX_JSON_BODY_DEPTH,
     SLOW_CLIENT_SECONDS,
 )
-from approval_guard.provider._store import InvalidJSON, Store, dump_json, load_json
+from approval_guard.provider._store import InvalidJSON, StoreProtocol, dump_json, load_json
 
 Headers = Sequence[tuple[str, str]]
 
@@ -65,7 +65,7 @@ def not_found(message: str = "no such request") -> ApiError:
 
 
 def answer(
-    store: Store,
+    store: StoreProtocol,
     status: int,
     body: bytes,
     content_type: str,
@@ -86,16 +86,16 @@ def answer(
     return response
 
 
-def json_answer(store: Store, status: int, obj: object, headers: Headers = ()) -> Response:
+def json_answer(store: StoreProtocol, status: int, obj: object, headers: Headers = ()) -> Response:
     """A JSON answer; exact number texts the store kept go out unchanged."""
     return answer(store, status, dump_json(obj).encode("utf-8"), "application/json", headers)
 
 
-def html_answer(store: Store, status: int, body: bytes, headers: Headers = ()) -> Response:
+def html_answer(store: StoreProtocol, status: int, body: bytes, headers: Headers = ()) -> Response:
     return answer(store, status, body, "text/html; charset=utf-8", (*HTML_HEADERS, *headers))
 
 
-def error_answer(store: Store, err: ApiError) -> Response:
+def error_answer(store: StoreProtocol, err: ApiError) -> Response:
     body = {**error_body(err.kind, err.message), **err.extra}
     return answer(
         store,

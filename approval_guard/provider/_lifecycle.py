@@ -36,7 +36,7 @@ from approval_guard.provider._limits import (
     MAX_HEAD_BYTES,
     SLOW_CLIENT_SECONDS,
 )
-from approval_guard.provider._store import Clock, FirstStartTokens, Store
+from approval_guard.provider._store import Clock, FirstStartTokens, Store, StoreProtocol
 from approval_guard.provider._uvicorn import UvicornServer
 
 logger = logging.getLogger("approval_guard.provider")
@@ -86,7 +86,7 @@ class ProviderServer:
 
     def __init__(
         self,
-        db: str | os.PathLike[str] | Store = "approvals.sqlite3",
+        db: str | os.PathLike[str] | StoreProtocol = "approvals.sqlite3",
         *,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -116,7 +116,7 @@ class ProviderServer:
         self._tls = (tls_certfile, tls_keyfile) if tls_certfile and tls_keyfile else None
         if isinstance(db, (str, os.PathLike)):
             self._db_path: str | None = os.fspath(db)
-            self._store: Store = Store(self._db_path, clock=clock)
+            self._store: StoreProtocol = Store(self._db_path, clock=clock)
         else:
             self._db_path = None
             self._store = db
@@ -144,7 +144,7 @@ class ProviderServer:
     # ------------------------------------------------------------- properties
 
     @property
-    def store(self) -> Store:
+    def store(self) -> StoreProtocol:
         """The store being served (a new object after a stop/start on a file)."""
         return self._store
 

@@ -176,7 +176,7 @@ async def record_decision(
     fields: tuple[str, str | None, int],
     arguments: dict[str, Any] | None,
 ) -> Response:
-    """Store a decision (the API's and the page's) and answer it; the store checks edits."""
+    """StoreProtocol a decision (the API's and the page's) and answer it; the store checks edits."""
     status, note, valid_for = fields
     try:
         found = await run_in_threadpool(

@@ -35,6 +35,7 @@ from approval_guard.provider._render import (
     listed_request_json,
     request_json,
 )
+from approval_guard.provider._store import StoreProtocol, open_store
 
 
 def _run_from_args(argv: Sequence[str] | None = None) -> None:
@@ -48,13 +49,11 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--instance-token", default=None)
     parser.add_argument("--reviewer-token", default=None)
     args = parser.parse_args(argv)
-    db: object = args.db
+    db: str | StoreProtocol = args.db
     if args.dsn:
-        from approval_guard.provider._store import open_store
-
         db = open_store(dsn=args.dsn)
     server = ProviderServer(
-        db,  # type: ignore[arg-type]
+        db,
         host=args.host,
         port=args.port,
         poll_cap=args.poll_cap,

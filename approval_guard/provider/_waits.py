@@ -19,13 +19,13 @@ import anyio
 from starlette.concurrency import run_in_threadpool
 
 from approval_guard._wire import PENDING
-from approval_guard.provider._store import Credential, Store, StoredRequest
+from approval_guard.provider._store import Credential, StoredRequest, StoreProtocol
 
 
 class Notifier:
     """Per-request and "anything changed" events for one event loop."""
 
-    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, store: StoreProtocol, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._by_id: dict[str, set[asyncio.Event]] = {}
         self._any: set[asyncio.Event] = set()
@@ -114,7 +114,7 @@ class Notifier:
 
 
 async def long_poll(
-    store: Store, notifier: Notifier, request_id: str, viewer: Credential, wait: float
+    store: StoreProtocol, notifier: Notifier, request_id: str, viewer: Credential, wait: float
 ) -> StoredRequest | None:
     """The request once it is not pending, or after ``wait`` seconds; None if not the viewer's.
 
@@ -142,7 +142,7 @@ async def long_poll(
 
 
 async def wait_for_change(
-    store: Store,
+    store: StoreProtocol,
     notifier: Notifier,
     after: int,
     wait: float,

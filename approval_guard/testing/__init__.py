@@ -150,7 +150,9 @@ class LocalProvider:
     @property
     def store(self) -> Store:
         """The current store (a new object after a restart on a file)."""
-        return self._server.store
+        store = self._server.store
+        assert isinstance(store, Store)  # a LocalProvider always runs on SQLite
+        return store
 
     @property
     def faults(self) -> Faults:

@@ -1,27 +1,19 @@
-"""Fixtures for the execution-record tests: every ledger backend, and a PostgreSQL server.
+"""Fixtures for the execution-record tests: every ledger backend, and worker processes.
 
-PostgreSQL comes from ``APPROVAL_GUARD_TEST_DSN`` when it is set (``eval
-"$(.ci/postgres.sh)"`` sets it). Otherwise the session starts a throwaway server
-with ``.ci/postgres.sh`` if ``initdb`` is installed, and stops it at the end. With
-neither, PostgreSQL tests skip, except under ``CI``, where they fail: CI must
-never pass by skipping the only tests of the fleet-wide guarantee.
+The PostgreSQL server (fixture ``pg_dsn``) comes from ``tests/_pg.py``.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 import pytest
@@ -29,60 +21,7 @@ import pytest
 from approval_guard._ledger import Ledger, MemoryLedger
 from approval_guard._ledger_sqlite import SQLiteLedger
 
-ROOT = Path(__file__).resolve().parents[2]
-POSTGRES_SCRIPT = ROOT / ".ci" / "postgres.sh"
 WORKER_SCRIPT = Path(__file__).resolve().with_name("_ledger_worker.py")
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(f"PostgreSQL is required under CI: {reason}", pytrace=False)
-    pytest.skip(f"no PostgreSQL server: {reason}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> Iterator[str]:
-    """A DSN for a PostgreSQL database the tests may create tables in."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        _unavailable("psycopg is not installed (pip install 'approval-guard[postgres]')")
-    dsn = os.environ.get("APPROVAL_GUARD_TEST_DSN")
-    if dsn:
-        yield dsn
-        return
-    have_initdb = shutil.which("initdb") or glob.glob("/usr/lib/postgresql/*/bin/initdb")
-    if not have_initdb or not POSTGRES_SCRIPT.exists():
-        _unavailable(
-            "APPROVAL_GUARD_TEST_DSN is unset and initdb is not installed to start a "
-            'throwaway server (run: eval "$(.ci/postgres.sh)")'
-        )
-    # Not under pytest's tmp_path: that is private to this user, and the server may run
-    # as the `postgres` user, which must reach its own directory.
-    env = {
-        **os.environ,
-        "APPROVAL_GUARD_PG_DIR": str(Path(tempfile.gettempdir()) / f"ag-pg-{uuid.uuid4().hex}"),
-        "APPROVAL_GUARD_PG_PORT": str(_free_port()),
-        "APPROVAL_GUARD_PG_INSTALL": "0",
-    }
-    started = subprocess.run(
-        [str(POSTGRES_SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=120
-    )
-    if started.returncode != 0:
-        subprocess.run([str(POSTGRES_SCRIPT), "stop"], env=env, capture_output=True, timeout=120)
-        _unavailable(f"could not start a throwaway server: {started.stderr.strip()[-500:]}")
-    line = started.stdout.strip().splitlines()[-1]
-    try:
-        yield line.split("=", 1)[1].strip("'")
-    finally:
-        subprocess.run([str(POSTGRES_SCRIPT), "stop"], env=env, capture_output=True, timeout=120)
 
 
 @attrs.define
