@@ -21,10 +21,11 @@ import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from approval_guard.provider import _routes_api as api
 from approval_guard.provider import _routes_page as review
@@ -124,6 +125,25 @@ class _Endpoint:
             )
 
 
+class _RawPath:
+    """Route on the path as sent: ``/v1/requests/ID%2Fcancel`` is no cancel of ``ID``.
+
+    Starlette matches the percent-decoded path, so an encoded slash would
+    pick another endpoint than the one a proxy or firewall in front saw; here
+    the path params keep their encoding, as the stdlib server's did (such an
+    id is simply unknown).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw:
+            scope = {**scope, "path": raw.decode("latin-1")}
+        await self.app(scope, receive, send)
+
+
 async def _not_found(request: Request, exc: Exception) -> Response:
     ctx = context_of(request.app)
     status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -195,6 +215,7 @@ def build_app(
     app = Starlette(
         routes=[Route(path, _Endpoint(handlers)) for path, handlers in ROUTES],
         exception_handlers={HTTPException: _not_found},
+        middleware=[Middleware(_RawPath)],
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False

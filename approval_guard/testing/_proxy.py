@@ -257,16 +257,22 @@ class FaultProxy:
 
     def _answer(self, reader: Reader, method: str) -> tuple[bytes | None, bool]:
         """The provider's whole answer as bytes, and whether it closes the connection."""
+        interim = b""
         try:
-            raw = reader.head()
-            if raw is None:
-                return None, True
-            head = parse(raw, request=False)
-            status = int(head.first[1]) if head.first[1].isdigit() else 0
+            while True:
+                raw = reader.head()
+                if raw is None:
+                    return None, True
+                head = parse(raw, request=False)
+                status = int(head.first[1]) if head.first[1].isdigit() else 0
+                if not 100 <= status < 200:
+                    break
+                interim += raw  # "100 Continue" and the like: the real answer follows
             length = head.length()
         except (Unparsable, ConnectionError):
             return None, True
-        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        raw = interim + raw
+        if method == "HEAD" or status in (204, 304):
             return raw, head.closes
         if length is None:
             return raw + reader.until_close(), True

@@ -318,3 +318,14 @@ def test_sigterm_answers_waiting_polls_with_the_current_state_and_loses_nothing(
         assert set(created) == {request.id for request in reopened.list_requests()}
     finally:
         reopened.close()
+
+
+def test_an_encoded_slash_does_not_pick_another_endpoint(server: ProviderServer) -> None:
+    """``POST /v1/requests/ID%2Fcancel`` is no cancel of ID: routing uses the path as sent."""
+    instance, _ = _tokens(server)
+    api = Api(server.url, instance)
+    request_id = api.new()["id"]
+    answer = api.post_raw(f"/v1/requests/{request_id}%2Fcancel", b"")
+    assert 405 == answer.status_code
+    assert "pending" == api.poll(request_id).json()["status"]
+    assert 404 == api.poll(f"{request_id}%2F").status_code

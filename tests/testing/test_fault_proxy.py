@@ -182,3 +182,18 @@ def test_a_bad_fault_is_refused_when_added(
 ) -> None:
     with pytest.raises(ValueError):
         proxy.faults.add(kind, **options)
+
+
+def test_an_interim_100_continue_is_passed_on_with_the_answer(proxy: FaultProxy) -> None:
+    host, port = proxy.url.removeprefix("http://").split(":")
+    body = b'{"tool": "t"}'
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/requests HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert b"HTTP/1.1 201 " in answer
+    assert 1 == proxy.stats.creates
