@@ -128,7 +128,7 @@ async def poll(ctx: Context, request: Request) -> Response:
     credential = await authenticate(ctx.store, request)
     wait = wait_seconds(request, ctx.poll_cap)
     request_id = request.path_params["request_id"]
-    found = await long_poll(ctx.store, ctx.notifier, request_id, credential, wait)
+    found = await long_poll(ctx.store, ctx.notifier, request_id, credential, wait, request.receive)
     return request_answer(ctx, found)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 import anyio
 from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive
 
 from approval_guard._wire import PENDING
 from approval_guard.provider._store import Credential, StoredRequest, StoreProtocol
@@ -114,7 +115,12 @@ class Notifier:
 
 
 async def long_poll(
-    store: StoreProtocol, notifier: Notifier, request_id: str, viewer: Credential, wait: float
+    store: StoreProtocol,
+    notifier: Notifier,
+    request_id: str,
+    viewer: Credential,
+    wait: float,
+    receive: Receive | None = None,
 ) -> StoredRequest | None:
     """The request once it is not pending, or after ``wait`` seconds; None if not the viewer's.
 
@@ -125,20 +131,37 @@ async def long_poll(
     if wait <= 0:
         return await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
     owner = None if viewer.is_reviewer else viewer.id
+    gone = asyncio.Event()
     with notifier.watch(request_id) as event:
-        request = await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
-        end = anyio.current_time() + wait
-        while request is not None and request.status == PENDING and not notifier.draining:
-            remaining = end - anyio.current_time()
-            if remaining <= 0:
-                break
-            to_deadline = (request.deadline_at - store.now()).total_seconds()
-            # A millisecond past the deadline, so the next read sees it expired.
-            with anyio.move_on_after(min(remaining, max(0.0, to_deadline) + 0.001)):
-                await event.wait()
-            event.clear()
-            request = await run_in_threadpool(store.get_request, request_id, owner_id=owner)
+        # A client that hangs up ends its wait at once: nobody holds a dead poll for a minute.
+        watcher = None if receive is None else asyncio.ensure_future(_hung_up(receive, gone, event))
+        try:
+            request = await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
+            end = anyio.current_time() + wait
+            while request is not None and request.status == PENDING and not notifier.draining:
+                remaining = end - anyio.current_time()
+                if remaining <= 0 or gone.is_set():
+                    break
+                to_deadline = (request.deadline_at - store.now()).total_seconds()
+                # A millisecond past the deadline, so the next read sees it expired.
+                with anyio.move_on_after(min(remaining, max(0.0, to_deadline) + 0.001)):
+                    await event.wait()
+                event.clear()
+                if gone.is_set():
+                    break
+                request = await run_in_threadpool(store.get_request, request_id, owner_id=owner)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
     return request
+
+
+async def _hung_up(receive: Receive, gone: asyncio.Event, wake: asyncio.Event) -> None:
+    """Set ``gone`` (and wake the poll) once the client disconnects."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+    wake.set()
 
 
 async def wait_for_change(

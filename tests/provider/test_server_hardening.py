@@ -329,3 +329,24 @@ def test_an_encoded_slash_does_not_pick_another_endpoint(server: ProviderServer)
     assert 405 == answer.status_code
     assert "pending" == api.poll(request_id).json()["status"]
     assert 404 == api.poll(f"{request_id}%2F").status_code
+
+
+def test_a_poll_whose_client_hangs_up_stops_waiting(server: ProviderServer) -> None:
+    instance, _ = _tokens(server)
+    api = Api(server.url, instance)
+    ids = [api.new()["id"] for _ in range(20)]
+    clients = []
+    for request_id in ids:
+        sock = _connect(server)
+        sock.sendall(
+            f"GET /v1/requests/{request_id}?wait=60s HTTP/1.1\r\nHost: a\r\n"
+            f"Authorization: Bearer {instance}\r\n\r\n".encode()
+        )
+        clients.append(sock)
+    assert server.wait_for_waiting_polls(20, timeout=10)
+    for sock in clients:
+        sock.close()
+    end = time.monotonic() + 5
+    while server.waiting_polls and time.monotonic() < end:
+        time.sleep(0.05)
+    assert 0 == server.waiting_polls  # not held until the 60 s wait ends
