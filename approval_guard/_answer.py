@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-import requests
 
-from ._clock import Clock, ClockSample
+from ._clock import ClockSample
 from ._scrub import safe_text
 from ._wire import MESSAGE_LIMIT, parse_error
 
-__all__ = ["MAX_ANSWER_BYTES", "Answer", "TransportError", "read_limited"]
+__all__ = ["MAX_ANSWER_BYTES", "Answer", "TransportError"]
 
 #: Larger answers are refused, not parsed.
 MAX_ANSWER_BYTES = 1024 * 1024
@@ -54,25 +53,3 @@ class Answer:
         kind, message = self.error
         text = f"HTTP {self.status} {kind}"
         return f"{text}: {message}" if message else text
-
-
-def read_limited(response: requests.Response, deadline: float, clock: Clock) -> bytes:
-    """The body, refused (TransportError) when over MAX_ANSWER_BYTES or past ``deadline``."""
-    declared = (response.headers.get("Content-Length") or "").strip(" \t")
-    # ASCII digits only ("²".isdigit() is true); a long one is too large unread.
-    if (
-        declared.isascii()
-        and declared.isdigit()
-        and (len(declared) > 12 or int(declared) > MAX_ANSWER_BYTES)
-    ):
-        raise TransportError("too_large", "the provider's answer declares over 1 MiB; refused")
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_content(chunk_size=8192):
-        if clock.monotonic() > deadline:
-            raise TransportError("timeout", "the provider's answer did not finish in time")
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            raise TransportError("too_large", "the provider's answer is over 1 MiB; refused")
-        chunks.append(chunk)
-    return b"".join(chunks)

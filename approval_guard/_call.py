@@ -8,16 +8,18 @@ runs the tool); each is a set of functions over one :class:`CallState`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from ._advice import advice_for
-from ._client import Answer, ProviderClient, RetryPolicy, TransportError
+from ._answer import Answer, TransportError
+from ._backoff import RetryPolicy
 from ._clock import Clock, ClockSample
 from ._events import NO_EVENTS, Emitter
 from ._ledger import Ledger
-from ._ops import CallPlan, Timings
+from ._ops import CallGen, CallPlan, Timings
 from ._outcome import NotRun, Reason
 from ._wire import ApprovalRequest
 
@@ -39,12 +41,14 @@ class CallState:
     """What one call knows while its rules run: its plan, its collaborators, what it has seen."""
 
     plan: CallPlan
-    client: ProviderClient
     ledger: Ledger
     clock: Clock
     policy: RetryPolicy
     abandon: threading.Event | None
     timings: Timings
+    #: Drives late work (withdrawing a request made after the call ended) in the background:
+    #: given what makes the generator, so that a driver cut short can be replaced.
+    spawn: Callable[[Callable[[], CallGen]], None]
     emit: Emitter = NO_EVENTS
     request: ApprovalRequest | None = attrs.field(init=False, default=None)
     last_status: str | None = attrs.field(init=False, default=None)

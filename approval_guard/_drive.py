@@ -2,8 +2,11 @@
 
 :func:`drive_sync` and :func:`drive_async` are the only code that turns the
 rules' operations (:mod:`._ops`) into I/O, sleeps and the tool's own call, so
-sync and async tools obey one copy of the rules. Both take their time from
-the injected :class:`~approval_guard.Clock`.
+sync and async tools obey one copy of the rules. Each performs an
+:class:`~._ops.Exchange` with its own transport: the sync driver with
+``requests`` in a helper thread it can stop waiting for, the async driver
+with ``httpx`` on the event loop itself (no thread). Both take their time
+from the injected :class:`~approval_guard.Clock`.
 
 A driver reports abandonment by throwing :class:`~._ops.Abandoned` into the
 generator at an abandonable operation (a create, a poll or a backoff sleep);
@@ -15,22 +18,55 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import _threads
-from ._client import TransportError
+from ._answer import Answer, TransportError
 from ._clock import Clock, sleep_async
-from ._ops import Abandoned, Blocking, CallGen, Invoke, Outcome, Sleep, Timings
+from ._exchange import ExchangeSpec
+from ._ops import Abandoned, Blocking, CallGen, Exchange, Invoke, Outcome, Sleep, Timings
+
+log = logging.getLogger("approval_guard")
 
 _DEFAULT_TIMINGS = Timings()
+#: Performs one exchange: the sync transport's ``perform``, or the async one's.
+Perform = Callable[[ExchangeSpec], Answer]
+APerform = Callable[[ExchangeSpec], Awaitable[Answer]]
+#: Exchanges left to finish after their call stopped waiting (kept from the GC).
+_orphans: set[asyncio.Future[Any]] = set()
+#: Set in a tracked exchange's task when the loop's end cancelled it.
+_ENDING: contextvars.ContextVar[bool] = contextvars.ContextVar("ag_ending", default=False)
+
+
+def _timed_out() -> TransportError:
+    return TransportError("timeout", "no complete answer in time")
+
+
+def _tracked(op: Exchange, perform: Perform) -> Callable[[], Answer]:
+    """``perform(op.spec)``, telling the op's tracker how it ended."""
+    tracker = op.tracker
+    if tracker is None:
+        return lambda: perform(op.spec)
+
+    def run() -> Answer:
+        answer: Answer | None = None
+        try:
+            answer = perform(op.spec)
+            return answer
+        finally:
+            tracker.end(answer)
+
+    return run
 
 
 def _wait_abandonable(
     fn: Callable[[], Any],
     abandon: threading.Event | None,
-    limit: float | None,
+    limit: float,
     clock: Clock,
     interval: float,
 ) -> Any:
@@ -40,17 +76,15 @@ def _wait_abandonable(
     and a provider that drips its answer never trips a per-read timeout, so the
     waiting thread never blocks in one: it waits on an event that the helper
     sets, looks at ``abandon`` every ``interval`` seconds, and stops at ``limit``
-    (by ``clock``).
+    (by ``clock``). A Ctrl-C stops the wait too; the exchange goes on alone.
     """
     outcome = _threads.start(fn, name="approval_guard-poll")
-    end = None if limit is None else clock.monotonic() + limit
+    end = clock.monotonic() + limit
     while True:
-        left = None if end is None else end - clock.monotonic()
-        if left is not None and left <= 0:
-            raise TransportError("timeout", "no complete answer in time")
-        slice_ = left
-        if abandon is not None:
-            slice_ = interval if left is None else min(interval, left)
+        left = end - clock.monotonic()
+        if left <= 0:
+            raise _timed_out()
+        slice_ = left if abandon is None else min(interval, left)
         if outcome.done.wait(slice_):
             return outcome.result()
         if abandon is not None and abandon.is_set():
@@ -63,9 +97,10 @@ def drive_sync(
     clock: Clock,
     abandon: threading.Event | None,
     *,
+    perform: Perform,
     timings: Timings | None = None,
 ) -> Outcome:
-    """Perform a call's operations in the calling thread (polls in a helper thread)."""
+    """Perform a call's operations in the calling thread (exchanges in a helper thread)."""
     interval = (timings or _DEFAULT_TIMINGS).abandon_check_interval
     to_send: Any = None
     to_throw: BaseException | None = None
@@ -80,15 +115,15 @@ def drive_sync(
             if isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
                 may_abandon = False
             to_send, to_throw = None, None
-            if isinstance(op, Blocking):
-                if op.abandonable or op.limit is not None:
-                    # Even with no abandon event to watch: a Ctrl-C must be able to
-                    # stop the wait while the exchange goes on and withdraws what it
-                    # made (an orphaned create's late answer).
-                    watch = abandon if may_abandon and op.abandonable else None
-                    to_send = _wait_abandonable(op.fn, watch, op.limit, clock, interval)
-                else:
-                    to_send = op.fn()
+            if isinstance(op, Exchange):
+                watch = abandon if may_abandon and op.abandonable else None
+                if op.tracker is not None:
+                    op.tracker.begin()
+                to_send = _wait_abandonable(
+                    _tracked(op, perform), watch, op.spec.timeout, clock, interval
+                )
+            elif isinstance(op, Blocking):
+                to_send = op.fn()
             elif isinstance(op, Sleep):
                 watch = abandon if may_abandon and op.abandonable else None
                 if clock.sleep(op.seconds, watch):
@@ -99,55 +134,113 @@ def drive_sync(
             to_throw = exc
 
 
-async def _await_thread(fn: Callable[[], Any], limit: float | None, clock: Clock) -> Any:
-    """Run blocking ``fn`` in its own thread and await it without blocking the loop.
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Read a finished exchange's exception, so that nobody is warned it went unread."""
+    if not task.cancelled():
+        task.exception()
 
-    Not the default executor: it has a handful of workers, and hundreds of
-    calls may be waiting on long polls at once. Past ``limit`` seconds (by
-    ``clock``) it stops waiting and raises ``TransportError("timeout")``.
+
+def threaded(perform: Perform) -> APerform:
+    """The sync transport for async tools when ``httpx`` is missing: each exchange in a thread.
+
+    Without the ``async`` extra, async tools still work, one helper thread per
+    exchange in flight (as before version 0.2); the hard deadline is the async
+    driver's, and a cancelled wait leaves the thread to end on its own.
     """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[None] = loop.create_future()
 
-    def wake() -> None:
+    async def run(spec: ExchangeSpec) -> Answer:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
         def settle() -> None:
             if not future.done():
                 future.set_result(None)
 
-        with contextlib.suppress(RuntimeError):  # the loop closed while we waited
-            loop.call_soon_threadsafe(settle)
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed while we waited
+                loop.call_soon_threadsafe(settle)
 
-    outcome = _threads.start(fn, name="approval_guard-io", on_done=wake)
-    if limit is None:
+        outcome = _threads.start(lambda: perform(spec), name="approval_guard-io", on_done=wake)
         await future
-        return outcome.result()
-    end = clock.monotonic() + limit
-    while True:
-        left = end - clock.monotonic()
-        if left <= 0:
-            future.cancel()
-            raise TransportError("timeout", "no complete answer in time")
-        done, _ = await asyncio.wait({future}, timeout=left)
-        if done:
-            return outcome.result()
+        answer: Answer = outcome.result()
+        return answer
+
+    return run
+
+
+def start_exchange(op: Exchange, perform: APerform) -> asyncio.Future[Answer]:
+    """``op`` as a task on the running loop, ended at its hard deadline however the provider drips.
+
+    The task tells ``op.tracker`` how it ended, even when nobody awaits it any more.
+    """
+
+    async def run() -> Answer:
+        answer: Answer | None = None
+        try:
+            try:
+                answer = await asyncio.wait_for(perform(op.spec), max(0.0, op.spec.timeout))
+            except asyncio.TimeoutError:
+                raise _timed_out() from None
+            return answer
+        except asyncio.CancelledError:
+            # Only the loop's own end cancels a tracked exchange (the driver leaves it to
+            # finish): late work it asks for must not be a task of that loop.
+            _ENDING.set(op.tracker is not None)
+            raise
+        finally:
+            if op.tracker is not None:
+                op.tracker.end(answer)
+
+    if op.tracker is not None:
+        op.tracker.begin()
+    task = asyncio.ensure_future(run())
+    task.add_done_callback(_retrieve)
+    return task
+
+
+def _orphan(task: asyncio.Future[Any]) -> None:
+    """Let ``task`` finish alone: its tracker withdraws whatever it made."""
+    _orphans.add(task)
+    task.add_done_callback(_orphans.discard)
 
 
 async def _await_abandonable(
-    awaitable: Any, abandon: threading.Event | None, interval: float
+    task: asyncio.Future[Any],
+    abandon: threading.Event | None,
+    interval: float,
+    *,
+    keep: bool,
 ) -> Any:
-    task = asyncio.ensure_future(awaitable)
-    if abandon is None:
-        return await task
+    """Await ``task``; raise Abandoned when ``abandon`` is set (looked at every ``interval``).
+
+    When this wait ends early (abandoned, or this task cancelled), ``task`` is
+    cancelled, or with ``keep`` left to finish alone.
+    """
     try:
         while True:
-            done, _ = await asyncio.wait({task}, timeout=interval)
+            done, _ = await asyncio.wait({task}, timeout=None if abandon is None else interval)
             if done:
                 return task.result()
-            if abandon.is_set():
+            if abandon is not None and abandon.is_set():
                 raise Abandoned()
     finally:
         if not task.done():
-            task.cancel()
+            if keep:
+                _orphan(task)
+            else:
+                task.cancel()
+
+
+async def _await_to_the_end(work: asyncio.Future[Any]) -> tuple[Any, asyncio.CancelledError | None]:
+    """Await ``work``, which a cancel must not cut short: the cancel is returned, for later."""
+    deferred: asyncio.CancelledError | None = None
+    while True:
+        try:
+            return await asyncio.shield(work), deferred
+        except asyncio.CancelledError as exc:
+            if work.cancelled():
+                raise
+            deferred = exc
 
 
 async def drive_async(
@@ -156,21 +249,25 @@ async def drive_async(
     clock: Clock,
     abandon: threading.Event | None,
     *,
+    perform: APerform,
     timings: Timings | None = None,
 ) -> Outcome:
     """Perform a call's operations on the running event loop, never blocking it.
 
-    Task cancellation is abandonment: the request is cancelled at the provider
-    and ``CancelledError`` propagates. Sleeps use the clock's ``sleep_async``
-    when it has one (see :class:`~._clock.AsyncClock`).
+    Exchanges are tasks on this loop (no thread); the execution record's short
+    writes go to the loop's default executor. Task cancellation is abandonment:
+    the request is cancelled at the provider and ``CancelledError`` propagates.
+    Sleeps use the clock's ``sleep_async`` when it has one (see
+    :class:`~._clock.AsyncClock`).
     """
     interval = (timings or _DEFAULT_TIMINGS).abandon_check_interval
+    loop = asyncio.get_running_loop()
     to_send: Any = None
     to_throw: BaseException | None = None
     may_abandon = True
     # A task cancel that arrived during an operation that must finish (the
-    # record, a clock re-read): thrown in at the next operation, where the rules
-    # can still give back what they hold. (A create is abandonable: its late
+    # record, a cancel, a clock re-read): thrown in at the next operation, where the
+    # rules can still give back what they hold. (A create is abandonable: its late
     # answer withdraws the request it made.)
     deferred: asyncio.CancelledError | None = None
     while True:
@@ -188,27 +285,30 @@ async def drive_async(
             to_throw, deferred = deferred, None
             continue
         try:
-            if isinstance(op, Blocking):
-                watch = abandon if may_abandon and op.abandonable else None
-                work = _await_thread(op.fn, op.limit, clock)
+            if isinstance(op, Exchange):
+                task = start_exchange(op, perform)
                 if op.abandonable and may_abandon:
-                    to_send = await _await_abandonable(work, watch, interval)
+                    watch = abandon if may_abandon else None
+                    to_send = await _await_abandonable(
+                        task, watch, interval, keep=op.tracker is not None
+                    )
                 elif may_abandon:
-                    running = asyncio.ensure_future(work)
-                    while True:
-                        try:
-                            to_send = await asyncio.shield(running)
-                            break
-                        except asyncio.CancelledError as exc:
-                            if running.cancelled():
-                                raise
-                            deferred = exc
+                    to_send, late = await _await_to_the_end(task)
+                    deferred = late or deferred
                 else:
-                    # Cleanup after a cancel: shield it so a second cancel cannot cut it short.
+                    # Cleanup after a cancel: shielded, so a second cancel cannot cut it short.
+                    to_send = await asyncio.shield(task)
+            elif isinstance(op, Blocking):
+                work = loop.run_in_executor(None, op.fn)
+                if may_abandon:
+                    to_send, late = await _await_to_the_end(work)
+                    deferred = late or deferred
+                else:
                     to_send = await asyncio.shield(work)
             elif isinstance(op, Sleep):
                 watch = abandon if may_abandon and op.abandonable else None
-                await _await_abandonable(sleep_async(clock, op.seconds), watch, interval)
+                nap = asyncio.ensure_future(sleep_async(clock, op.seconds))
+                await _await_abandonable(nap, watch, interval, keep=False)
             elif isinstance(op, Invoke):
                 to_send = invoke(op)
                 if asyncio.iscoroutine(to_send):
@@ -219,3 +319,69 @@ async def drive_async(
             raise
         except BaseException as exc:
             to_throw = exc
+
+
+#: Late work: makes the generator to drive (made again if a first driver is cut short).
+Late = Callable[[], CallGen]
+
+
+def _no_invoke(op: Invoke) -> Any:
+    raise AssertionError("late work never starts the tool")
+
+
+def late_sync(perform: Perform, clock: Clock, timings: Timings | None) -> Callable[[Late], None]:
+    """Late work (withdrawing a request made after its call ended) in a helper thread."""
+
+    def spawn(make: Late) -> None:
+        def drive() -> None:
+            try:
+                drive_sync(make(), _no_invoke, clock, None, perform=perform, timings=timings)
+            except BaseException:
+                log.exception("late work failed")
+
+        _threads.start(drive, name="approval_guard-withdraw")
+
+    return spawn
+
+
+def late_async(
+    perform: APerform,
+    fallback: Callable[[Late], None],
+    clock: Clock,
+    timings: Timings | None,
+) -> Callable[[Late], None]:
+    """Late work as a task on the calling loop; ``fallback`` (a thread) once that loop ends.
+
+    ``asyncio.run`` cancels every task left when its coroutine returns: late work
+    cut short that way, or asked for by an exchange cut short that way, is done
+    again from the start by ``fallback`` (a cancel is idempotent).
+    """
+    loop = asyncio.get_running_loop()
+
+    async def drive(make: Late) -> None:
+        try:
+            await drive_async(make(), _no_invoke, clock, None, perform=perform, timings=timings)
+        except asyncio.CancelledError:
+            fallback(make)
+        except BaseException:
+            log.exception("late work failed")
+
+    def spawn(make: Late) -> None:
+        try:
+            if _ENDING.get() or loop.is_closed():
+                fallback(make)
+            elif _running() is loop:
+                _orphan(asyncio.ensure_future(drive(make)))
+            else:
+                loop.call_soon_threadsafe(lambda: _orphan(asyncio.ensure_future(drive(make))))
+        except Exception:  # the loop closed meanwhile
+            fallback(make)
+
+    return spawn
+
+
+def _running() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -8,14 +8,14 @@ as possible: the very last thing before the tool starts.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 from collections.abc import Generator
 from typing import Any
 
+from . import _exchange
+from ._answer import Answer
 from ._call import CallState, failure
-from ._client import Answer
 from ._clock import (
     EXPIRY_SAFETY,
     ClockSample,
@@ -24,7 +24,7 @@ from ._clock import (
     still_valid,
 )
 from ._events import ToolFinished, ToolStarted
-from ._ops import Blocking, CallGen, Checkpoint, Invoke, Op, Ran
+from ._ops import Blocking, CallGen, Checkpoint, Exchange, Invoke, Op, Ran
 from ._outcome import NotRun, Reason
 from ._serialize import dumps
 from ._verdict import check_echo, same_decision, same_json
@@ -131,9 +131,7 @@ def _last_checks(
     if valid:
         return None
     # The first sample may prove the expiry a re-read with a lagging Date cannot.
-    if plausibly_expired(expires_at, confirmed, now) or certainly_expired(
-        expires_at, sample, now
-    ):
+    if plausibly_expired(expires_at, confirmed, now) or certainly_expired(expires_at, sample, now):
         return call.not_run(
             Reason.APPROVAL_EXPIRED,
             f"The approval for {tool} expired at {format_timestamp(expires_at)} before "
@@ -211,10 +209,7 @@ def _confirm_clock(
     if timeout <= 0:
         return sample
     try:
-        answer: Answer = yield Blocking(
-            functools.partial(call.client.read, request.id, wait=0, timeout=timeout),
-            limit=timeout,
-        )
+        answer: Answer = yield Exchange(_exchange.read(request.id, wait=0, timeout=timeout))
     except Exception as exc:
         log.warning("re-reading %s for its clock failed (%s)", request.id, failure(exc))
         return sample

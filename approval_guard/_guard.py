@@ -22,7 +22,7 @@ from ._backoff import RetryPolicy
 from ._client import ProviderClient, check_base_url
 from ._clock import Clock, SystemClock
 from ._decorator import Decorator
-from ._drive import drive_async, drive_sync
+from ._drive import APerform, drive_async, drive_sync, late_async, late_sync, threaded
 from ._duration import DurationLike, format_duration
 from ._events import (
     NO_EVENTS,
@@ -115,8 +115,14 @@ class Guard:
         self._ledger = ProviderLedger(ledger, provider_scope(self._base_url))
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._client = ProviderClient(self._base_url, credential, clock=self._clock)
+        self._credential = credential
+        # Async tools' transport, made on the first async call (it imports httpx).
+        self._aclient: Any = None
+        self._aperform: APerform | None = None
+        self._async_lock = threading.Lock()
         self._policy = RetryPolicy()
         self._timings = timings
+        self._late_sync = late_sync(self._client.perform, self._clock, timings)
         self._worker = default_worker()
         self._on_event = check_on_event(on_event)
         # HMAC key of redaction markers: secret, never shown. Random unless given, so
@@ -140,14 +146,54 @@ class Guard:
         return self._ledger
 
     def close(self) -> None:
-        """Close pooled HTTP connections."""
+        """Close pooled HTTP connections, the sync tools' and every event loop's.
+
+        From a coroutine, prefer ``await guard.aclose()``: ``close()`` cannot wait
+        on the running loop, so it only schedules that loop's client to close.
+        """
         self._client.close()
+        if self._aclient is not None:
+            self._aclient.close()
+
+    async def aclose(self) -> None:
+        """Close pooled HTTP connections, waiting for this event loop's to close."""
+        self._client.close()
+        if self._aclient is not None:
+            await self._aclient.aclose()
 
     def __enter__(self) -> Guard:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> Guard:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _async_transport(self) -> APerform:
+        """How async tools perform exchanges: httpx on the loop, or threads without it."""
+        perform = self._aperform
+        if perform is not None:
+            return perform
+        with self._async_lock:
+            if self._aperform is None:
+                try:
+                    from ._aclient import AsyncProviderClient
+                except ImportError:
+                    log.warning(
+                        "httpx is not installed, so async tools wait in helper threads "
+                        "(one per exchange in flight); pip install 'approval-guard[async]'"
+                    )
+                    self._aperform = threaded(self._client.perform)
+                else:
+                    self._aclient = AsyncProviderClient(
+                        self._base_url, self._credential, clock=self._clock
+                    )
+                    self._aperform = self._aclient.perform
+            return self._aperform
 
     @overload
     def requires_approval(
@@ -287,18 +333,22 @@ class Guard:
         bound: dict[str, Any],
         emit: Emitter,
         started: float | None = None,
+        spawn: Callable[[Callable[[], CallGen]], None] | None = None,
     ) -> tuple[CallGen | NotRun, threading.Event | None]:
-        """This call's rules, ready for a driver, and the harness's abandon event."""
+        """This call's rules, ready for a driver, and the harness's abandon event.
+
+        ``spawn``: where late work is driven (default: a helper thread, for sync tools).
+        """
         plan, abandon = self._plan(spec, args, kwargs, bound, started)
         if isinstance(plan, NotRun):
             return plan, abandon
         gen = guarded_call(
             plan,
-            self._client,
             self._ledger,
             self._clock,
             self._policy,
             abandon,
+            spawn=self._late_sync if spawn is None else spawn,
             timings=self._timings,
             emit=emit,
         )
@@ -368,7 +418,14 @@ class Guard:
                 return spec.fn(*call_args, **call_kwargs)
 
         try:
-            outcome = drive_sync(gen, invoke, self._clock, abandon, timings=self._timings)
+            outcome = drive_sync(
+                gen,
+                invoke,
+                self._clock,
+                abandon,
+                perform=self._client.perform,
+                timings=self._timings,
+            )
         except BaseException as exc:
             _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
             raise
@@ -407,7 +464,9 @@ class Guard:
                     raise
                 _finished(emit, span, spec, "skipped", None)
                 return value
-        gen, abandon = self._rules(spec, args, kwargs, bound, emit, started)
+        perform = self._async_transport()
+        spawn = late_async(perform, self._late_sync, self._clock, self._timings)
+        gen, abandon = self._rules(spec, args, kwargs, bound, emit, started, spawn)
         if isinstance(gen, NotRun):
             return self._not_run(spec, gen, emit, span)
 
@@ -417,7 +476,9 @@ class Guard:
                 return await spec.fn(*call_args, **call_kwargs)
 
         try:
-            outcome = await drive_async(gen, invoke, self._clock, abandon, timings=self._timings)
+            outcome = await drive_async(
+                gen, invoke, self._clock, abandon, perform=perform, timings=self._timings
+            )
         except BaseException as exc:
             _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
             raise

@@ -1,8 +1,8 @@
 """The vocabulary between the call rules and a driver: operations, plans, outcomes, timings.
 
-The rules never do I/O themselves: they *yield* operations (:class:`Blocking`,
-:class:`Sleep`, :class:`Invoke`, :class:`Checkpoint`) and a driver performs
-them. A call is given a :class:`CallPlan` (fixed before the first byte is
+The rules never do I/O themselves: they *yield* operations (:class:`Exchange`,
+:class:`Blocking`, :class:`Sleep`, :class:`Invoke`, :class:`Checkpoint`) and a
+driver performs them. A call is given a :class:`CallPlan` (fixed before the first byte is
 sent) and :class:`Timings` (how long each kind of exchange may take), and
 ends in a :class:`~approval_guard.NotRun` or a :class:`Ran`.
 """
@@ -10,14 +10,15 @@ ends in a :class:`~approval_guard.NotRun` or a :class:`Ran`.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Generic, Protocol, TypeVar, Union
 
 import attrs
 
+from ._answer import Answer
+from ._exchange import ExchangeSpec
 from ._outcome import NotRun
 
 T = TypeVar("T")
-
 
 
 def _seconds(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
@@ -31,16 +32,35 @@ class Abandoned(Exception):
 
 @attrs.frozen
 class Blocking(Generic[T]):
-    """Run ``fn`` (blocking I/O).
-
-    ``abandonable``: the harness may give up while it runs. ``limit``: seconds
-    after which the driver stops waiting for it and throws
-    ``TransportError("timeout")`` instead (it then runs in a helper thread).
-    """
+    """Run ``fn``: short local blocking work (the execution record), never abandoned midway."""
 
     fn: Callable[[], T]
+
+
+class Tracker(Protocol):
+    """Told when an exchange starts and when it ends, whether or not anyone still waits."""
+
+    def begin(self) -> None:
+        """Called by the driver before the exchange is sent."""
+
+    def end(self, answer: Answer | None) -> None:
+        """Called once it is over: its answer, or None when it failed. Never raises."""
+
+
+@attrs.frozen
+class Exchange:
+    """Perform ``spec`` with the provider and send back its :class:`~._answer.Answer`.
+
+    The driver stops waiting at ``spec.timeout`` seconds and throws
+    ``TransportError("timeout")`` instead; any failure to get an answer is
+    thrown as a ``TransportError``. ``abandonable``: the harness may give up
+    while it runs. ``tracker``: the exchange may outlive the driver's wait
+    (it is left to finish, not stopped) and ``tracker`` hears how it ended.
+    """
+
+    spec: ExchangeSpec
     abandonable: bool = False
-    limit: float | None = None
+    tracker: Tracker | None = None
 
 
 @attrs.frozen
@@ -67,7 +87,7 @@ class Checkpoint:
     """No I/O: a point where a driver may deliver an interruption it had to hold back."""
 
 
-Op = Union[Blocking[Any], Sleep, Invoke, Checkpoint]  # noqa: UP007 (a runtime alias on 3.10)
+Op = Union[Blocking[Any], Exchange, Sleep, Invoke, Checkpoint]  # noqa: UP007 (a runtime alias on 3.10)
 
 
 @attrs.frozen

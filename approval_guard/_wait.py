@@ -16,20 +16,22 @@ import functools
 import logging
 import math
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, Union, cast
 
 import attrs
 
+from . import _exchange
 from ._advice import advice_for
+from ._answer import Answer, TransportError
+from ._backoff import RetryPolicy
 from ._call import CallState, failure, seconds_text
-from ._client import Answer, ProviderClient, RetryPolicy, TransportError
 from ._clock import Clock, ClockSample
 from ._edit import apply_edit
 from ._events import NO_EVENTS, ArgumentsEdited, Decided, Emitter, RequestCreated, StillWaiting
 from ._execute import execute
 from ._ledger import Ledger
-from ._ops import Abandoned, Blocking, CallGen, CallPlan, Op, Sleep, Timings
+from ._ops import Abandoned, CallGen, CallPlan, Exchange, Op, Sleep, Timings
 from ._outcome import NotRun, Reason
 from ._retry import Again, GaveUp, retrying
 from ._verdict import check_echo, decide, reused_key
@@ -44,19 +46,22 @@ _DEFAULT_TIMINGS = Timings()
 
 def guarded_call(
     plan: CallPlan,
-    client: ProviderClient,
     ledger: Ledger,
     clock: Clock,
     policy: RetryPolicy,
     abandon: threading.Event | None = None,
     *,
+    spawn: Callable[[Callable[[], CallGen]], None],
     timings: Timings | None = None,
     emit: Emitter = NO_EVENTS,
 ) -> CallGen:
-    """The rules of one call, as a generator of operations for a driver."""
-    call = CallState(
-        plan, client, ledger, clock, policy, abandon, timings or _DEFAULT_TIMINGS, emit
-    )
+    """The rules of one call, as a generator of operations for a driver.
+
+    ``spawn`` drives late work in the background: the driver's ``late_sync`` or
+    ``late_async`` (a request whose create was answered after the call ended is
+    withdrawn there).
+    """
+    call = CallState(plan, ledger, clock, policy, abandon, timings or _DEFAULT_TIMINGS, spawn, emit)
     return _run(call)
 
 
@@ -168,10 +173,8 @@ class _Poll:
         request_id = self.request.id
         log.debug("polling %s (%s) wait=%ss", plan.tool, request_id, wait)
         try:
-            answer: Answer = yield Blocking(
-                functools.partial(call.client.read, request_id, wait=wait, timeout=timeout),
-                abandonable=True,
-                limit=timeout,
+            answer: Answer = yield Exchange(
+                _exchange.read(request_id, wait=wait, timeout=timeout), abandonable=True
             )
         except Abandoned:
             raise
@@ -414,4 +417,3 @@ def _give_up_waiting(
         f"No decision arrived within the time the harness allows, so {tool} "
         f"did not run and nobody denied it{withdrawal(call)}",
     )
-

@@ -8,16 +8,14 @@ is handed off: its own late answer withdraws the request it made.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Generator
 from typing import Any
 
-from . import _threads
+from . import _exchange
+from ._answer import Answer
 from ._call import CallState, failure
-from ._client import Answer
-from ._drive import drive_sync
-from ._ops import Blocking, CallGen, Invoke, Op, Ran
+from ._ops import CallGen, Exchange, Op, Ran
 from ._retry import Again, retrying
 from ._verdict import check_echo, original_request, status_in
 from ._wire import CANCELLED, PENDING, ApprovalRequest, parse_request
@@ -59,7 +57,11 @@ def cancel(
     first = call.clock.monotonic()
     # Never past the harness's own limit: return_margin is the cancel's time too.
     end = first + timings.cancel_timeout
-    if not late:
+    if late:
+        # Nobody waits any more: a create still being processed (its answer lost, or
+        # its exchange cut off as its event loop ended) is waited for as it would be.
+        end += timings.create_timeout
+    else:
         end = min(end, call.plan.harness_end - timings.cancel_reserve)
     retry_end = min(first + timings.cancel_retry_window, end)
     if call.request is None:
@@ -88,13 +90,8 @@ def cancel(
 
     def attempt() -> Generator[Op, Any, Again | None]:
         try:
-            answer: Answer = yield Blocking(
-                functools.partial(
-                    call.client.cancel,
-                    request_id,
-                    reason=reason,
-                    timeout=max(0.05, call.left(end)),
-                )
+            answer: Answer = yield Exchange(
+                _exchange.cancel(request_id, reason=reason, timeout=max(0.05, call.left(end)))
             )
         except Exception as exc:  # a failed cancel, whatever it raised: tried again
             log.warning("could not cancel %s: %s", request_id, failure(exc))
@@ -157,35 +154,32 @@ def recover(call: CallState, end: float) -> Generator[Op, Any, None]:
     yield from retrying(attempt, policy=call.policy, clock=call.clock, until=end, abandonable=False)
 
 
-def create_op(call: CallState, timeout: float, *, orphanable: bool = False) -> Blocking[Answer]:
+def create_op(call: CallState, timeout: float, *, orphanable: bool = False) -> Exchange:
     """One create attempt: always the same key and the same bytes.
 
     ``orphanable``: the driver may stop waiting for it (the harness abandons
-    the call, the task is cancelled); its late answer is then withdrawn.
+    the call, the task is cancelled) and leave it to finish; its late answer
+    is then withdrawn.
     """
-    if orphanable:
-        # The driver keeps the deadline (limit) in the one helper thread it runs
-        # this in, so the client need not start a second thread of its own.
-        return Blocking(
-            functools.partial(_attempt_create, call, timeout), abandonable=True, limit=timeout
-        )
     plan = call.plan
-    return Blocking(
-        functools.partial(call.client.create, plan.body, plan.idempotency_key, timeout=timeout)
-    )
+    spec = _exchange.create(plan.body, plan.idempotency_key, timeout=timeout)
+    if not orphanable:
+        return Exchange(spec)
+    return Exchange(spec, abandonable=True, tracker=_CreateTracker(call))
 
 
-def _attempt_create(call: CallState, timeout: float) -> Answer:
-    """One create, in the driver's helper thread; withdraws what it made if nobody waits."""
-    with call.late_lock:
-        call.in_flight += 1
-    answer: Answer | None = None
-    try:
-        answer = call.client.create(
-            call.plan.body, call.plan.idempotency_key, timeout=timeout, bounded=False
-        )
-        return answer
-    finally:
+class _CreateTracker:
+    """Keeps count of a create in flight; withdraws what it made if the call has ended."""
+
+    def __init__(self, call: CallState) -> None:
+        self._call = call
+
+    def begin(self) -> None:
+        with self._call.late_lock:
+            self._call.in_flight += 1
+
+    def end(self, answer: Answer | None) -> None:
+        call = self._call
         with call.late_lock:
             call.in_flight -= 1
             late = call.ended
@@ -196,7 +190,7 @@ def _attempt_create(call: CallState, timeout: float) -> Answer:
 
 
 def creating(call: CallState) -> bool:
-    """Whether a create attempt is still running in a helper thread."""
+    """Whether a create attempt is still running (one the driver stopped waiting for)."""
     with call.late_lock:
         return call.in_flight > 0
 
@@ -217,20 +211,19 @@ def take_unseen(call: CallState) -> None:
 
 
 def end(call: CallState) -> None:
-    """The call is over: any create answer still untaken is withdrawn from a helper."""
+    """The call is over: any create answer still untaken is withdrawn, in the background."""
     with call.late_lock:
         call.ended = True
         leftovers, call.unseen = call.unseen, []
     for answer in leftovers:
-        _threads.start(
-            functools.partial(_withdraw_late, call, answer), name="approval_guard-withdraw"
-        )
+        _withdraw_late(call, answer)
 
 
 def _withdraw_late(call: CallState, answer: Answer | None) -> None:
     """Withdraw the request a create made after the call ended (None: its answer was lost).
 
-    Runs in a helper thread, after the outcome was returned; never raises.
+    The cancel is driven in the background (``call.spawn``), after the outcome
+    was returned; never raises.
     """
     try:
         with call.withdraw_lock:
@@ -249,7 +242,7 @@ def _withdraw_late(call: CallState, answer: Answer | None) -> None:
                 return  # this attempt made nothing, and no earlier one may have
             else:
                 call.maybe_created = True
-            drive_sync(_withdrawing(call), _no_invoke, call.clock, None, timings=call.timings)
+        call.spawn(lambda: _withdrawing(call))
     except BaseException:
         log.exception("could not withdraw the late request for %s", call.plan.tool)
 
@@ -257,7 +250,3 @@ def _withdraw_late(call: CallState, answer: Answer | None) -> None:
 def _withdrawing(call: CallState) -> CallGen:
     yield from cancel(call, "the call had ended when its create was answered", late=True)
     return Ran(None)  # nothing runs: only the driver's protocol needs an outcome
-
-
-def _no_invoke(op: Invoke) -> Any:
-    raise AssertionError("a withdrawal never starts the tool")

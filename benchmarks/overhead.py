@@ -12,6 +12,7 @@ from typing import Any
 import approval_guard as ag
 from approval_guard._answer import Answer
 from approval_guard._clock import ClockSample, SystemClock
+from approval_guard._exchange import ExchangeSpec
 
 from ._common import Result, median
 
@@ -21,7 +22,7 @@ GOAL_US = 50.0
 class InstantApprover:
     """Stands in for ProviderClient: every create comes back approved, in-process.
 
-    It keeps the real client's three methods and returns real ``Answer`` objects
+    It keeps the real client's ``perform`` and returns real ``Answer`` objects
     with a ``Date`` sample, so the guard runs every check it runs on the wire.
     Its own work (a counter, a dict copy) is included in the guarded figure.
     """
@@ -31,9 +32,10 @@ class InstantApprover:
         self._ids = itertools.count()
         self._parsed: dict[bytes, dict[str, Any]] = {}
 
-    def create(
-        self, body: bytes, idempotency_key: str, *, timeout: float, bounded: bool = True
-    ) -> Answer:
+    def perform(self, spec: ExchangeSpec) -> Answer:
+        if spec.method != "POST" or spec.path != "/v1/requests":
+            raise AssertionError("an approved create needs no poll and no cancel")
+        body = spec.body or b""
         sent = self._clock.monotonic()
         fields = self._parsed.get(body)
         if fields is None:
@@ -63,12 +65,6 @@ class InstantApprover:
             provider_request_id="x",
             sample=ClockSample(sent=sent, received=self._clock.monotonic(), date=date),
         )
-
-    def read(self, request_id: str, *, wait: int, timeout: float) -> Answer:
-        raise AssertionError("an approved create needs no poll")
-
-    def cancel(self, request_id: str, *, reason: str, timeout: float) -> Answer:
-        raise AssertionError("an approved create needs no cancel")
 
     def close(self) -> None:
         pass

@@ -37,7 +37,7 @@ def fake(clock: ManualClock) -> Iterator[FakeProvider]:
 @pytest.fixture
 def unit_guard(fake: FakeProvider, clock: ManualClock) -> ag.Guard:
     """A Guard on the fake provider and the manual clock."""
-    return ag.Guard(
+    guard = ag.Guard(
         base_url=BASE,
         credential=SECRET,
         harness_limit="35m",
@@ -48,6 +48,8 @@ def unit_guard(fake: FakeProvider, clock: ManualClock) -> ag.Guard:
         # Its own record: the fake provider hands out the same ids in every test.
         ledger=ag.MemoryLedger(),
     )
+    fake.attach_async(guard)
+    return guard
 
 
 # The real headless browser of the review-page tests (Debian's chromium).

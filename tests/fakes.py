@@ -54,6 +54,13 @@ class ManualClock:
         return False
 
 
+class _Request:
+    """What the fake's callbacks read of a request (as ``responses`` hands them one)."""
+
+    def __init__(self, method: str, url: str, headers: Any, body: bytes) -> None:
+        self.method, self.url, self.headers, self.body = method, url, headers, body
+
+
 class FakeProvider:
     """A provider behind ``responses``: one request store, scripted decisions and faults.
 
@@ -216,6 +223,32 @@ class FakeProvider:
             body["request"] = req
             return 409, self.headers(), json.dumps(body)
         return 200, self.headers(), json.dumps(req)
+
+    def attach_async(self, guard: Any) -> None:
+        """Route ``guard``'s async tools (httpx, not requests) to this fake provider too."""
+        import httpx
+
+        from approval_guard._aclient import AsyncProviderClient
+
+        routes: list[tuple[str, re.Pattern[str], Callable[[Any], Any]]] = [
+            ("POST", re.compile(rf"{re.escape(BASE)}/v1/requests"), self.on_create),
+            ("GET", re.compile(rf"{re.escape(BASE)}/v1/requests/[^/]+\?.*"), self.on_read),
+            ("POST", re.compile(rf"{re.escape(BASE)}/v1/requests/[^/]+/cancel"), self.on_cancel),
+        ]
+
+        def handle(request: httpx.Request) -> httpx.Response:
+            url = str(request.url)
+            for method, pattern, callback in routes:
+                if request.method == method and pattern.fullmatch(url):
+                    shim = _Request(request.method, url, request.headers, request.content)
+                    status, headers, body = callback(shim)
+                    return httpx.Response(status, headers=headers, content=body)
+            return httpx.Response(404, content=_err("not_found", "no such route"))
+
+        client = AsyncProviderClient(
+            BASE, guard._credential, clock=guard._clock, transport=httpx.MockTransport(handle)
+        )
+        guard._aclient, guard._aperform = client, client.perform
 
     def install(self, rsps: responses.RequestsMock) -> None:
         rsps.add_callback(responses.POST, f"{BASE}/v1/requests", callback=self.on_create)

@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import approval_guard as ag
+from approval_guard import _exchange as exchange
 from approval_guard._answer import TransportError
 from approval_guard._client import ProviderClient
 from approval_guard._clock import SystemClock
@@ -422,7 +423,7 @@ def test_an_https_provider_goes_through_an_environment_proxy_in_a_tunnel(
     client = ProviderClient("https://approvals.example.com", SECRET, clock=SystemClock())
     try:
         with pytest.raises(TransportError):
-            client.create(b"{}", "key-1", timeout=3)
+            client.perform(exchange.create(b"{}", "key-1", timeout=3))
     finally:
         client.close()
     assert env_proxy.received

@@ -190,11 +190,12 @@ def test_closing_a_waiting_generator_is_clean(approval_provider: LocalProvider) 
     spec = refund_tool(guard, []).__approval_guard__  # type: ignore[attr-defined]
     plan, _ = guard._plan(spec, ("p", 1), {}, spec.bind(("p", 1), {}))
     assert isinstance(plan, ops_module.CallPlan)
-    gen = wait_module.guarded_call(plan, guard._client, guard.ledger, guard._clock,
-                                   guard._policy)
+    gen = wait_module.guarded_call(plan, guard.ledger, guard._clock, guard._policy,
+                                   spawn=guard._late_sync)
     op = gen.send(None)
-    while not (isinstance(op, ops_module.Blocking) and op.abandonable):
-        op = gen.send(op.fn())  # type: ignore[union-attr]
+    while not (isinstance(op, ops_module.Exchange) and op.abandonable):
+        assert isinstance(op, ops_module.Exchange)
+        op = gen.send(guard._client.perform(op.spec))
     gen.close()  # must not raise "generator ignored GeneratorExit"
 
 

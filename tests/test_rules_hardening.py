@@ -6,7 +6,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -16,8 +16,8 @@ import responses
 import approval_guard as ag
 from approval_guard._answer import Answer
 from approval_guard._backoff import RetryPolicy
-from approval_guard._client import ProviderClient
 from approval_guard._clock import ClockSample, plausibly_expired, still_valid
+from approval_guard._exchange import ExchangeSpec
 from approval_guard._wire import format_http_date
 from approval_guard.testing import LocalProvider, approve_after
 from tests.conftest import SECRET
@@ -375,23 +375,41 @@ def test_cancelling_a_task_during_a_slow_create_returns_promptly(
 # -- 2: nothing a provider sends may make the call raise -------------------------------
 
 
-class RaisingClient:
-    """A client whose ``method`` does the real exchange, then raises ``error``, ``times`` times."""
+def _kind(spec: ExchangeSpec) -> str:
+    if spec.method == "GET":
+        return "read"
+    return "cancel" if spec.path.endswith("/cancel") else "create"
 
-    def __init__(self, real: ProviderClient, method: str, error: Exception, times: int) -> None:
+
+class RaisingClient:
+    """A transport whose ``method`` exchanges are done for real, then raise ``error``."""
+
+    def __init__(self, real: Any, method: str, error: Exception, times: int) -> None:
         self.real, self.method, self.error, self.times = real, method, error, times
 
-    def __getattr__(self, name: str) -> Callable[..., Answer]:
-        real = getattr(self.real, name)
+    def _raise(self, spec: ExchangeSpec) -> None:
+        if _kind(spec) == self.method and self.times > 0:
+            self.times -= 1
+            raise self.error
 
-        def call(*args: Any, **kwargs: Any) -> Answer:
-            answer: Answer = real(*args, **kwargs)
-            if name == self.method and self.times > 0:
-                self.times -= 1
-                raise self.error
-            return answer
+    def perform(self, spec: ExchangeSpec) -> Answer:
+        answer: Answer = self.real.perform(spec)
+        self._raise(spec)
+        return answer
 
-        return call
+    def close(self) -> None:
+        self.real.close()
+
+    async def aperform(self, spec: ExchangeSpec) -> Answer:
+        answer: Answer = await self.real(spec)
+        self._raise(spec)
+        return answer
+
+
+def raising(guard: ag.Guard, method: str, error: Exception, times: int) -> None:
+    """Make ``guard``'s exchanges of kind ``method`` raise ``error`` (sync and async tools)."""
+    guard._client = RaisingClient(guard._client, method, error, times)  # type: ignore[assignment]
+    guard._aperform = RaisingClient(guard._async_transport(), method, error, times).aperform
 
 
 ERRORS = [ValueError("bad timestamp"), OverflowError("date value out of range")]
@@ -404,7 +422,8 @@ def test_an_exchange_that_always_raises_is_not_obtained(
 ) -> None:
     """A create or poll that raises every time: NOT_OBTAINED, the request withdrawn if known."""
     guard = unit_guard_for(clock)
-    guard._client = RaisingClient(guard._client, method, error, times=10**9)  # type: ignore[assignment]
+    fake.attach_async(guard)
+    raising(guard, method, error, times=10**9)
     # 20 s of refused creates first, so the harness limit comes before the deadline.
     fake.faults = [status_fault(503, "unavailable", "10")] * 2
     ran: list[Any] = []
@@ -424,7 +443,7 @@ def test_an_exchange_that_raises_is_retried_async(
     """Async: a create or poll that raises once is a failed exchange, retried, never raised."""
     approval_provider.policy = approve_after(0.2)
     guard = make_guard(approval_provider)
-    guard._client = RaisingClient(guard._client, method, error, times=1)  # type: ignore[assignment]
+    raising(guard, method, error, times=1)
 
     @guard.requires_approval(timeout="1m")
     async def refund(payment_id: str) -> str:

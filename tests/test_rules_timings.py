@@ -43,6 +43,7 @@ def test_backoff_sleeps_on_the_injected_clock(flavour: str) -> None:
     clock = AsyncManualClock()
     fake = FakeProvider(clock)
     guard = ag.Guard(base_url=BASE, credential=SECRET, clock=clock, ledger=ag.MemoryLedger())
+    fake.attach_async(guard)
     fake.faults = [rate_limited(30)]
     fake.script[0] = ("approve", 300)
 

@@ -1,0 +1,276 @@
+"""The async transport: performs a described exchange (``_exchange.py``) with ``httpx``.
+
+Async tools wait on the event loop itself: no thread per call. One
+:class:`AsyncProviderClient` per :class:`~approval_guard.Guard` keeps one
+``httpx.AsyncClient`` per event loop (a client's connections belong to the
+loop that opened them), each pooling at most 64 idle keep-alive connections.
+The hard deadline of each exchange is the async driver's (``asyncio.wait_for``
+around :meth:`AsyncProviderClient.perform`), so a provider that drips its
+answer cannot stretch a wait; a cancelled exchange closes its connection.
+
+``close()`` and ``await aclose()`` release every socket: a client whose loop
+has already closed (``asyncio.run`` returned) cannot be closed gracefully, so
+its sockets, tracked as they are opened, are closed directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import ssl
+import threading
+import urllib.parse
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+from ._answer import Answer, TransportError
+from ._client import ECHOED_FIELDS
+from ._clock import Clock
+from ._exchange import USER_AGENT, BodyReader, ExchangeSpec, failed, interpret
+from ._scrub import Scrubber
+
+__all__ = ["AsyncProviderClient"]
+
+log = logging.getLogger("approval_guard")
+
+#: Idle keep-alive connections kept per event loop (the sync pool keeps 64 sessions).
+KEEP_ALIVE = 64
+#: No bound on connections in use: each waiting call holds its own long poll, and a
+#: bound would make a waiting call queue behind others' polls for its first byte.
+_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=KEEP_ALIVE)
+#: How long ``close()`` waits for a client on a loop running in another thread.
+_CLOSE_WAIT = 2.0
+
+
+class _TrackingBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's anyio backend, remembering each socket it opens (to close it after its loop)."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self.sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        # asyncio hands out a TransportSocket wrapper; the socket it wraps is what closes.
+        sock = stream.get_extra_info("socket")
+        sock = getattr(sock, "_sock", sock)
+        if isinstance(sock, socket.socket):
+            self.sockets.add(sock)
+        return stream
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return await self._inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _LoopClient:
+    """One loop's ``httpx.AsyncClient`` and the sockets it opened."""
+
+    def __init__(self, client: httpx.AsyncClient, backend: _TrackingBackend | None) -> None:
+        self.client = client
+        self.backend = backend
+
+    def force_close(self) -> None:
+        """Close the sockets directly: only once their loop is closed (nothing selects on them)."""
+        if self.backend is None:
+            return
+        for sock in list(self.backend.sockets):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """Certificates as ``requests`` finds them: ``REQUESTS_CA_BUNDLE`` and so on, else certifi."""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
+        path = os.environ.get(name)
+        if path and os.path.isfile(path):
+            return ssl.create_default_context(cafile=path)
+    return httpx.create_ssl_context(trust_env=True)
+
+
+class AsyncProviderClient:
+    """The provider's exchanges for async tools, one attempt each, on the running loop."""
+
+    def __init__(
+        self,
+        base_url: str,
+        credential: str,
+        *,
+        clock: Clock,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """``transport``: an httpx transport to use instead of the network (tests)."""
+        self._base = base_url
+        self._transport = transport
+        self._authorization = f"Bearer {credential}"
+        self._scrub = Scrubber(credential, keep=ECHOED_FIELDS)
+        # As for the sync transport: plain http stays on this machine (or goes only where
+        # the user said), so no environment proxy may carry the token in clear text.
+        self._https = urllib.parse.urlsplit(base_url).scheme.lower() == "https"
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+
+    def __repr__(self) -> str:
+        return f"AsyncProviderClient(base_url={self._base!r}, credential='***')"
+
+    # -- one exchange ----------------------------------------------------------
+
+    async def perform(self, spec: ExchangeSpec) -> Answer:
+        """Perform one exchange: an Answer for any HTTP status, else TransportError.
+
+        The caller keeps the hard deadline (``spec.timeout``); the body is refused
+        past it too. Cancelling this coroutine closes the exchange's connection.
+        """
+        client = self._client_for(asyncio.get_running_loop())
+        timeout = max(0.05, spec.timeout)
+        headers = {**spec.headers, "Accept": "application/json"}
+        headers["Authorization"] = self._authorization
+        sent = self._clock.monotonic()
+        deadline = sent + timeout
+        try:
+            request = client.build_request(
+                spec.method,
+                self._base + spec.path,
+                content=spec.body,
+                headers=headers,
+                timeout=httpx.Timeout(timeout, connect=min(5.0, timeout)),
+            )
+            response = await client.send(request, stream=True, follow_redirects=False)
+        # `from None`: httpx's exceptions hold the request, Authorization included.
+        except httpx.TimeoutException:
+            raise failed(spec, timed_out=True) from None
+        except Exception:
+            raise failed(spec, timed_out=False) from None
+        try:
+            reader = BodyReader(response.headers, deadline, self._clock)
+            async for chunk in response.aiter_bytes():
+                reader.add(chunk)
+            raw = reader.body()
+        except TransportError:
+            raise
+        except httpx.TimeoutException:
+            raise failed(spec, timed_out=True) from None
+        except Exception:
+            raise failed(spec, timed_out=False, stage="body") from None
+        finally:
+            await response.aclose()
+        return interpret(
+            spec,
+            response.status_code,
+            response.headers,
+            raw,
+            sent=sent,
+            received=self._clock.monotonic(),
+            scrub=self._scrub,
+            clock=self._clock,
+        )
+
+    # -- one client per loop ---------------------------------------------------
+
+    def _client_for(self, loop: asyncio.AbstractEventLoop) -> httpx.AsyncClient:
+        entry = self._clients.get(loop)
+        if entry is not None:
+            return entry.client
+        with self._lock:
+            for gone in [other for other in self._clients if other.is_closed()]:
+                self._clients.pop(gone).force_close()
+            entry = self._clients.get(loop)
+            if entry is None:
+                entry = self._new_client()
+                self._clients[loop] = entry
+        return entry.client
+
+    def _new_client(self) -> _LoopClient:
+        if self._transport is not None:
+            return _LoopClient(httpx.AsyncClient(transport=self._transport), None)
+        backend = _TrackingBackend()
+        transport = httpx.AsyncHTTPTransport(limits=_LIMITS, trust_env=self._https, retries=0)
+        tracked: _TrackingBackend | None = None
+        if isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
+            # httpx does not take a network backend; its pool is rebuilt with one that
+            # remembers sockets. Without it, a closed loop's sockets wait for the GC.
+            transport._pool = httpcore.AsyncConnectionPool(
+                ssl_context=_ssl_context() if self._https else None,
+                max_connections=_LIMITS.max_connections,
+                max_keepalive_connections=_LIMITS.max_keepalive_connections,
+                keepalive_expiry=_LIMITS.keepalive_expiry,
+                http1=True,
+                http2=False,
+                retries=0,
+                network_backend=backend,
+            )
+            tracked = backend
+        client = httpx.AsyncClient(
+            transport=transport,
+            trust_env=self._https,
+            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT},
+        )
+        return _LoopClient(client, tracked)
+
+    # -- closing -----------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every loop's client: this loop's gracefully, the others as :meth:`close` does."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._clients.pop(loop, None)
+        if entry is not None:
+            try:
+                await entry.client.aclose()
+            except Exception:
+                log.warning("closing the async HTTP client failed", exc_info=True)
+        self.close()
+
+    def close(self) -> None:
+        """Release every socket: closed loops' directly, live loops' through their own loop."""
+        with self._lock:
+            entries, self._clients = self._clients, {}
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        for loop, entry in entries.items():
+            try:
+                self._close_on(loop, entry, here)
+            except Exception:
+                log.warning("closing the async HTTP client failed", exc_info=True)
+
+    @staticmethod
+    def _close_on(
+        loop: asyncio.AbstractEventLoop, entry: _LoopClient, here: asyncio.AbstractEventLoop | None
+    ) -> None:
+        if loop.is_closed():
+            entry.force_close()
+        elif loop is here:
+            # close() called from a coroutine on this very loop: it cannot wait here.
+            task = loop.create_task(entry.client.aclose())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        elif loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(entry.client.aclose(), loop)
+            with contextlib.suppress(Exception):
+                future.result(_CLOSE_WAIT)
+        else:
+            loop.run_until_complete(entry.client.aclose())
