@@ -138,7 +138,8 @@ def parse_rules(text: str, filename: str = "rules.toml") -> Rules:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         found = _TOML_LINE.search(str(exc))
-        line = found.group(1) if found else "1"
+        # tomllib says "at end of document" for what runs off the end: the last line.
+        line = found.group(1) if found else str(max(1, len(text.splitlines())))
         raise RulesError(f"{filename}:{line}: not valid TOML: {exc}") from None
     lines = _Lines(text)
 

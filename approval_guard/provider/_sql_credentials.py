@@ -182,7 +182,7 @@ class CredentialsMixin(SQLStoreBase):
     def ensure_initial_credentials(
         self, *, instance_token: str | None = None, reviewer_token: str | None = None
     ) -> FirstStartTokens | None:
-        """On a store with no credentials at all, create one of each kind.
+        """On a store with no instance credential yet, create one of each kind.
 
         Returns their plaintext tokens (to be shown once), or None if any
         credential already existed. Given tokens (containers, CI) are used on
@@ -196,7 +196,11 @@ class CredentialsMixin(SQLStoreBase):
                 check_given_token(token, kind)
         with self._writing() as tx:
             tx.lock("initial-credentials")
-            if not tx.execute("SELECT COUNT(*) FROM credentials").fetchone()[0]:
+            # No instance credential yet: a first start, even when named reviewers
+            # were added (``reviewers add``) before the first ``serve``.
+            if not tx.execute(
+                "SELECT COUNT(*) FROM credentials WHERE kind = ?", (INSTANCE,)
+            ).fetchone()[0]:
                 tokens = FirstStartTokens(
                     instance=instance_token or _TOKEN_PREFIX[INSTANCE] + secrets.token_urlsafe(32),
                     reviewer=reviewer_token or _TOKEN_PREFIX[REVIEWER] + secrets.token_urlsafe(32),
