@@ -6,8 +6,8 @@ from typing import Any
 
 from approval_guard._display import escape, escape_lines, is_hidden, with_markers_shown
 from approval_guard._wire import ApprovalRequest, format_timestamp, request_to_json
+from approval_guard.provider._rule_checks import refusal
 from approval_guard.provider._rules import ToolRule
-from approval_guard.provider._sql_decisions import refusal
 from approval_guard.provider._store import (
     Annotation,
     AuditEvent,
