@@ -11,6 +11,9 @@
     approval-guard demo [--decide approve|deny] [--after 2s] [--port 0]
     approval-guard ledger show (--db PATH | --dsn DSN) [--limit N]
     approval-guard ledger prune (--db PATH | --dsn DSN) --older-than 30d
+    approval-guard reviewers add NAME [--role ROLE ...] (--db PATH | --dsn DSN)
+    approval-guard reviewers list|remove NAME (--db PATH | --dsn DSN)
+    approval-guard audit [--since 1h] [--json] (--db PATH | --dsn DSN)
 
 The reviewer commands talk to a running provider. They read, at call time:
 
@@ -59,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except CliError as exc:
         say(f"{PROG}: error: {exc}", stream=sys.stderr)
-        return 1
+        code: int = getattr(exc, "exit_code", 1)
+        return code
     except KeyboardInterrupt:
         say(f"{PROG}: interrupted", stream=sys.stderr)
         return 1

@@ -24,6 +24,7 @@ from approval_guard._env import (
 
 from . import _demo, _ledger, _review, _serve
 from ._output import PROG
+from ._team import add_team_commands
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 
@@ -88,6 +89,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     _add_review_commands(sub, env)
     _add_demo(sub)
     add_ledger_commands(sub)
+    add_team_commands(sub)
     return parser
 
 
@@ -122,6 +124,12 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
         metavar="T",
         default=env.get(ENV_SERVE_REVIEWER_TOKEN) or None,
         help=f"the reviewer credential to create on a new database (${ENV_SERVE_REVIEWER_TOKEN})",
+    )
+    serve.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="per-tool review rules (TOML): approvers, approvals_required, self_approval, "
+        "max_valid_for, webhooks",
     )
     serve.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate")
     serve.add_argument("--tls-key", metavar="FILE", help="... and this PEM private key")

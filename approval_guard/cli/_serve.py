@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
 
-from ._output import PROG, CliError, say
+from ._output import PROG, CliError, UsageError, say
 from ._signals import on_sigterm
 
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens, StoreProtocol
+    from approval_guard.provider._rules import Rules
 
 DEFAULT_PORT = 8765
 
@@ -74,6 +75,18 @@ def _check_transport(args: argparse.Namespace) -> None:
         )
 
 
+def _load_rules(args: argparse.Namespace) -> Rules | None:
+    """``--rules FILE`` read now: a bad file stops ``serve`` before it binds (exit code 2)."""
+    if not getattr(args, "rules", None):
+        return None
+    from approval_guard.provider._rules import RulesError, load_rules
+
+    try:
+        return load_rules(args.rules)
+    except RulesError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _open_store(args: argparse.Namespace) -> str | StoreProtocol:
     """The store ``serve`` runs on: the SQLite file, or PostgreSQL for ``--dsn``."""
     if not args.dsn:
@@ -112,6 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
 
     _check_transport(args)
+    rules = _load_rules(args)
     store = _open_store(args)
     try:
         server = ProviderServer(
@@ -122,6 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             reviewer_token=args.reviewer_token,
             tls_certfile=args.tls_cert,
             tls_keyfile=args.tls_key,
+            rules=rules,
         )
     except ValueError as exc:  # a given token: bad, or not this database's
         _close(store)

@@ -31,6 +31,7 @@ from approval_guard.provider import _routes_api as api
 from approval_guard.provider import _routes_page as review
 from approval_guard.provider._context import Context, Handler
 from approval_guard.provider._http import ApiError, check_head, error_answer
+from approval_guard.provider._rules import NO_RULES, Rules
 from approval_guard.provider._store import StoreClosedError, StoreProtocol
 from approval_guard.provider._waits import Notifier
 
@@ -189,6 +190,7 @@ def build_app(
     poll_cap: float,
     notice: str | None = None,
     client_timeout: float = 20.0,
+    rules: Rules = NO_RULES,
 ) -> Starlette:
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started."""
 
@@ -201,6 +203,7 @@ def build_app(
             poll_cap=poll_cap,
             notice=notice,
             client_timeout=client_timeout,
+            rules=rules,
         )
         app.state.ctx = ctx
         expirer = asyncio.create_task(_expire_forever(ctx), name="approval-guard-expirer")

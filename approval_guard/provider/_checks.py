@@ -45,7 +45,11 @@ def check_given_token(token: object, kind: str) -> None:
 
 
 def body_hash(
-    tool: str, arguments: dict[str, Any], timeout_seconds: int, editable: Sequence[str] = ()
+    tool: str,
+    arguments: dict[str, Any],
+    timeout_seconds: int,
+    editable: Sequence[str] = (),
+    requested_by: str | None = None,
 ) -> str:
     """The hash an idempotency key is bound to.
 
@@ -61,6 +65,9 @@ def body_hash(
     }
     if editable:
         body["editable"] = sorted(editable)
+    if requested_by is not None:
+        # API 1.1, and only when given: a body without it hashes as it always did.
+        body["requested_by"] = requested_by
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 

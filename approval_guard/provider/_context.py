@@ -8,6 +8,7 @@ import attrs
 from starlette.requests import Request
 from starlette.responses import Response
 
+from approval_guard.provider._rules import NO_RULES, Rules
 from approval_guard.provider._store import StoreProtocol
 from approval_guard.provider._waits import Notifier
 
@@ -29,6 +30,8 @@ class Context:
     page_served: bool = False
     #: True once a change-feed answer carried the current :attr:`notice`.
     notice_delivered: bool = False
+    #: The rules file's per-tool rules (none: every tool as before).
+    rules: Rules = NO_RULES
 
 
 Handler = Callable[[Context, Request], Awaitable[Response]]

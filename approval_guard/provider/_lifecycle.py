@@ -36,6 +36,7 @@ from approval_guard.provider._limits import (
     MAX_HEAD_BYTES,
     SLOW_CLIENT_SECONDS,
 )
+from approval_guard.provider._rules import NO_RULES, Rules, load_rules
 from approval_guard.provider._store import Clock, FirstStartTokens, Store, StoreProtocol
 from approval_guard.provider._uvicorn import UvicornServer
 
@@ -76,6 +77,9 @@ class ProviderServer:
     :param client_timeout_seconds: a client must send a request head, and then
         its body, within this (a slow-drip client is disconnected; it never
         delays anyone else meanwhile).
+    :param rules: per-tool review rules: a rules file (TOML, read now; a bad
+        one raises :class:`~approval_guard.provider._rules.RulesError` naming
+        its line) or :class:`~approval_guard.provider._rules.Rules`.
 
     On a database without credentials one instance and one reviewer credential
     are made; their plaintext tokens are in :attr:`first_start_tokens` (else
@@ -98,6 +102,7 @@ class ProviderServer:
         tls_keyfile: str | None = None,
         keep_alive_seconds: float = KEEP_ALIVE_SECONDS,
         client_timeout_seconds: float = SLOW_CLIENT_SECONDS,
+        rules: Rules | str | os.PathLike[str] | None = None,
     ) -> None:
         if poll_cap < 0 or not math.isfinite(poll_cap):
             raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
@@ -107,6 +112,12 @@ class ProviderServer:
         ):
             if not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        if rules is None:
+            rules = NO_RULES
+        elif not isinstance(rules, Rules):
+            rules = load_rules(os.fspath(rules))
+        #: The per-tool review rules this server enforces.
+        self.rules: Rules = rules
         self._keep_alive = float(keep_alive_seconds)
         self._client_timeout = float(client_timeout_seconds)
         if (tls_certfile is None) != (tls_keyfile is None):
@@ -241,6 +252,7 @@ class ProviderServer:
                 poll_cap=self.poll_cap,
                 notice=self._notice,
                 client_timeout=self._client_timeout,
+                rules=self.rules,
             )
             config = uvicorn.Config(
                 app,

@@ -72,6 +72,22 @@ class UnknownRequest(StoreError, LookupError):
     """An id given as a position (a list's ``before``) is not a request's."""
 
 
+class Forbidden(StoreError):
+    """This reviewer may not make this decision (HTTP 403 ``forbidden``); the message says why."""
+
+
+class AlreadyApproved(StoreError):
+    """This person has already approved this request (HTTP 409 ``already_approved``)."""
+
+    def __init__(self, message: str, request: StoredRequest) -> None:
+        super().__init__(message)
+        self.request = request
+
+
+class ValidityTooLong(StoreError, ValueError):
+    """An approval asked to stay valid beyond its tool's ``max_valid_for`` (HTTP 400)."""
+
+
 class StoreClosedError(StoreError):
     """The store was closed (the server is stopping)."""
 
@@ -88,6 +104,8 @@ class Credential:
     name: str
     created_at: datetime
     revoked_at: datetime | None = None
+    #: A reviewer's roles (what a rules file's ``approvers`` names).
+    roles: tuple[str, ...] = ()
 
     @property
     def is_reviewer(self) -> bool:
@@ -106,14 +124,27 @@ class FirstStartTokens:
 
 
 @attrs.frozen
+class Approval:
+    """One person's approval of a request that needs several."""
+
+    by: str
+    at: datetime
+
+
+@attrs.frozen
 class StoredRequest(ApprovalRequest):
-    """A request as the store keeps it: the wire model plus API 1.1's ``editable`` names.
+    """A request as the store keeps it: the wire model plus API 1.1's fields.
 
     ``editable`` is sorted (it is a set of top-level argument names); empty
-    means the reviewer may change nothing.
+    means the reviewer may change nothing. ``requested_by`` is the person the
+    agent acts for; ``approvals`` the distinct approvals counted so far of the
+    ``approvals_required``.
     """
 
     editable: tuple[str, ...] = ()
+    requested_by: str | None = None
+    approvals_required: int = 1
+    approvals: tuple[Approval, ...] = ()
 
 
 @attrs.frozen
@@ -140,6 +171,23 @@ class AuditEvent:
     at: datetime
     type: str
     actor: Credential | None
+    detail: dict[str, Any]
+
+
+@attrs.frozen
+class AuditRow:
+    """One append-only audit row: who did what, when, from where, to which request.
+
+    ``actor`` is a reviewer's or instance credential's name, or ``"system"``;
+    ``source`` the client's address, ``"cli"`` or ``"system"``. Never a token.
+    """
+
+    seq: int
+    at: datetime
+    actor: str
+    source: str
+    action: str
+    request_id: str | None
     detail: dict[str, Any]
 
 

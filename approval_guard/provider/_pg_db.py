@@ -36,7 +36,16 @@ from approval_guard.provider._sql_base import Reader, SQLStoreBase, Tx, to_us
 #: Connections a store keeps for its reads and writes (the listener has its own).
 POOL_SIZE = 8
 
-_TABLES = ("meta", "credentials", "requests", "idempotency_keys", "events", "sessions")
+_TABLES = (
+    "meta",
+    "credentials",
+    "requests",
+    "idempotency_keys",
+    "events",
+    "sessions",
+    "approvals",
+    "audit",
+)
 _TABLE_WORD = re.compile(r"\b(" + "|".join(_TABLES) + r")\b")
 # The advisory lock held while the schema is created.
 _SCHEMA_LOCK = int.from_bytes(
@@ -103,6 +112,29 @@ _SCHEMA = (
         csrf_token    text NOT NULL,
         created_at    bigint NOT NULL,
         expires_at    bigint NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS ag_approvals (
+        request_id  text NOT NULL,
+        reviewer_id text NOT NULL,
+        name        text NOT NULL,
+        at          bigint NOT NULL,
+        PRIMARY KEY (request_id, name))""",
+    """CREATE TABLE IF NOT EXISTS ag_audit (
+        seq        bigserial PRIMARY KEY,
+        at         bigint NOT NULL,
+        actor      text NOT NULL,
+        source     text NOT NULL,
+        action     text NOT NULL,
+        request_id text,
+        detail     text NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS ag_audit_by_request ON ag_audit (request_id, seq)",
+    "CREATE INDEX IF NOT EXISTS ag_audit_by_time ON ag_audit (at)",
+    # Columns added since schema 1: a database made before them gets them on open
+    # (under the schema lock, so two instances never race to add one).
+    "ALTER TABLE ag_credentials ADD COLUMN IF NOT EXISTS roles text",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS requested_by text",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approvals_required integer",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approval_list text",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decided_by_name text",
     "INSERT INTO ag_meta (key, value) VALUES ('schema_version', '1') ON CONFLICT DO NOTHING",
 )
 

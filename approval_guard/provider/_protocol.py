@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from approval_guard._wire import ApprovalRequest
 from approval_guard.provider._models import (
     Annotation,
+    AuditRow,
     CreateResult,
     Credential,
     FirstStartTokens,
@@ -22,6 +23,7 @@ from approval_guard.provider._models import (
     Session,
     StoredRequest,
 )
+from approval_guard.provider._rules import Rules
 
 
 class StoreProtocol(Protocol):
@@ -50,7 +52,17 @@ class StoreProtocol(Protocol):
     def prune(self) -> int: ...
 
     # credentials and sessions
-    def create_credential(self, kind: str, name: str, *, token: str | None = None) -> str: ...
+    def create_credential(
+        self, kind: str, name: str, *, token: str | None = None, roles: Sequence[str] = ()
+    ) -> str: ...
+
+    def add_reviewer(
+        self, name: str, *, roles: Sequence[str] = (), source: str = "cli", actor: str = "cli"
+    ) -> str: ...
+
+    def list_reviewers(self) -> list[Credential]: ...
+
+    def remove_reviewer(self, name: str, *, source: str = "cli", actor: str = "cli") -> bool: ...
 
     def ensure_initial_credentials(
         self, *, instance_token: str | None = None, reviewer_token: str | None = None
@@ -84,6 +96,9 @@ class StoreProtocol(Protocol):
         arguments: dict[str, Any],
         timeout_seconds: int,
         editable: Sequence[str] | None = None,
+        requested_by: str | None = None,
+        approvals_required: int = 1,
+        source: str = "api",
     ) -> CreateResult: ...
 
     def get_request(
@@ -113,13 +128,20 @@ class StoreProtocol(Protocol):
         reviewer: Credential,
         status: str,
         note: str | None = None,
-        valid_for: float | timedelta = 300,
+        valid_for: float | timedelta | None = 300,
         expires_at: datetime | None = None,
         arguments: dict[str, Any] | None = None,
+        rules: Rules | None = None,
+        source: str = "api",
     ) -> StoredRequest | None: ...
 
     def cancel(
-        self, request_id: str, *, owner: Credential, reason: str | None = None
+        self,
+        request_id: str,
+        *,
+        owner: Credential,
+        reason: str | None = None,
+        source: str = "api",
     ) -> StoredRequest | None: ...
 
     # queries
@@ -135,6 +157,20 @@ class StoreProtocol(Protocol):
     def annotations(self, request_ids: Sequence[str]) -> dict[str, Annotation]: ...
 
     def history(self, request_id: str) -> History | None: ...
+
+    # audit trail
+    def audit(
+        self, since: datetime | None = None, request_id: str | None = None
+    ) -> list[AuditRow]: ...
+
+    def record_audit(
+        self,
+        action: str,
+        actor: str,
+        source: str,
+        request_id: str | None,
+        detail: dict[str, Any],
+    ) -> None: ...
 
     # change feed
     def wait_for_change(

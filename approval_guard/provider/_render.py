@@ -6,9 +6,12 @@ from typing import Any
 
 from approval_guard._display import escape, escape_lines, is_hidden, with_markers_shown
 from approval_guard._wire import ApprovalRequest, format_timestamp, request_to_json
+from approval_guard.provider._rule_checks import refusal
+from approval_guard.provider._rules import ToolRule
 from approval_guard.provider._store import (
     Annotation,
     AuditEvent,
+    AuditRow,
     Credential,
     History,
     StoredRequest,
@@ -18,10 +21,23 @@ from approval_guard.provider._store import (
 
 
 def request_json(request: ApprovalRequest) -> dict[str, Any]:
-    """The wire form of a request, with API 1.1's ``"editable"`` when it lists any names."""
+    """The wire form of a request, with API 1.1's fields when they say anything.
+
+    ``"editable"`` when it lists names, ``"requested_by"`` when the create gave
+    one, and ``"approvals"`` with ``"approvals_required"`` when it needs more
+    than one approval.
+    """
     out = request_to_json(request)
-    if isinstance(request, StoredRequest) and request.editable:
-        out["editable"] = list(request.editable)
+    if isinstance(request, StoredRequest):
+        if request.editable:
+            out["editable"] = list(request.editable)
+        if request.requested_by is not None:
+            out["requested_by"] = request.requested_by
+        if request.approvals_required > 1:
+            out["approvals"] = [
+                {"by": one.by, "at": format_timestamp(one.at)} for one in request.approvals
+            ]
+            out["approvals_required"] = request.approvals_required
     return out
 
 
@@ -53,7 +69,11 @@ def input_json(value: object) -> str:
 
 
 def listed_request_json(
-    request: ApprovalRequest, annotation: Annotation | None = None
+    request: ApprovalRequest,
+    annotation: Annotation | None = None,
+    *,
+    viewer: Credential | None = None,
+    rule: ToolRule | None = None,
 ) -> dict[str, Any]:
     """A request as ``GET /v1/requests`` lists it: the wire form plus ``"display"``.
 
@@ -65,7 +85,9 @@ def listed_request_json(
     Present only when not empty: ``redacted`` (the paths of redacted values),
     ``editable`` (``[{"name", "text"}]``, ``text`` the exact JSON to prefill
     an input with, see :func:`input_json`) and, once approved with edits,
-    ``changes`` (``[{"name", "before", "after"}]``).
+    ``changes`` (``[{"name", "before", "after"}]``); for a request that needs
+    several approvals ``approvals`` (``"1 of 2 approvals: alice"``); and, when
+    ``viewer`` may not decide it under ``rule``, ``read_only`` (the reason).
     """
     note = request.decision.note if request.decision is not None else None
     decided_by = annotation.decided_by if annotation is not None else None
@@ -100,7 +122,40 @@ def listed_request_json(
         ]
     if changes:
         display["changes"] = changes
+    if isinstance(request, StoredRequest):
+        if request.approvals_required > 1:
+            display["approvals"] = escape(approvals_text(request))
+        if viewer is not None and rule is not None and request.is_pending:
+            why = refusal(request, rule, viewer)
+            if why is None and any(one.by == viewer.name for one in request.approvals):
+                why = "you have already approved this request"
+            if why is not None:
+                display["read_only"] = escape(why)
     return {**request_json(request), "display": display}
+
+
+def approvals_text(request: StoredRequest) -> str:
+    """``"1 of 2 approvals: alice"``: how far a request that needs several has come."""
+    text = f"{len(request.approvals)} of {request.approvals_required} approvals"
+    if request.approvals:
+        text += ": " + ", ".join(one.by for one in request.approvals)
+    return text
+
+
+def audit_json(rows: list[AuditRow]) -> list[dict[str, Any]]:
+    """Audit rows as JSON (the history's ``"audit"``, ``approval-guard audit --json``)."""
+    return [
+        {
+            "seq": row.seq,
+            "at": format_timestamp(row.at),
+            "actor": row.actor,
+            "source": row.source,
+            "action": row.action,
+            "request_id": row.request_id,
+            "detail": row.detail,
+        }
+        for row in rows
+    ]
 
 
 def _actor_json(credential: Credential | None) -> dict[str, str] | None:

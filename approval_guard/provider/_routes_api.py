@@ -30,7 +30,6 @@ from approval_guard.provider._http import (
     wait_seconds,
 )
 from approval_guard.provider._limits import (
-    DEFAULT_VALID_FOR_SECONDS,
     IDEMPOTENCY_KEY,
     MAX_BODY_BYTES,
     MAX_LIST,
@@ -39,9 +38,16 @@ from approval_guard.provider._limits import (
     MAX_TOOL_CHARS,
     MIN_TIMEOUT_SECONDS,
 )
-from approval_guard.provider._render import history_to_json, listed_request_json, request_json
+from approval_guard.provider._render import (
+    audit_json,
+    history_to_json,
+    listed_request_json,
+    request_json,
+)
 from approval_guard.provider._store import (
+    AlreadyApproved,
     Credential,
+    Forbidden,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
     InvalidEdit,
@@ -49,8 +55,18 @@ from approval_guard.provider._store import (
     NotPendingError,
     StoredRequest,
     UnknownRequest,
+    ValidityTooLong,
 )
 from approval_guard.provider._waits import long_poll, wait_for_change
+
+#: The longest ``requested_by`` a create may carry.
+MAX_REQUESTED_BY_CHARS = 200
+
+
+def client_source(request: Request) -> str:
+    """Where a request came from, for the audit trail: the client's address."""
+    client = request.client
+    return client.host if client is not None and client.host else "unknown"
 
 
 def request_answer(ctx: Context, request: StoredRequest | None) -> Response:
@@ -92,7 +108,7 @@ async def create(ctx: Context, request: Request) -> Response:
 
 async def _create(ctx: Context, request: Request, credential: Credential, key: str) -> Response:
     obj = json_object(await read_body(request))
-    no_unknown(obj, {"tool", "arguments", "timeout", "editable"})
+    no_unknown(obj, {"tool", "arguments", "timeout", "editable", "requested_by"})
     tool = obj.get("tool")
     if not isinstance(tool, str) or not 1 <= len(tool) <= MAX_TOOL_CHARS:
         raise bad(f"'tool' must be a string of 1 to {MAX_TOOL_CHARS} characters")
@@ -103,6 +119,13 @@ async def _create(ctx: Context, request: Request, credential: Credential, key: s
     editable = obj.get("editable")
     if editable is not None and not isinstance(editable, list):
         raise bad("'editable' must be a list of argument names")
+    requested_by = obj.get("requested_by")
+    if requested_by is not None and (
+        not isinstance(requested_by, str) or not 1 <= len(requested_by) <= MAX_REQUESTED_BY_CHARS
+    ):
+        raise bad(f"'requested_by' must be a string of 1 to {MAX_REQUESTED_BY_CHARS} characters")
+    required = ctx.rules.for_tool(tool).approvals_required
+    source = client_source(request)
     try:
         result = await run_in_threadpool(
             lambda: ctx.store.create_request(
@@ -112,6 +135,9 @@ async def _create(ctx: Context, request: Request, credential: Credential, key: s
                 arguments=arguments,
                 timeout_seconds=timeout,
                 editable=editable,
+                requested_by=requested_by,
+                approvals_required=required,
+                source=source,
             )
         )
     except IdempotencyKeyReused as exc:
@@ -144,15 +170,21 @@ async def cancel(ctx: Context, request: Request) -> Response:
     request_id = request.path_params["request_id"]
     try:
         found = await run_in_threadpool(
-            ctx.store.cancel, request_id, owner=credential, reason=reason
+            lambda: ctx.store.cancel(
+                request_id, owner=credential, reason=reason, source=client_source(request)
+            )
         )
     except NotPendingError as exc:
         raise not_pending(exc) from None
     return request_answer(ctx, found)
 
 
-def decision_fields(obj: dict[str, Any], extra: set[str]) -> tuple[str, str | None, int]:
-    """``(status, note, valid_for seconds)`` of a decision body; 400 for anything else."""
+def decision_fields(obj: dict[str, Any], extra: set[str]) -> tuple[str, str | None, int | None]:
+    """``(status, note, valid_for seconds or None)`` of a decision body; 400 for anything else.
+
+    None: no ``valid_for`` was given, and the store applies the default (five
+    minutes, or the tool's ``max_valid_for`` when that is shorter).
+    """
     if "tool" in obj:
         # API 1.1: the tool is what was asked for; a reviewer may only edit arguments.
         raise bad("a decision cannot change the tool; 'tool' is not a decision field")
@@ -163,7 +195,7 @@ def decision_fields(obj: dict[str, Any], extra: set[str]) -> tuple[str, str | No
     note = obj.get("note")
     if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
         raise bad(f"'note' must be null or a string of at most {MAX_NOTE_CHARS} characters")
-    valid_for = DEFAULT_VALID_FOR_SECONDS
+    valid_for = None
     if obj.get("valid_for") is not None:
         valid_for = duration(obj["valid_for"], "valid_for", 1, MAX_TIMEOUT_SECONDS)
     return str(status), note, valid_for
@@ -173,10 +205,17 @@ async def record_decision(
     ctx: Context,
     request_id: str,
     credential: Credential,
-    fields: tuple[str, str | None, int],
+    fields: tuple[str, str | None, int | None],
     arguments: dict[str, Any] | None,
+    source: str = "api",
 ) -> Response:
-    """StoreProtocol a decision (the API's and the page's) and answer it; the store checks edits."""
+    """Record a decision (the API's and the page's) and answer it.
+
+    The store checks edits and the tool's rule: a reviewer without the role, or
+    approving their own request, is ``403 forbidden``; a second approval by the
+    same person ``409 already_approved``; a validity beyond the rule's
+    ``max_valid_for`` ``400 invalid_request``.
+    """
     status, note, valid_for = fields
     try:
         found = await run_in_threadpool(
@@ -187,11 +226,19 @@ async def record_decision(
                 note=note,
                 valid_for=valid_for,
                 arguments=arguments,
+                rules=ctx.rules,
+                source=source,
             )
         )
     except NotPendingError as exc:
         raise not_pending(exc) from None
-    except (InvalidEdit, InvalidJSON) as exc:
+    except Forbidden as exc:
+        raise ApiError(403, "forbidden", str(exc)) from None
+    except AlreadyApproved as exc:
+        raise ApiError(
+            409, "already_approved", str(exc), extra={"request": request_json(exc.request)}
+        ) from None
+    except (InvalidEdit, InvalidJSON, ValidityTooLong) as exc:
         raise bad(str(exc)) from None
     return request_answer(ctx, found)
 
@@ -206,7 +253,12 @@ async def decide(ctx: Context, request: Request) -> Response:
     if "arguments" in obj and not isinstance(arguments, dict):
         raise bad("'arguments' must be the whole arguments object, edits applied")
     return await record_decision(
-        ctx, request.path_params["request_id"], credential, fields, arguments
+        ctx,
+        request.path_params["request_id"],
+        credential,
+        fields,
+        arguments,
+        client_source(request),
     )
 
 
@@ -251,7 +303,12 @@ async def list_requests(ctx: Context, request: Request) -> Response:
         ctx.store,
         200,
         {
-            "requests": [listed_request_json(r, annotations.get(r.id)) for r in found],
+            "requests": [
+                listed_request_json(
+                    r, annotations.get(r.id), viewer=credential, rule=ctx.rules.for_tool(r.tool)
+                )
+                for r in found
+            ],
             "next_before": found[-1].id if more else None,
         },
     )
@@ -261,10 +318,12 @@ async def history(ctx: Context, request: Request) -> Response:
     await read_body(request)
     credential = await authenticate(ctx.store, request)
     require_reviewer(credential)
-    found = await run_in_threadpool(ctx.store.history, request.path_params["request_id"])
+    request_id = request.path_params["request_id"]
+    found = await run_in_threadpool(ctx.store.history, request_id)
     if found is None:
         raise not_found()
-    return json_answer(ctx.store, 200, history_to_json(found))
+    rows = await run_in_threadpool(lambda: ctx.store.audit(request_id=request_id))
+    return json_answer(ctx.store, 200, {**history_to_json(found), "audit": audit_json(rows)})
 
 
 async def events(ctx: Context, request: Request) -> Response:

@@ -26,7 +26,7 @@ from approval_guard.provider._limits import (
     STATIC_DIR,
     STATIC_NAME,
 )
-from approval_guard.provider._routes_api import decision_fields, record_decision
+from approval_guard.provider._routes_api import client_source, decision_fields, record_decision
 from approval_guard.provider._store import InvalidEdit, with_edits
 
 
@@ -108,4 +108,6 @@ async def review_decide(ctx: Context, request: Request) -> Response:
             arguments = with_edits(current, edits)
         except InvalidEdit as exc:
             raise bad(str(exc)) from None
-    return await record_decision(ctx, request_id, credential, fields, arguments)
+    return await record_decision(
+        ctx, request_id, credential, fields, arguments, client_source(request)
+    )

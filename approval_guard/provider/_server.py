@@ -48,6 +48,7 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--poll-cap", type=float, default=DEFAULT_POLL_CAP)
     parser.add_argument("--instance-token", default=None)
     parser.add_argument("--reviewer-token", default=None)
+    parser.add_argument("--rules", default=None)
     args = parser.parse_args(argv)
     db: str | StoreProtocol = args.db
     if args.dsn:
@@ -59,6 +60,7 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
         poll_cap=args.poll_cap,
         instance_token=args.instance_token,
         reviewer_token=args.reviewer_token,
+        rules=args.rules,
     )
     print(json.dumps({"url": server.url}), flush=True)
     server.serve_forever()

@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from approval_guard._json import load_stored
+from approval_guard._json import canonical_json, load_stored
 from approval_guard._wire import Decision
 from approval_guard.provider._feed import ChangeFeed, Subscriber
 from approval_guard.provider._models import (
+    Approval,
     Clock,
     Credential,
     IdempotencyKeyInUse,
@@ -105,6 +106,7 @@ def credential_from_row(row: Any) -> Credential:
         name=row["name"],
         created_at=created,
         revoked_at=from_us(row["revoked_at"]),
+        roles=tuple(load_stored(row["roles"])) if row["roles"] else (),
     )
 
 
@@ -121,6 +123,7 @@ def request_from_row(row: Any) -> StoredRequest:
             decided_at=decided_at,
             expires_at=from_us(row["expires_at"]),
             arguments=None if edited is None else load_stored(edited),
+            decided_by=row["decided_by_name"],
         )
     created = from_us(row["created_at"])
     deadline = from_us(row["deadline_at"])
@@ -137,6 +140,41 @@ def request_from_row(row: Any) -> StoredRequest:
         decision=decision,
         cancelled_at=from_us(row["cancelled_at"]),
         editable=() if editable is None else tuple(load_stored(editable)),
+        requested_by=row["requested_by"],
+        approvals_required=row["approvals_required"] or 1,
+        approvals=_approvals(row["approval_list"]),
+    )
+
+
+def _approvals(text: str | None) -> tuple[Approval, ...]:
+    out = []
+    for item in load_stored(text) if text else ():
+        at = from_us(item["at"])
+        assert at is not None
+        out.append(Approval(by=item["by"], at=at))
+    return tuple(out)
+
+
+def approvals_text(approvals: Sequence[Approval]) -> str:
+    """The ``approval_list`` column: the counted approvals, in order."""
+    return canonical_json([{"by": one.by, "at": to_us(one.at)} for one in approvals])
+
+
+def insert_audit(
+    tx: Reader,
+    *,
+    at: datetime,
+    actor: str,
+    source: str,
+    action: str,
+    request_id: str | None,
+    detail: dict[str, Any],
+) -> None:
+    """Append one audit row in this transaction (it commits, or not, with the change)."""
+    tx.execute(
+        "INSERT INTO audit (at, actor, source, action, request_id, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (to_us(at), actor, source, action, request_id, canonical_json(detail)),
     )
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Sequence
 
+from approval_guard._json import canonical_json
 from approval_guard.provider._checks import check_given_token
 from approval_guard.provider._models import (
     CREDENTIAL_KINDS,
@@ -20,6 +22,7 @@ from approval_guard.provider._sql_base import (
     Tx,
     credential_from_row,
     from_us,
+    insert_audit,
     sha256,
     to_us,
 )
@@ -27,25 +30,76 @@ from approval_guard.provider._sql_base import (
 logger = logging.getLogger("approval_guard.provider")
 
 _TOKEN_PREFIX = {INSTANCE: "agi_", REVIEWER: "agr_"}
+#: A named reviewer's name: 1 to this many printable characters.
+MAX_REVIEWER_NAME = 64
+#: A role: 1 to this many printable characters without spaces.
+MAX_ROLE = 64
+
+
+class ReviewerNameError(ValueError):
+    """A reviewer name (or role) the store refuses: bad, or already a live reviewer's."""
+
+
+def check_reviewer_name(name: object) -> str:
+    """A reviewer's name: 1 to 64 printable characters, not blank."""
+    if (
+        not isinstance(name, str)
+        or not 1 <= len(name) <= MAX_REVIEWER_NAME
+        or not name.isprintable()
+        or not name.strip()
+    ):
+        raise ReviewerNameError(
+            f"a reviewer name must be 1 to {MAX_REVIEWER_NAME} printable characters"
+        )
+    return name
+
+
+def check_roles(roles: Sequence[str]) -> tuple[str, ...]:
+    """Roles: each 1 to 64 printable characters without spaces; duplicates dropped."""
+    for role in roles:
+        if (
+            not isinstance(role, str)
+            or not 1 <= len(role) <= MAX_ROLE
+            or not role.isprintable()
+            or any(ch.isspace() for ch in role)
+        ):
+            raise ReviewerNameError(
+                f"a role must be 1 to {MAX_ROLE} printable characters without spaces"
+            )
+    return tuple(dict.fromkeys(roles))
 
 
 class CredentialsMixin(SQLStoreBase):
     """Create, check and revoke credentials; open and read review sessions."""
 
-    def _insert_credential(self, tx: Tx, kind: str, name: str, token: str) -> None:
+    def _insert_credential(
+        self, tx: Tx, kind: str, name: str, token: str, roles: Sequence[str] = ()
+    ) -> str:
+        credential_id = "cred_" + secrets.token_hex(6)
         tx.execute(
-            "INSERT INTO credentials (id, kind, name, token_sha256, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            ("cred_" + secrets.token_hex(6), kind, name, sha256(token), to_us(self.now())),
+            "INSERT INTO credentials (id, kind, name, token_sha256, created_at, roles) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                credential_id,
+                kind,
+                name,
+                sha256(token),
+                to_us(self.now()),
+                canonical_json(list(roles)) if roles else None,
+            ),
         )
         logger.info("created %s credential %r", kind, name)
+        return credential_id
 
-    def create_credential(self, kind: str, name: str, *, token: str | None = None) -> str:
+    def create_credential(
+        self, kind: str, name: str, *, token: str | None = None, roles: Sequence[str] = ()
+    ) -> str:
         """Create a credential and return its plaintext token (stored only as a sha256).
 
         ``kind`` is ``"instance"`` (an adapter: create, read, cancel its own
         requests) or ``"reviewer"`` (a person: list and decide). ``token``: a
         known one to use (see :func:`check_given_token`), else a random one.
+        ``roles``: a reviewer's roles (see :meth:`add_reviewer` for a named one).
         """
         if kind not in CREDENTIAL_KINDS:
             raise ValueError(f"kind must be one of {CREDENTIAL_KINDS}, not {kind!r}")
@@ -55,14 +109,80 @@ class CredentialsMixin(SQLStoreBase):
             token = _TOKEN_PREFIX[kind] + secrets.token_urlsafe(32)
         else:
             check_given_token(token, kind)
+        roles = check_roles(roles)
         with self._writing() as tx:
-            self._insert_credential(tx, kind, name, token)
+            self._insert_credential(tx, kind, name, token, roles)
         return token
+
+    # ------------------------------------------------------------------ named reviewers
+
+    def add_reviewer(
+        self, name: str, *, roles: Sequence[str] = (), source: str = "cli", actor: str = "cli"
+    ) -> str:
+        """Add a named reviewer and return their token (shown once, stored as a sha256).
+
+        Raises :class:`ReviewerNameError` for a bad name or role, or a name a
+        live reviewer already has (two instances adding one name at once make one).
+        """
+        check_reviewer_name(name)
+        roles = check_roles(roles)
+        token = _TOKEN_PREFIX[REVIEWER] + secrets.token_urlsafe(32)
+        with self._writing() as tx:
+            tx.lock("reviewers")
+            if tx.execute(
+                "SELECT 1 FROM credentials WHERE kind = ? AND name = ? AND revoked_at IS NULL",
+                (REVIEWER, name),
+            ).fetchone():
+                raise ReviewerNameError(f"a live reviewer is already named {name!r}")
+            self._insert_credential(tx, REVIEWER, name, token, roles)
+            insert_audit(
+                tx,
+                at=self.now(),
+                actor=actor,
+                source=source,
+                action="reviewer.added",
+                request_id=None,
+                detail={"name": name, "roles": list(roles)},
+            )
+        return token
+
+    def list_reviewers(self) -> list[Credential]:
+        """Every live reviewer credential, oldest first (never a token: none is stored)."""
+        return [c for c in self.list_credentials() if c.is_reviewer and c.revoked_at is None]
+
+    def remove_reviewer(self, name: str, *, source: str = "cli", actor: str = "cli") -> bool:
+        """Revoke the live reviewer of this name; their page sessions end at once.
+
+        False when no live reviewer has the name.
+        """
+        now = self.now()
+        with self._writing() as tx:
+            tx.lock("reviewers")
+            rows = tx.execute(
+                "SELECT id FROM credentials WHERE kind = ? AND name = ? AND revoked_at IS NULL",
+                (REVIEWER, name),
+            ).fetchall()
+            for row in rows:
+                tx.execute(
+                    "UPDATE credentials SET revoked_at = ? WHERE id = ?", (to_us(now), row[0])
+                )
+                tx.execute("DELETE FROM sessions WHERE credential_id = ?", (row[0],))
+            if rows:
+                insert_audit(
+                    tx,
+                    at=now,
+                    actor=actor,
+                    source=source,
+                    action="reviewer.removed",
+                    request_id=None,
+                    detail={"name": name},
+                )
+        return bool(rows)
 
     def ensure_initial_credentials(
         self, *, instance_token: str | None = None, reviewer_token: str | None = None
     ) -> FirstStartTokens | None:
-        """On a store with no credentials at all, create one of each kind.
+        """On a store with no instance credential yet, create one of each kind.
 
         Returns their plaintext tokens (to be shown once), or None if any
         credential already existed. Given tokens (containers, CI) are used on
@@ -76,7 +196,11 @@ class CredentialsMixin(SQLStoreBase):
                 check_given_token(token, kind)
         with self._writing() as tx:
             tx.lock("initial-credentials")
-            if not tx.execute("SELECT COUNT(*) FROM credentials").fetchone()[0]:
+            # No instance credential yet: a first start, even when named reviewers
+            # were added (``reviewers add``) before the first ``serve``.
+            if not tx.execute(
+                "SELECT COUNT(*) FROM credentials WHERE kind = ?", (INSTANCE,)
+            ).fetchone()[0]:
                 tokens = FirstStartTokens(
                     instance=instance_token or _TOKEN_PREFIX[INSTANCE] + secrets.token_urlsafe(32),
                     reviewer=reviewer_token or _TOKEN_PREFIX[REVIEWER] + secrets.token_urlsafe(32),

@@ -79,7 +79,8 @@ class QueriesMixin(RequestsMixin):
             for start in range(0, len(ids), _CHUNK):
                 chunk = ids[start : start + _CHUNK]
                 rows = db.execute(
-                    "SELECT r.id, c.name, r.cancel_reason FROM requests r "
+                    "SELECT r.id, COALESCE(r.decided_by_name, c.name), r.cancel_reason "
+                    "FROM requests r "
                     "LEFT JOIN credentials c ON c.id = r.decided_by "
                     f"WHERE r.id IN ({', '.join('?' for _ in chunk)})",
                     chunk,

@@ -24,6 +24,7 @@ from approval_guard.provider._sql_base import (
     Reader,
     SQLStoreBase,
     from_us,
+    insert_audit,
     request_from_row,
     returned,
     to_us,
@@ -81,6 +82,9 @@ class RequestsMixin(SQLStoreBase):
         arguments: dict[str, Any],
         timeout_seconds: int,
         editable: Sequence[str] | None = None,
+        requested_by: str | None = None,
+        approvals_required: int = 1,
+        source: str = "api",
     ) -> CreateResult:
         """Create a pending request, or replay the one this key already made.
 
@@ -92,14 +96,21 @@ class RequestsMixin(SQLStoreBase):
         :func:`check_editable`); nothing is written then. ``editable`` is part
         of the body an idempotency key is bound to. Of two creates with one key
         racing (in this process or on another instance), one creates and the
-        other replays it.
+        other replays it. ``requested_by`` (API 1.1, the person the agent acts
+        for) is part of that body too; ``approvals_required`` (from the tool's
+        rule) is kept on the request; ``source`` is where the create came from,
+        for the audit trail.
         """
         check_json_value(tool)
         if not isinstance(arguments, dict):
             raise InvalidJSON("the arguments must be a JSON object")
         check_json_value(arguments)
         names = check_editable(arguments, editable)
-        digest = body_hash(tool, arguments, timeout_seconds, names)
+        if requested_by is not None:
+            check_json_value(requested_by)
+        if not 1 <= approvals_required <= 10:
+            raise ValueError(f"approvals_required must be 1 to 10, not {approvals_required!r}")
+        digest = body_hash(tool, arguments, timeout_seconds, names, requested_by)
         existing = self.replay(owner, idempotency_key, digest)
         if existing is not None:
             return CreateResult(request=existing, created=False)
@@ -118,8 +129,9 @@ class RequestsMixin(SQLStoreBase):
                 row = returned(
                     tx.execute(
                         "INSERT INTO requests (id, owner_id, idempotency_key, body_sha256, tool, "
-                        "arguments, timeout, status, created_at, deadline_at, editable) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                        "arguments, timeout, status, created_at, deadline_at, editable, "
+                        "requested_by, approvals_required) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
                         (
                             request_id,
                             owner.id,
@@ -132,12 +144,28 @@ class RequestsMixin(SQLStoreBase):
                             to_us(now),
                             to_us(deadline),
                             canonical_json(list(names)) if names else None,
+                            requested_by,
+                            approvals_required,
                         ),
                     )
                 )
                 request = request_from_row(row)
                 detail = {"editable": list(names)} if names else {}
                 tx.event(request_id, "created", now, owner.id, detail)
+                insert_audit(
+                    tx,
+                    at=now,
+                    actor=owner.name,
+                    source=source,
+                    action="request.created",
+                    request_id=request_id,
+                    detail={
+                        "tool": tool,
+                        "requested_by": requested_by,
+                        "approvals_required": approvals_required,
+                        **detail,
+                    },
+                )
         except _KeyTaken:
             existing = self.replay(owner, idempotency_key, digest)
             if existing is None:  # pragma: no cover - the key was pruned in between
@@ -185,6 +213,15 @@ class RequestsMixin(SQLStoreBase):
                 # Dated at the deadline, when it really expired, even if the server
                 # was down then and only notices now.
                 tx.event(request_id, "expired", deadline, None, {})
+                insert_audit(
+                    tx,
+                    at=deadline,
+                    actor="system",
+                    source="system",
+                    action="request.expiry",
+                    request_id=request_id,
+                    detail={},
+                )
         if expired:
             logger.debug("expired %d request(s)", len(expired))
 

@@ -24,7 +24,7 @@ from approval_guard.provider._feed import ChangeFeed
 from approval_guard.provider._models import Clock
 from approval_guard.provider._sql_base import Reader, SQLStoreBase, Tx, to_us
 
-_SCHEMA_VERSION = "2"
+_SCHEMA_VERSION = "3"
 #: Reader connections kept for a file database.
 READERS = 4
 
@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS credentials (
     name         TEXT NOT NULL,
     token_sha256 TEXT NOT NULL UNIQUE,
     created_at   INTEGER NOT NULL,
-    revoked_at   INTEGER
+    revoked_at   INTEGER,
+    roles        TEXT
 );
 CREATE TABLE IF NOT EXISTS requests (
     id              TEXT PRIMARY KEY,
@@ -62,7 +63,11 @@ CREATE TABLE IF NOT EXISTS requests (
     poll_count      INTEGER NOT NULL DEFAULT 0,
     last_polled_at  INTEGER,
     editable        TEXT,
-    decision_arguments TEXT
+    decision_arguments TEXT,
+    requested_by    TEXT,
+    approvals_required INTEGER,
+    approval_list   TEXT,
+    decided_by_name TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_by_status ON requests (status, deadline_at);
 CREATE INDEX IF NOT EXISTS requests_by_created ON requests (created_at);
@@ -83,6 +88,24 @@ CREATE TABLE IF NOT EXISTS events (
     detail     TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_request ON events (request_id, seq);
+CREATE TABLE IF NOT EXISTS approvals (
+    request_id  TEXT NOT NULL,
+    reviewer_id TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    at          INTEGER NOT NULL,
+    PRIMARY KEY (request_id, name)
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    at         INTEGER NOT NULL,
+    actor      TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    action     TEXT NOT NULL,
+    request_id TEXT,
+    detail     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_by_request ON audit (request_id, seq);
+CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at);
 CREATE TABLE IF NOT EXISTS sessions (
     id_sha256     TEXT PRIMARY KEY,
     credential_id TEXT NOT NULL,
@@ -93,7 +116,15 @@ CREATE TABLE IF NOT EXISTS sessions (
 """
 
 # Columns added since schema 1; a database made before them gets them on open.
-_ADDED_COLUMNS = (("requests", "editable", "TEXT"), ("requests", "decision_arguments", "TEXT"))
+_ADDED_COLUMNS = (
+    ("requests", "editable", "TEXT"),
+    ("requests", "decision_arguments", "TEXT"),
+    ("credentials", "roles", "TEXT"),
+    ("requests", "requested_by", "TEXT"),
+    ("requests", "approvals_required", "INTEGER"),
+    ("requests", "approval_list", "TEXT"),
+    ("requests", "decided_by_name", "TEXT"),
+)
 
 
 class _SQLiteTx:

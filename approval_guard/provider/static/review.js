@@ -337,6 +337,10 @@
     });
     const error = make("p", { className: "card-error", role: "alert", "data-testid": "card-error", hidden: true });
     const edits = buildEdits(texts);
+    // Several approvals (a rules file's approvals_required): how far it has come, and
+    // why this reviewer may not decide (from the page backend; never worked out here).
+    const approvals = make("p", { className: "approvals", "data-testid": "approvals" });
+    const readOnly = make("p", { className: "read-only", role: "note", "data-testid": "read-only" });
 
     const form = make("form", { className: "decide", novalidate: true },
       make("div", { className: "field field-note" },
@@ -364,13 +368,17 @@
       text: texts ? texts.arguments : NOT_SHOWN,
     }),
     redactedNotice(texts),
+    approvals,
     edits.node,
-    form);
+    readOnly,
+    form,
+    auditTrail(request.id));
 
     const entry = {
       card, request, countdown, buttons: [approve, deny], note, error, busy: false,
-      unshown: texts === null, edits: edits.fields,
+      unshown: texts === null, edits: edits.fields, approvals, readOnly, form,
     };
+    updateTeam(entry, request);
 
     form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -441,6 +449,39 @@
     }
   }
 
+  /** The "1 of 2 approvals" line and the read-only reason, kept current on every update. */
+  function updateTeam(entry, request) {
+    const d = request.display || {};
+    const count = typeof d.approvals === "string" ? d.approvals : "";
+    entry.approvals.textContent = count;
+    entry.approvals.hidden = !count;
+    const why = typeof d.read_only === "string" ? d.read_only : "";
+    entry.readOnly.textContent = why ? `You cannot decide this request: ${why}` : "";
+    entry.readOnly.hidden = !why;
+    entry.form.hidden = Boolean(why);
+  }
+
+  /** A request's audit rows, fetched when the reviewer opens them. */
+  function auditTrail(requestId) {
+    const list = make("ol", { className: "audit", "data-testid": "audit" });
+    const details = make("details", { className: "audit-trail" },
+      make("summary", { text: "Audit trail" }), list);
+    details.addEventListener("toggle", async () => {
+      if (!details.open) return;
+      try {
+        const history = await api("GET", `/v1/requests/${encodeURIComponent(requestId)}/history`);
+        const rows = Array.isArray(history && history.audit) ? history.audit : [];
+        list.replaceChildren(...rows.map((row) => make("li", {
+          text: `${formatTime(row.at)} · ${row.actor} (${row.source}) · ${row.action}`
+            + (row.detail && row.detail.approvals ? ` · ${row.detail.approvals}` : ""),
+        })));
+      } catch (err) {
+        list.replaceChildren(make("li", { text: err.message }));
+      }
+    });
+    return details;
+  }
+
   function renderPending(requests) {
     const wanted = new Set(requests.map((r) => r.id));
     for (const [id, entry] of pendingCards) {
@@ -457,6 +498,8 @@
       if (!entry) {
         entry = buildPendingCard(request);
         pendingCards.set(request.id, entry);
+      } else {
+        updateTeam(entry, request);
       }
       const expectedNext = previous ? previous.nextSibling : pendingList.firstChild;
       if (expectedNext !== entry.card) pendingList.insertBefore(entry.card, expectedNext);

@@ -1,0 +1,165 @@
+"""``reviewers add|list|remove`` and ``audit``: the team on a provider's database, from a shell.
+
+They open the store directly (``--db PATH`` or ``--dsn DSN``), not over HTTP:
+adding a person is an operator's act on the database, as ``serve`` is. A new
+reviewer's token is printed once, as the last word of the output, and kept
+only as a sha256; ``list`` never shows one (none is stored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from approval_guard._duration import parse_age
+from approval_guard._wire import format_timestamp
+
+from ._output import CliError, safe, say
+
+if TYPE_CHECKING:
+    from approval_guard.provider import StoreProtocol
+
+
+@contextlib.contextmanager
+def _store(args: argparse.Namespace) -> Iterator[StoreProtocol]:
+    from approval_guard.provider._store import open_store
+
+    from ._serve import safe_dsn_error
+
+    try:
+        store = open_store(db=args.db, dsn=args.dsn)
+    except ImportError as exc:
+        raise CliError(
+            f"--dsn needs the postgres extra: pip install 'approval-guard[postgres]' ({exc})"
+        ) from None
+    except Exception as exc:
+        where = "the PostgreSQL database" if args.dsn else f"the database {args.db}"
+        raise CliError(f"cannot open {where}: {safe_dsn_error(exc, args.dsn or '')}") from None
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def cmd_reviewers_add(args: argparse.Namespace) -> int:
+    """``reviewers add NAME [--role ROLE ...]``: prints the new token as the last word."""
+    from approval_guard.provider._store import ReviewerNameError
+
+    with _store(args) as store:
+        try:
+            token = store.add_reviewer(args.name, roles=args.roles or ())
+        except ReviewerNameError as exc:
+            raise CliError(str(exc)) from None
+    roles = ", ".join(args.roles) if args.roles else "no roles"
+    say(f"added reviewer {safe(args.name)} ({safe(roles)}).")
+    say("Their token is shown once and stored only as a hash:")
+    say(token)
+    return 0
+
+
+def cmd_reviewers_list(args: argparse.Namespace) -> int:
+    """``reviewers list``: name, roles, created; never a token."""
+    with _store(args) as store:
+        reviewers = store.list_reviewers()
+    if args.json:
+        say(
+            json.dumps(
+                [
+                    {
+                        "name": one.name,
+                        "roles": list(one.roles),
+                        "created_at": format_timestamp(one.created_at),
+                    }
+                    for one in reviewers
+                ]
+            )
+        )
+        return 0
+    if not reviewers:
+        say("no reviewers")
+        return 0
+    width = max(len(one.name) for one in reviewers)
+    for one in reviewers:
+        roles = ",".join(one.roles) or "-"
+        say(f"{safe(one.name).ljust(width)}  {safe(roles)}  {format_timestamp(one.created_at)}")
+    return 0
+
+
+def cmd_reviewers_remove(args: argparse.Namespace) -> int:
+    """``reviewers remove NAME``: revoke; their page sessions end at once."""
+    with _store(args) as store:
+        removed = store.remove_reviewer(args.name)
+    if not removed:
+        raise CliError(f"no live reviewer is named {args.name!r}")
+    say(f"removed reviewer {safe(args.name)}: their token no longer works and their sessions ended")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``audit [--since 1h] [--json]``: the audit trail, oldest first."""
+    from approval_guard.provider._render import audit_json
+
+    with _store(args) as store:
+        since = None if args.since is None else store.now() - args.since
+        rows = store.audit(since=since)
+    if args.json:
+        say(json.dumps(audit_json(rows)))
+        return 0
+    for row in rows:
+        detail = json.dumps(row.detail, sort_keys=True) if row.detail else ""
+        say(
+            safe(
+                f"{format_timestamp(row.at)}  {row.actor}  {row.source}  {row.action}  "
+                f"{row.request_id or '-'}  {detail}"
+            ).rstrip()
+        )
+    return 0
+
+
+def _age(text: str) -> object:
+    try:
+        return parse_age(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``reviewers add|list|remove`` and ``audit`` to a command line's subcommands."""
+    where = argparse.ArgumentParser(add_help=False)
+    store = where.add_mutually_exclusive_group(required=True)
+    store.add_argument("--db", metavar="PATH", help="the provider's SQLite file")
+    store.add_argument(
+        "--dsn", help="the provider's PostgreSQL DSN (leave the password to PGPASSWORD)"
+    )
+
+    reviewers = sub.add_parser("reviewers", help="named reviewers: add, list, remove")
+    verbs = reviewers.add_subparsers(dest="reviewers_command", metavar="ACTION", required=True)
+    add = verbs.add_parser("add", parents=[where], help="add a reviewer; prints their token once")
+    add.add_argument("name", help="the person's name (1 to 64 printable characters, unique)")
+    add.add_argument(
+        "--role",
+        action="append",
+        default=[],
+        dest="roles",
+        metavar="ROLE",
+        help="a role a rules file's approvers may name (repeatable)",
+    )
+    add.set_defaults(func=cmd_reviewers_add)
+    list_ = verbs.add_parser("list", parents=[where], help="the live reviewers (never a token)")
+    list_.add_argument("--json", action="store_true", help="print them as JSON")
+    list_.set_defaults(func=cmd_reviewers_list)
+    remove = verbs.add_parser(
+        "remove", parents=[where], help="revoke a reviewer; their sessions end at once"
+    )
+    remove.add_argument("name")
+    remove.set_defaults(func=cmd_reviewers_remove)
+
+    audit = sub.add_parser("audit", parents=[where], help="the audit trail, oldest first")
+    audit.add_argument(
+        "--since", type=_age, metavar="AGE", help="only rows this recent: 1h, 30m, 2d"
+    )
+    audit.add_argument("--json", action="store_true", help="print the rows as a JSON array")
+    audit.set_defaults(func=cmd_audit)

@@ -1,0 +1,63 @@
+"""Shared pieces of the team tests: a provider with a rules file and named reviewers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from approval_guard.provider import ProviderServer
+from tests.provider.helpers import Api
+
+RULES = """\
+[tools.issue_refund]
+approvers = ["payments"]
+approvals_required = 2
+self_approval = false
+max_valid_for = "15m"
+
+[tools.delete_user]
+approvers = ["admin"]
+self_approval = false
+"""
+
+
+@attrs.define
+class Team:
+    server: ProviderServer
+    instance: Api
+    tokens: dict[str, str]
+
+    def reviewer(self, name: str) -> Api:
+        return Api(self.server.url, self.tokens[name])
+
+
+def start_team(db: str | ProviderServer, rules: str | Path | None) -> Team:
+    server = db if isinstance(db, ProviderServer) else ProviderServer(db, rules=rules)
+    server.start()
+    tokens = server.first_start_tokens
+    assert tokens is not None
+    team = Team(server=server, instance=Api(server.url, tokens.instance), tokens={})
+    return team
+
+
+@pytest.fixture(name="team")
+def team_fixture(tmp_path: Path) -> Iterator[Team]:
+    """A provider with :data:`RULES`; alice and bob (payments), carol (admin), dave (none)."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES)
+    made = start_team(str(tmp_path / "team.sqlite3"), rules)
+    store = made.server.store
+    for name, roles in (
+        ("alice", ["payments"]),
+        ("bob", ["payments", "support"]),
+        ("carol", ["admin"]),
+        ("dave", []),
+    ):
+        made.tokens[name] = store.add_reviewer(name, roles=roles)
+    try:
+        yield made
+    finally:
+        made.server.close()
