@@ -7,9 +7,10 @@ from approval_guard.provider._pg_db import POOL_SIZE, PostgresDB
 from approval_guard.provider._sql_credentials import CredentialsMixin
 from approval_guard.provider._sql_decisions import DecisionsMixin
 from approval_guard.provider._sql_queries import QueriesMixin
+from approval_guard.provider._sql_outbox import OutboxMixin
 
 
-class PostgresStore(CredentialsMixin, DecisionsMixin, QueriesMixin, PostgresDB):
+class PostgresStore(CredentialsMixin, DecisionsMixin, QueriesMixin, OutboxMixin, PostgresDB):
     """PostgreSQL-backed provider state: the SQLite store's behaviour, across instances.
 
     Several stores (threads, processes, hosts) may share one database: an
