@@ -22,7 +22,7 @@ from approval_guard._env import (
     ENV_URL,
 )
 
-from . import _demo, _ledger, _review, _serve
+from . import _demo, _ledger, _review, _serve, _webhooks
 from ._output import PROG
 
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -88,6 +88,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     _add_review_commands(sub, env)
     _add_demo(sub)
     add_ledger_commands(sub)
+    _webhooks.add_webhooks_commands(sub)
     return parser
 
 
@@ -130,6 +131,7 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
         action="store_true",
         help="allow plain HTTP on an address other than loopback (behind your own TLS proxy)",
     )
+    _serve.add_webhook_options(serve)
     serve.set_defaults(func=_serve.cmd_serve)
 
 

@@ -39,6 +39,12 @@ def _serve_banner(args: argparse.Namespace, url: str, tokens: FirstStartTokens |
     else:
         db = args.db if args.db == ":memory:" else str(Path(args.db).resolve())
     say(f"{PROG}: provider listening on {url} (database: {db})")
+    targets = getattr(args, "webhooks", None) or ()
+    if targets:
+        from approval_guard.provider._webhooks import display_url
+
+        shown = ", ".join(display_url(item["url"]) for item in targets)
+        say(f"Webhooks: posting each request's events to {shown}")
     if not _loopback(args.host) and not args.tls_cert:
         say(
             f"warning: listening on {args.host} over plain HTTP (--insecure-http): credentials "
@@ -104,6 +110,15 @@ def safe_dsn_error(exc: BaseException, dsn: str) -> str:
     return text
 
 
+def add_webhook_options(serve: argparse.ArgumentParser) -> None:
+    """``--webhook URL [--webhook-secret S] [--webhook-format F]``... and ``--public-url``."""
+    # The provider's own module holds them (its bare runner takes them too); it needs
+    # neither starlette nor httpx to be imported.
+    from approval_guard.provider._webhook_settings import add_webhook_arguments
+
+    add_webhook_arguments(serve)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: run the provider in the foreground until Ctrl-C or SIGTERM (graceful)."""
     try:
@@ -112,6 +127,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
 
     _check_transport(args)
+    from approval_guard.provider._webhook_settings import targets_from_args
+
+    targets = targets_from_args(args)
+    if targets:
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            raise CliError(
+                "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
+            ) from None
     store = _open_store(args)
     try:
         server = ProviderServer(
@@ -122,6 +147,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             reviewer_token=args.reviewer_token,
             tls_certfile=args.tls_cert,
             tls_keyfile=args.tls_key,
+            webhooks=targets,
+            public_url=args.public_url,
         )
     except ValueError as exc:  # a given token: bad, or not this database's
         _close(store)

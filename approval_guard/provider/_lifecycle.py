@@ -23,6 +23,8 @@ import math
 import os
 import socket
 import threading
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import uvicorn
 
@@ -38,6 +40,8 @@ from approval_guard.provider._limits import (
 )
 from approval_guard.provider._store import Clock, FirstStartTokens, Store, StoreProtocol
 from approval_guard.provider._uvicorn import UvicornServer
+from approval_guard.provider._webhook_settings import Backoff, WebhookSettings
+from approval_guard.provider._webhooks import WebhookTarget, check_url
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -54,6 +58,32 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def _webhook_settings(
+    targets: Sequence[WebhookTarget],
+    public_url: str | None,
+    backoff: float,
+    give_up_after: float,
+    approvers: Callable[[dict[str, Any]], list[str] | None] | None,
+) -> WebhookSettings:
+    targets = tuple(targets)
+    for target in targets:
+        if not isinstance(target, WebhookTarget):
+            raise TypeError(f"webhooks must be WebhookTarget objects, not {type(target).__name__}")
+    if len({target.url for target in targets}) != len(targets):
+        raise ValueError("each webhook URL may be given once")
+    for name, value in (("webhook_backoff", backoff), ("webhook_give_up_after", give_up_after)):
+        if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    if public_url is not None:
+        public_url = check_url(public_url).rstrip("/")
+    return WebhookSettings(
+        targets=targets,
+        public_url=public_url,
+        backoff=Backoff(base=float(backoff), give_up_after=float(give_up_after)),
+        approvers=approvers,
+    )
 
 
 class ProviderServer:
@@ -76,6 +106,17 @@ class ProviderServer:
     :param client_timeout_seconds: a client must send a request head, and then
         its body, within this (a slow-drip client is disconnected; it never
         delays anyone else meanwhile).
+    :param webhooks: :class:`WebhookTarget` s to post every request's events to
+        (created, decided, expired, cancelled), signed, from a persistent
+        outbox: an event is queued in the change's own transaction and retried
+        until delivered, across restarts (give the same targets again).
+    :param public_url: the review page's address as people reach it; events
+        then link to ``PUBLIC_URL/?request=<id>``.
+    :param webhook_backoff: seconds before the first retry (doubling, at most
+        :attr:`Backoff.cap`); tests pass a small one.
+    :param webhook_give_up_after: seconds after the event when retrying stops.
+    :param webhook_approvers: ``f(event) -> [names] | None``: who must approve,
+        for the Slack text (else "any reviewer").
 
     On a database without credentials one instance and one reviewer credential
     are made; their plaintext tokens are in :attr:`first_start_tokens` (else
@@ -98,6 +139,11 @@ class ProviderServer:
         tls_keyfile: str | None = None,
         keep_alive_seconds: float = KEEP_ALIVE_SECONDS,
         client_timeout_seconds: float = SLOW_CLIENT_SECONDS,
+        webhooks: Sequence[WebhookTarget] = (),
+        public_url: str | None = None,
+        webhook_backoff: float = 5.0,
+        webhook_give_up_after: float = 24 * 3600.0,
+        webhook_approvers: Callable[[dict[str, Any]], list[str] | None] | None = None,
     ) -> None:
         if poll_cap < 0 or not math.isfinite(poll_cap):
             raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
@@ -107,6 +153,9 @@ class ProviderServer:
         ):
             if not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        self._webhooks = _webhook_settings(
+            webhooks, public_url, webhook_backoff, webhook_give_up_after, webhook_approvers
+        )
         self._keep_alive = float(keep_alive_seconds)
         self._client_timeout = float(client_timeout_seconds)
         if (tls_certfile is None) != (tls_keyfile is None):
@@ -121,6 +170,7 @@ class ProviderServer:
             self._db_path = None
             self._store = db
         try:
+            self._store.set_webhooks(self._webhooks.targets)
             #: Plaintext tokens made on this start of a fresh database, else None.
             self.first_start_tokens: FirstStartTokens | None = (
                 self._store.ensure_initial_credentials(
@@ -233,6 +283,7 @@ class ProviderServer:
                 if self._db_path is None:
                     raise RuntimeError("the store this server was given has been closed")
                 self._store = Store(self._db_path, clock=self._clock)
+                self._store.set_webhooks(self._webhooks.targets)
             if self._sock is None:
                 self._sock = _bind(self._host, self._port)
             sock = self._sock
@@ -241,6 +292,7 @@ class ProviderServer:
                 poll_cap=self.poll_cap,
                 notice=self._notice,
                 client_timeout=self._client_timeout,
+                webhooks=self._webhooks,
             )
             config = uvicorn.Config(
                 app,

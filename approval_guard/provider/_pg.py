@@ -6,8 +6,8 @@ from approval_guard.provider._models import Clock
 from approval_guard.provider._pg_db import POOL_SIZE, PostgresDB
 from approval_guard.provider._sql_credentials import CredentialsMixin
 from approval_guard.provider._sql_decisions import DecisionsMixin
-from approval_guard.provider._sql_queries import QueriesMixin
 from approval_guard.provider._sql_outbox import OutboxMixin
+from approval_guard.provider._sql_queries import QueriesMixin
 
 
 class PostgresStore(CredentialsMixin, DecisionsMixin, QueriesMixin, OutboxMixin, PostgresDB):

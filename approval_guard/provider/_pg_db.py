@@ -128,7 +128,8 @@ _SCHEMA = (
         delivered_at    bigint,
         lease_owner     text,
         lease_until     bigint NOT NULL DEFAULT 0)""",
-    "CREATE INDEX IF NOT EXISTS ag_webhook_outbox_due ON ag_webhook_outbox (state, next_attempt_at)",
+    "CREATE INDEX IF NOT EXISTS ag_webhook_outbox_due "
+    "ON ag_webhook_outbox (state, next_attempt_at)",
     """CREATE TABLE IF NOT EXISTS ag_webhook_attempts (
         outbox_id       text NOT NULL,
         attempt         integer NOT NULL,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from approval_guard.provider._models import Clock
 from approval_guard.provider._sql_credentials import CredentialsMixin
 from approval_guard.provider._sql_decisions import DecisionsMixin
-from approval_guard.provider._sql_queries import QueriesMixin
 from approval_guard.provider._sql_outbox import OutboxMixin
+from approval_guard.provider._sql_queries import QueriesMixin
 from approval_guard.provider._sqlite_db import SQLiteDB
 
 

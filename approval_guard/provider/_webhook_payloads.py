@@ -93,7 +93,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _value_text(value: Any) -> str:
-    """One argument as a reviewer reads it: markers as ``‹redacted …›``, JSON otherwise."""
+    """One argument as a reviewer reads it: markers shown as markers, JSON otherwise."""
     if isinstance(value, str):
         return value
     return dump_json(with_markers_shown(value))

@@ -54,11 +54,11 @@ def parse_secret(text: str) -> bytes:
     b'0123456789abcdef'
     """
     if not isinstance(text, str) or not text.startswith(SECRET_PREFIX):
-        raise ValueError(f"a webhook secret starts with {SECRET_PREFIX!r} (whsec_ + base64 of a key)")
+        raise ValueError(f"a webhook secret is {SECRET_PREFIX!r} + base64 of a key")
     try:
         key = base64.b64decode(text[len(SECRET_PREFIX) :], validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError("a webhook secret is whsec_ + base64 of a key; this one is not base64") from None
+        raise ValueError("a webhook secret is whsec_ + base64 of a key: not base64") from None
     if len(key) < 16:
         raise ValueError("a webhook secret's key must be at least 16 bytes (24 to 64 is usual)")
     return key
@@ -175,6 +175,5 @@ class WebhookTarget:
     def __repr__(self) -> str:
         secret = "None" if self.secret is None else "'***'"
         return (
-            f"WebhookTarget(url={display_url(self.url)!r}, secret={secret}, "
-            f"format={self.format!r})"
+            f"WebhookTarget(url={display_url(self.url)!r}, secret={secret}, format={self.format!r})"
         )
