@@ -39,6 +39,8 @@ class Receiver:
         self.statuses = list(statuses or [])
         self.deliveries: list[Delivery] = []
         self.hold: threading.Event | None = None
+        #: Seconds each answer waits (so that racing deliverers would overlap).
+        self.delay = 0.0
         self._lock = threading.Condition()
         receiver = self
 
@@ -49,6 +51,8 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if receiver.hold is not None:
                     receiver.hold.wait(30)
+                if receiver.delay:
+                    time.sleep(receiver.delay)
                 with receiver._lock:
                     status = receiver.statuses.pop(0) if receiver.statuses else 200
                     headers = {name.lower(): value for name, value in self.headers.items()}
