@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import ipaddress
 import sqlite3
 import sys
@@ -130,13 +131,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from approval_guard.provider._webhook_settings import targets_from_args
 
     targets = targets_from_args(args)
-    if targets:
-        try:
-            import httpx  # noqa: F401
-        except ImportError:
-            raise CliError(
-                "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
-            ) from None
+    if targets and importlib.util.find_spec("httpx") is None:
+        # The provider posts webhooks with httpx; the CLI itself never makes that request.
+        raise CliError(
+            "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
+        )
     store = _open_store(args)
     try:
         server = ProviderServer(

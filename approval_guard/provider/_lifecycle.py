@@ -40,8 +40,8 @@ from approval_guard.provider._limits import (
 )
 from approval_guard.provider._store import Clock, FirstStartTokens, Store, StoreProtocol
 from approval_guard.provider._uvicorn import UvicornServer
-from approval_guard.provider._webhook_settings import Backoff, WebhookSettings
-from approval_guard.provider._webhooks import WebhookTarget, check_url
+from approval_guard.provider._webhook_settings import webhook_settings
+from approval_guard.provider._webhooks import WebhookTarget
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -58,32 +58,6 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def _webhook_settings(
-    targets: Sequence[WebhookTarget],
-    public_url: str | None,
-    backoff: float,
-    give_up_after: float,
-    approvers: Callable[[dict[str, Any]], list[str] | None] | None,
-) -> WebhookSettings:
-    targets = tuple(targets)
-    for target in targets:
-        if not isinstance(target, WebhookTarget):
-            raise TypeError(f"webhooks must be WebhookTarget objects, not {type(target).__name__}")
-    if len({target.url for target in targets}) != len(targets):
-        raise ValueError("each webhook URL may be given once")
-    for name, value in (("webhook_backoff", backoff), ("webhook_give_up_after", give_up_after)):
-        if not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-    if public_url is not None:
-        public_url = check_url(public_url).rstrip("/")
-    return WebhookSettings(
-        targets=targets,
-        public_url=public_url,
-        backoff=Backoff(base=float(backoff), give_up_after=float(give_up_after)),
-        approvers=approvers,
-    )
 
 
 class ProviderServer:
@@ -153,7 +127,7 @@ class ProviderServer:
         ):
             if not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
-        self._webhooks = _webhook_settings(
+        self._webhooks = webhook_settings(
             webhooks, public_url, webhook_backoff, webhook_give_up_after, webhook_approvers
         )
         self._keep_alive = float(keep_alive_seconds)

@@ -139,7 +139,7 @@ class OutboxMixin(SQLStoreBase):
         for request_id, kind, at, seq in events:
             if kind not in EVENT_TYPES:
                 continue
-            row = tx.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
+            row = returned(tx.execute("SELECT * FROM requests WHERE id = ?", (request_id,)))
             if row is None:  # pragma: no cover - the change's own row
                 continue
             request = request_from_row(row)
@@ -172,7 +172,7 @@ class OutboxMixin(SQLStoreBase):
         decided_by = row["decided_by"]
         if decided_by is None:
             return None
-        found = tx.execute("SELECT name FROM credentials WHERE id = ?", (decided_by,)).fetchone()
+        found = returned(tx.execute("SELECT name FROM credentials WHERE id = ?", (decided_by,)))
         return str(decided_by) if found is None else str(found[0])
 
     # ------------------------------------------------------------------ delivery

@@ -44,6 +44,8 @@ LEASE_SECONDS = 30.0
 CONCURRENCY = 16
 #: The longest the task sleeps without looking (another instance's retries come due).
 IDLE_SECONDS = 5.0
+#: The shortest rest after finding nothing to claim.
+MIN_REST = 0.02
 
 
 class OutboxStore(Protocol):
@@ -136,21 +138,22 @@ class Deliverer:
         while True:
             wake.clear()
             room = CONCURRENCY - len(self._inflight)
-            items: list[OutboxItem] = []
+            if room <= 0:
+                # Every slot is busy: a finished delivery wakes us.
+                with anyio.move_on_after(IDLE_SECONDS):
+                    await wake.wait()
+                continue
             try:
-                if room > 0:
-                    items = await run_in_threadpool(
-                        self.store.claim_webhooks,
-                        owner=self.owner,
-                        urls=urls,
-                        limit=room,
-                        lease=LEASE_SECONDS,
-                    )
-                due = (
-                    None
-                    if items
-                    else await run_in_threadpool(self.store.next_webhook_due, urls=urls)
+                items = await run_in_threadpool(
+                    self.store.claim_webhooks,
+                    owner=self.owner,
+                    urls=urls,
+                    limit=room,
+                    lease=LEASE_SECONDS,
                 )
+                due = None
+                if not items:
+                    due = await run_in_threadpool(self.store.next_webhook_due, urls=urls)
             except StoreClosedError:
                 return
             except Exception:
@@ -166,7 +169,10 @@ class Deliverer:
                 continue
             timeout = IDLE_SECONDS
             if due is not None:
-                timeout = min(timeout, max(0.0, (due - self.store.now()).total_seconds()) + 0.001)
+                # At least a moment: a due row another instance is claiming right now
+                # (skipped as locked) must not make this a busy loop.
+                left = (due - self.store.now()).total_seconds()
+                timeout = min(timeout, max(MIN_REST, left + 0.001))
             with anyio.move_on_after(timeout):
                 await wake.wait()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,6 +43,33 @@ class WebhookSettings:
     backoff: Backoff = Backoff()
     #: ``approvers(event) -> names`` for the Slack text's "who must approve" (else any reviewer).
     approvers: Callable[[dict[str, Any]], list[str] | None] | None = None
+
+
+def webhook_settings(
+    targets: Sequence[WebhookTarget],
+    public_url: str | None,
+    backoff: float,
+    give_up_after: float,
+    approvers: Callable[[dict[str, Any]], list[str] | None] | None,
+) -> WebhookSettings:
+    """``ProviderServer``'s webhook options, checked (``ValueError``/``TypeError``)."""
+    targets = tuple(targets)
+    for target in targets:
+        if not isinstance(target, WebhookTarget):
+            raise TypeError(f"webhooks must be WebhookTarget objects, not {type(target).__name__}")
+    if len({target.url for target in targets}) != len(targets):
+        raise ValueError("each webhook URL may be given once")
+    for name, value in (("webhook_backoff", backoff), ("webhook_give_up_after", give_up_after)):
+        if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+    if public_url is not None:
+        public_url = check_url(public_url).rstrip("/")
+    return WebhookSettings(
+        targets=targets,
+        public_url=public_url,
+        backoff=Backoff(base=float(backoff), give_up_after=float(give_up_after)),
+        approvers=approvers,
+    )
 
 
 # ---------------------------------------------------------------------- command lines
