@@ -30,6 +30,7 @@ PINNED = [
             "StoreClosedError",
             "StoreError",
             "StoreProtocol",
+            "WebhookTarget",
             "open_store",
         ],
     ),

@@ -22,7 +22,7 @@ from approval_guard._env import (
     ENV_URL,
 )
 
-from . import _demo, _ledger, _review, _serve
+from . import _demo, _ledger, _review, _serve, _webhooks
 from ._output import PROG
 from ._team import add_team_commands
 
@@ -90,6 +90,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     _add_demo(sub)
     add_ledger_commands(sub)
     add_team_commands(sub)
+    _webhooks.add_webhooks_commands(sub)
     return parser
 
 
@@ -138,6 +139,7 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
         action="store_true",
         help="allow plain HTTP on an address other than loopback (behind your own TLS proxy)",
     )
+    _serve.add_webhook_options(serve)
     serve.set_defaults(func=_serve.cmd_serve)
 
 

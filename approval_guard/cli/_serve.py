@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import ipaddress
 import sqlite3
 import sys
@@ -40,6 +41,12 @@ def _serve_banner(args: argparse.Namespace, url: str, tokens: FirstStartTokens |
     else:
         db = args.db if args.db == ":memory:" else str(Path(args.db).resolve())
     say(f"{PROG}: provider listening on {url} (database: {db})")
+    targets = getattr(args, "webhooks", None) or ()
+    if targets:
+        from approval_guard.provider._webhooks import display_url
+
+        shown = ", ".join(display_url(item["url"]) for item in targets)
+        say(f"Webhooks: posting each request's events to {shown}")
     if not _loopback(args.host) and not args.tls_cert:
         say(
             f"warning: listening on {args.host} over plain HTTP (--insecure-http): credentials "
@@ -117,6 +124,15 @@ def safe_dsn_error(exc: BaseException, dsn: str) -> str:
     return text
 
 
+def add_webhook_options(serve: argparse.ArgumentParser) -> None:
+    """``--webhook URL [--webhook-secret S] [--webhook-format F]``... and ``--public-url``."""
+    # The provider's own module holds them (its bare runner takes them too); it needs
+    # neither starlette nor httpx to be imported.
+    from approval_guard.provider._webhook_settings import add_webhook_arguments
+
+    add_webhook_arguments(serve)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: run the provider in the foreground until Ctrl-C or SIGTERM (graceful)."""
     try:
@@ -126,6 +142,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _check_transport(args)
     rules = _load_rules(args)
+    from approval_guard.provider._webhook_settings import targets_from_args
+
+    targets = targets_from_args(args)
+    if targets and importlib.util.find_spec("httpx") is None:
+        # The provider posts webhooks with httpx; the CLI itself never makes that request.
+        raise CliError(
+            "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
+        )
     store = _open_store(args)
     try:
         server = ProviderServer(
@@ -137,6 +161,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             tls_certfile=args.tls_cert,
             tls_keyfile=args.tls_key,
             rules=rules,
+            webhooks=targets,
+            public_url=args.public_url,
         )
     except ValueError as exc:  # a given token: bad, or not this database's
         _close(store)

@@ -29,6 +29,7 @@ from approval_guard.provider._store import (
     StoreProtocol,
     open_store,
 )
+from approval_guard.provider._webhooks import WebhookTarget
 
 if TYPE_CHECKING:
     from approval_guard.provider._lifecycle import ProviderServer
@@ -77,5 +78,6 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreProtocol",
+    "WebhookTarget",
     "open_store",
 ]

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.applications import Starlette
@@ -34,6 +34,9 @@ from approval_guard.provider._http import ApiError, check_head, error_answer
 from approval_guard.provider._rules import NO_RULES, Rules
 from approval_guard.provider._store import StoreClosedError, StoreProtocol
 from approval_guard.provider._waits import Notifier
+
+if TYPE_CHECKING:
+    from approval_guard.provider._webhook_settings import WebhookSettings
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -191,8 +194,13 @@ def build_app(
     notice: str | None = None,
     client_timeout: float = 20.0,
     rules: Rules = NO_RULES,
+    webhooks: WebhookSettings | None = None,
 ) -> Starlette:
-    """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started."""
+    """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started.
+
+    With ``webhooks`` (targets given), its lifespan also runs the outbox's
+    delivery task (:mod:`._webhook_delivery`).
+    """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -207,12 +215,23 @@ def build_app(
         )
         app.state.ctx = ctx
         expirer = asyncio.create_task(_expire_forever(ctx), name="approval-guard-expirer")
+        deliverer: asyncio.Task[None] | None = None
+        if webhooks is not None and webhooks.targets:
+            # Imported here: httpx is needed only when there are webhooks to send.
+            from approval_guard.provider._webhook_delivery import Deliverer
+
+            deliverer = asyncio.create_task(
+                Deliverer(store, webhooks).run(),
+                name="approval-guard-webhooks",
+            )
         try:
             yield
         finally:
-            expirer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await expirer
+            for task in (expirer, deliverer):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             notifier.close()
 
     app = Starlette(

@@ -23,6 +23,8 @@ import math
 import os
 import socket
 import threading
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import uvicorn
 
@@ -39,6 +41,8 @@ from approval_guard.provider._limits import (
 from approval_guard.provider._rules import NO_RULES, Rules, load_rules
 from approval_guard.provider._store import Clock, FirstStartTokens, Store, StoreProtocol
 from approval_guard.provider._uvicorn import UvicornServer
+from approval_guard.provider._webhook_settings import webhook_settings
+from approval_guard.provider._webhooks import WebhookTarget
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -80,6 +84,17 @@ class ProviderServer:
     :param rules: per-tool review rules: a rules file (TOML, read now; a bad
         one raises :class:`~approval_guard.provider._rules.RulesError` naming
         its line) or :class:`~approval_guard.provider._rules.Rules`.
+    :param webhooks: :class:`WebhookTarget` s to post every request's events to
+        (created, decided, expired, cancelled), signed, from a persistent
+        outbox: an event is queued in the change's own transaction and retried
+        until delivered, across restarts (give the same targets again).
+    :param public_url: the review page's address as people reach it; events
+        then link to ``PUBLIC_URL/?request=<id>``.
+    :param webhook_backoff: seconds before the first retry (doubling, at most
+        :attr:`Backoff.cap`); tests pass a small one.
+    :param webhook_give_up_after: seconds after the event when retrying stops.
+    :param webhook_approvers: ``f(event) -> [names] | None``: who must approve,
+        for the Slack text (else "any reviewer").
 
     On a database without credentials one instance and one reviewer credential
     are made; their plaintext tokens are in :attr:`first_start_tokens` (else
@@ -103,6 +118,11 @@ class ProviderServer:
         keep_alive_seconds: float = KEEP_ALIVE_SECONDS,
         client_timeout_seconds: float = SLOW_CLIENT_SECONDS,
         rules: Rules | str | os.PathLike[str] | None = None,
+        webhooks: Sequence[WebhookTarget] = (),
+        public_url: str | None = None,
+        webhook_backoff: float = 5.0,
+        webhook_give_up_after: float = 24 * 3600.0,
+        webhook_approvers: Callable[[dict[str, Any]], list[str] | None] | None = None,
     ) -> None:
         if poll_cap < 0 or not math.isfinite(poll_cap):
             raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
@@ -118,6 +138,9 @@ class ProviderServer:
             rules = load_rules(os.fspath(rules))
         #: The per-tool review rules this server enforces.
         self.rules: Rules = rules
+        self._webhooks = webhook_settings(
+            webhooks, public_url, webhook_backoff, webhook_give_up_after, webhook_approvers
+        )
         self._keep_alive = float(keep_alive_seconds)
         self._client_timeout = float(client_timeout_seconds)
         if (tls_certfile is None) != (tls_keyfile is None):
@@ -132,6 +155,7 @@ class ProviderServer:
             self._db_path = None
             self._store = db
         try:
+            self._store.set_webhooks(self._webhooks.targets)
             #: Plaintext tokens made on this start of a fresh database, else None.
             self.first_start_tokens: FirstStartTokens | None = (
                 self._store.ensure_initial_credentials(
@@ -244,6 +268,7 @@ class ProviderServer:
                 if self._db_path is None:
                     raise RuntimeError("the store this server was given has been closed")
                 self._store = Store(self._db_path, clock=self._clock)
+                self._store.set_webhooks(self._webhooks.targets)
             if self._sock is None:
                 self._sock = _bind(self._host, self._port)
             sock = self._sock
@@ -253,6 +278,7 @@ class ProviderServer:
                 notice=self._notice,
                 client_timeout=self._client_timeout,
                 rules=self.rules,
+                webhooks=self._webhooks,
             )
             config = uvicorn.Config(
                 app,

@@ -7,10 +7,13 @@ from approval_guard.provider._pg_db import POOL_SIZE, PostgresDB
 from approval_guard.provider._sql_audit import AuditMixin
 from approval_guard.provider._sql_credentials import CredentialsMixin
 from approval_guard.provider._sql_decisions import DecisionsMixin
+from approval_guard.provider._sql_outbox import OutboxMixin
 from approval_guard.provider._sql_queries import QueriesMixin
 
 
-class PostgresStore(CredentialsMixin, DecisionsMixin, QueriesMixin, AuditMixin, PostgresDB):
+class PostgresStore(
+    CredentialsMixin, DecisionsMixin, QueriesMixin, AuditMixin, OutboxMixin, PostgresDB
+):
     """PostgreSQL-backed provider state: the SQLite store's behaviour, across instances.
 
     Several stores (threads, processes, hosts) may share one database: an

@@ -45,6 +45,8 @@ _TABLES = (
     "sessions",
     "approvals",
     "audit",
+    "webhook_outbox",
+    "webhook_attempts",
 )
 _TABLE_WORD = re.compile(r"\b(" + "|".join(_TABLES) + r")\b")
 # The advisory lock held while the schema is created.
@@ -135,6 +137,32 @@ _SCHEMA = (
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approvals_required integer",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approval_list text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decided_by_name text",
+    """CREATE TABLE IF NOT EXISTS ag_webhook_outbox (
+        id              text PRIMARY KEY,
+        seq             bigint NOT NULL,
+        event_type      text NOT NULL,
+        request_id      text NOT NULL,
+        target_url      text NOT NULL,
+        body_format     text NOT NULL,
+        payload         text NOT NULL,
+        created_at      bigint NOT NULL,
+        state           text NOT NULL,
+        attempts        integer NOT NULL DEFAULT 0,
+        next_attempt_at bigint,
+        last_result     text,
+        delivered_at    bigint,
+        lease_owner     text,
+        lease_until     bigint NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS ag_webhook_outbox_due "
+    "ON ag_webhook_outbox (state, next_attempt_at)",
+    """CREATE TABLE IF NOT EXISTS ag_webhook_attempts (
+        outbox_id       text NOT NULL,
+        attempt         integer NOT NULL,
+        at              bigint NOT NULL,
+        status_code     integer,
+        error           text,
+        next_attempt_at bigint,
+        PRIMARY KEY (outbox_id, attempt))""",
     "INSERT INTO ag_meta (key, value) VALUES ('schema_version', '1') ON CONFLICT DO NOTHING",
 )
 
@@ -185,6 +213,7 @@ class _PGTx(_Conn):
         super().__init__(conn)
         self.seq = 0
         self.changed: list[str] = []
+        self.events: list[tuple[str, str, datetime, int]] = []
 
     def event(
         self,
@@ -202,6 +231,7 @@ class _PGTx(_Conn):
             (self.seq, request_id, to_us(at), kind, actor_id, canonical_json(detail)),
         )
         self.changed.append(request_id)
+        self.events.append((request_id, kind, at, self.seq))
         return self.seq
 
     def lock(self, name: str) -> None:
@@ -212,6 +242,8 @@ class PostgresDB(SQLStoreBase):
     """Connections and transactions of the store's tables in one PostgreSQL database."""
 
     _ORDER_KEY = "pos"
+    # Two instances claiming webhook rows at once each take others (see _sql_outbox).
+    _SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
 
     def __init__(
         self,
@@ -334,6 +366,7 @@ class PostgresDB(SQLStoreBase):
             tx = _PGTx(conn)
             with conn.transaction():
                 yield tx
+                self._before_commit(tx, tx.events)
                 if tx.changed:
                     ids = tuple(dict.fromkeys(tx.changed))
                     for payload in payloads(self._instance, tx.seq, ids):

@@ -24,6 +24,8 @@ from approval_guard.provider._models import (
     StoredRequest,
 )
 from approval_guard.provider._rules import Rules
+from approval_guard.provider._sql_outbox import OutboxItem
+from approval_guard.provider._webhooks import WebhookTarget
 
 
 class StoreProtocol(Protocol):
@@ -178,3 +180,29 @@ class StoreProtocol(Protocol):
     ) -> int: ...
 
     def subscribe(self, callback: Callable[[int, tuple[str, ...]], None]) -> Callable[[], None]: ...
+
+    # webhook outbox (_sql_outbox)
+    def set_webhooks(self, targets: Sequence[WebhookTarget]) -> None: ...
+
+    def claim_webhooks(
+        self, *, owner: str, urls: Sequence[str], limit: int, lease: float
+    ) -> list[OutboxItem]: ...
+
+    def settle_webhook(
+        self,
+        item_id: str,
+        *,
+        owner: str,
+        attempt: int,
+        at: datetime,
+        status_code: int | None,
+        error: str | None,
+        state: str,
+        next_attempt_at: datetime | None,
+    ) -> bool: ...
+
+    def release_webhooks(self, *, owner: str) -> None: ...
+
+    def next_webhook_due(self, *, urls: Sequence[str]) -> datetime | None: ...
+
+    def list_webhooks(self, *, limit: int | None = None) -> list[OutboxItem]: ...

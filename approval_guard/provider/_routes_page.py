@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -48,12 +50,15 @@ async def page(ctx: Context, request: Request) -> Response:
         cookie = (
             f"{SESSION_COOKIE}={session_id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}"
         )
-        # Redirect so the token leaves the address bar and the history.
+        # Redirect so the token leaves the address bar and the history; a link to
+        # one request (a webhook's ?request=<id>) keeps pointing at it.
+        wanted = request.query_params.get("request")
+        location = "/" if not wanted else f"/?request={quote(wanted, safe='')}"
         return html_answer(
             store,
             303,
             b'<!doctype html><title>Signed in</title><a href="/">Continue</a>',
-            (("Set-Cookie", cookie), ("Location", "/")),
+            (("Set-Cookie", cookie), ("Location", location)),
         )
     found = await session_of(store, request)
     if found is None:

@@ -8,7 +8,9 @@ CSRF), :mod:`._routes_api` and :mod:`._routes_page` (the endpoints),
 :mod:`._lifecycle` (:class:`ProviderServer`). This module re-exports them and
 is the entry point of a bare provider process for tests and benchmarks::
 
-    python -m approval_guard.provider._server --db approvals.sqlite3 --port 0
+    python -m approval_guard.provider._server --db approvals.sqlite3 --port 0 \
+        [--webhook URL [--webhook-secret S] [--webhook-format F]]... [--public-url URL] \
+        [--webhook-backoff SECONDS]
 
 which prints one JSON line ``{"url": ...}`` once serving, never a token, and
 stops gracefully on SIGTERM.
@@ -36,6 +38,7 @@ from approval_guard.provider._render import (
     request_json,
 )
 from approval_guard.provider._store import StoreProtocol, open_store
+from approval_guard.provider._webhook_settings import add_webhook_arguments, targets_from_args
 
 
 def _run_from_args(argv: Sequence[str] | None = None) -> None:
@@ -49,6 +52,8 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--instance-token", default=None)
     parser.add_argument("--reviewer-token", default=None)
     parser.add_argument("--rules", default=None)
+    parser.add_argument("--webhook-backoff", type=float, default=5.0)
+    add_webhook_arguments(parser)
     args = parser.parse_args(argv)
     db: str | StoreProtocol = args.db
     if args.dsn:
@@ -61,6 +66,9 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
         instance_token=args.instance_token,
         reviewer_token=args.reviewer_token,
         rules=args.rules,
+        webhooks=targets_from_args(args),
+        public_url=args.public_url,
+        webhook_backoff=args.webhook_backoff,
     )
     print(json.dumps({"url": server.url}), flush=True)
     server.serve_forever()

@@ -183,6 +183,8 @@ class SQLStoreBase:
 
     #: The column that orders requests created at the same instant (insertion order).
     _ORDER_KEY = "rowid"
+    #: Appended to a claim's inner SELECT (PostgreSQL: ``FOR UPDATE SKIP LOCKED``).
+    _SKIP_LOCKED = ""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock: Clock = clock or system_clock
@@ -198,6 +200,13 @@ class SQLStoreBase:
 
     def _writing(self) -> contextlib.AbstractContextManager[Tx]:
         raise NotImplementedError
+
+    def _before_commit(self, tx: Tx, events: Sequence[tuple[str, str, datetime, int]]) -> None:
+        """Called by ``_writing`` inside the transaction, with its ``(request, kind, at, seq)``.
+
+        Nothing here; the webhook outbox queues its rows in it.
+        """
+        del tx, events
 
     # ------------------------------------------------------------------ common
 

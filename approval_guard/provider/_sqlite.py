@@ -6,11 +6,14 @@ from approval_guard.provider._models import Clock
 from approval_guard.provider._sql_audit import AuditMixin
 from approval_guard.provider._sql_credentials import CredentialsMixin
 from approval_guard.provider._sql_decisions import DecisionsMixin
+from approval_guard.provider._sql_outbox import OutboxMixin
 from approval_guard.provider._sql_queries import QueriesMixin
 from approval_guard.provider._sqlite_db import SQLiteDB
 
 
-class SQLiteStore(CredentialsMixin, DecisionsMixin, QueriesMixin, AuditMixin, SQLiteDB):
+class SQLiteStore(
+    CredentialsMixin, DecisionsMixin, QueriesMixin, AuditMixin, OutboxMixin, SQLiteDB
+):
     """SQLite-backed provider state. Thread-safe; one instance per process and file.
 
     :param path: a file path (created if missing) or ``":memory:"``.

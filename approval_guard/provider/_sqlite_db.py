@@ -106,6 +106,33 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_by_request ON audit (request_id, seq);
 CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at);
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    id              TEXT PRIMARY KEY,
+    seq             INTEGER NOT NULL,
+    event_type      TEXT NOT NULL,
+    request_id      TEXT NOT NULL,
+    target_url      TEXT NOT NULL,
+    body_format     TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    state           TEXT NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER,
+    last_result     TEXT,
+    delivered_at    INTEGER,
+    lease_owner     TEXT,
+    lease_until     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (state, next_attempt_at);
+CREATE TABLE IF NOT EXISTS webhook_attempts (
+    outbox_id       TEXT NOT NULL,
+    attempt         INTEGER NOT NULL,
+    at              INTEGER NOT NULL,
+    status_code     INTEGER,
+    error           TEXT,
+    next_attempt_at INTEGER,
+    PRIMARY KEY (outbox_id, attempt)
+);
 CREATE TABLE IF NOT EXISTS sessions (
     id_sha256     TEXT PRIMARY KEY,
     credential_id TEXT NOT NULL,
@@ -134,6 +161,7 @@ class _SQLiteTx:
         self.db = db
         self.seq = 0
         self.changed: list[str] = []
+        self.events: list[tuple[str, str, datetime, int]] = []
 
     def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
         return self.db.execute(sql, params)
@@ -152,6 +180,7 @@ class _SQLiteTx:
         )
         self.seq = int(cursor.lastrowid or 0)
         self.changed.append(request_id)
+        self.events.append((request_id, kind, at, self.seq))
         return self.seq
 
     def lock(self, name: str) -> None:
@@ -231,6 +260,7 @@ class SQLiteDB(SQLStoreBase):
         with self.transaction() as db:
             tx = _SQLiteTx(db)
             yield tx
+            self._before_commit(tx, tx.events)
         # Committed: only now may anyone hear of it.
         if tx.changed:
             self._feed.changed(tx.seq, tuple(dict.fromkeys(tx.changed)))

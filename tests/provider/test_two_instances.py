@@ -46,7 +46,8 @@ class Fleet:
     reviewer: str
     running: list[Instance] = attrs.Factory(list)
 
-    def start(self) -> Instance:
+    def start(self, *extra: str) -> Instance:
+        """Start an instance; ``extra`` are more of the runner's flags (``--webhook ...``)."""
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -60,6 +61,7 @@ class Fleet:
                 self.instance,
                 "--reviewer-token",
                 self.reviewer,
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

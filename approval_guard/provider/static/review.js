@@ -53,6 +53,9 @@
   let doneSignature = "";
   let nextElementId = 0;
   let refreshQueued = null;
+  /** The request a link points at (a webhook's ?request=<id>): highlighted, scrolled to once. */
+  const WANTED_REQUEST = new URLSearchParams(location.search).get("request");
+  let wantedShown = false;
 
   class ApiError extends Error {
     constructor(status, type, message) {
@@ -608,6 +611,25 @@
     renderPending(pending.requests.filter((r) => r.status === "pending"));
     const closed = await listRequests(CLOSED, doneWanted);
     renderDone(closed.requests.filter((r) => r.status !== "pending"), closed.more);
+    highlightWanted();
+  }
+
+  function highlightWanted() {
+    if (!WANTED_REQUEST) return;
+    for (const card of document.querySelectorAll("[data-request-id]")) {
+      const match = card.dataset.requestId === WANTED_REQUEST;
+      if (!match) {
+        delete card.dataset.highlight;
+        continue;
+      }
+      card.dataset.highlight = "true";
+      if (!wantedShown) {
+        wantedShown = true;
+        const details = card.querySelector("details");
+        if (details) details.open = true;
+        card.scrollIntoView({ block: "center" });
+      }
+    }
   }
 
   function showOlder() {
