@@ -1,0 +1,399 @@
+"""Async tools wait on the event loop itself: no thread per call, every deadline kept.
+
+Against the real provider over 127.0.0.1 (the server directly, not the fault
+proxy, whose thread per connection would blur the thread counts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import approval_guard as ag
+from approval_guard import _exchange as exchange
+from approval_guard._aclient import KEEP_ALIVE, AsyncProviderClient
+from approval_guard._answer import TransportError
+from approval_guard._client import ProviderClient
+from approval_guard._clock import SystemClock
+from approval_guard.testing import LocalProvider
+from tests.test_hardening import DrippingProvider
+from tests.test_hardening import dripping as dripping  # a fixture
+
+SECRET = "agi_native_secret_value"
+
+
+def _open_sockets() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+def _eventually(check: Callable[[], bool], within: float) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+@pytest.fixture
+def provider() -> Iterator[LocalProvider]:
+    with LocalProvider() as p:
+        yield p
+
+
+def _direct_guard(provider: LocalProvider, **options: Any) -> ag.Guard:
+    """A Guard on the server itself (no fault proxy in between)."""
+    settings: dict[str, Any] = {
+        "base_url": provider.server.url,
+        "credential": provider.credential,
+        "harness_limit": "2m",
+        "ledger": ag.MemoryLedger(),
+    }
+    settings.update(options)
+    return ag.Guard(**settings)
+
+
+def _client_threads() -> list[str]:
+    """This process's threads but the in-process provider's own worker pool."""
+    return [t.name for t in threading.enumerate() if not t.name.startswith("AnyIO worker")]
+
+
+def _approve_when_waiting(provider: LocalProvider, n: int) -> threading.Thread:
+    def approve() -> None:
+        assert provider.server.wait_for_waiting_polls(n, 60)
+        for request in provider.requests():
+            if request.status == "pending":
+                provider.approve(request.id)
+
+    thread = threading.Thread(target=approve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_waiting_async_calls_hold_no_thread_each(provider: LocalProvider) -> None:
+    """200 async calls waiting at once add a constant few threads, not one (or two) per call."""
+    calls = 200
+    guard = _direct_guard(provider)
+    ran: list[int] = []
+
+    @guard.requires_approval(timeout="1m")
+    async def tool(n: int) -> int:
+        ran.append(n)
+        return n
+
+    seen: dict[str, list[str]] = {}
+
+    async def main() -> list[Any]:
+        await tool(-1)  # warm: the client, the resolver's executor
+        seen["before"] = _client_threads()
+        tasks = [asyncio.ensure_future(tool(n)) for n in range(calls)]
+        while provider.server.waiting_polls < calls:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        seen["waiting"] = _client_threads()
+        for request in provider.requests():
+            if request.status == "pending":
+                await asyncio.to_thread(provider.approve, request.id)
+        return await asyncio.gather(*tasks)
+
+    approver = _approve_when_waiting(provider, 1)  # the warm-up call
+    results = asyncio.run(main())
+    approver.join(10)
+    assert list(range(calls)) == results
+    assert sorted(ran) == [-1, *range(calls)]
+    # The loop's default executor (name lookups, the execution record) is bounded: a
+    # constant, whatever the number of calls. A thread per waiting call would add 200.
+    assert len(seen["waiting"]) - len(seen["before"]) <= 8, seen["waiting"]
+    assert not [name for name in seen["waiting"] if name.startswith("approval_guard")]
+    guard.close()
+
+
+def test_a_dripping_answer_cannot_stretch_an_async_wait(dripping: DrippingProvider) -> None:
+    """An answer sent a byte at a time still ends on time on the async path."""
+    guard = ag.Guard(base_url=dripping.url, credential="agi_x", harness_limit="4s",
+                     poll_wait="1s", return_margin="1s", deadline_margin="1s")
+    ran: list[Any] = []
+
+    @guard.requires_approval(timeout="1m")
+    async def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> str:
+        ran.append(payment_id)
+        return payment_id
+
+    started = time.monotonic()
+    out = asyncio.run(issue_refund("p", 1))
+    assert time.monotonic() - started < 4.0
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    assert [] == ran
+
+
+def test_a_cancelled_long_poll_closes_its_connection_at_once(provider: LocalProvider) -> None:
+    """Cancelling the task mid long-poll ends the poll at the provider within a second."""
+    guard = _direct_guard(provider)
+
+    @guard.requires_approval(timeout="1m")
+    async def tool(n: int) -> int:
+        return n
+
+    async def main() -> float:
+        task = asyncio.ensure_future(tool(1))
+        while provider.server.waiting_polls < 1:
+            await asyncio.sleep(0.01)
+        cancelled = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return cancelled
+
+    cancelled = asyncio.run(main())
+    assert _eventually(lambda: provider.server.waiting_polls == 0, 1.0)
+    assert time.monotonic() - cancelled < 1.5
+    assert ["cancelled"] == [r.status for r in provider.requests()]
+
+
+def test_an_abandoned_async_call_stops_its_poll_within_a_second(provider: LocalProvider) -> None:
+    """The harness's abandon event ends an async wait mid long-poll, and the request."""
+    guard = _direct_guard(provider)
+    gone = threading.Event()
+
+    @guard.requires_approval(timeout="1m")
+    async def tool(n: int) -> int:
+        return n
+
+    async def main() -> Any:
+        with ag.harness_call(abandon=gone):
+            return await tool(1)
+
+    def abandon_when_waiting() -> None:
+        provider.server.wait_for_waiting_polls(1, 10)
+        gone.set()
+
+    threading.Thread(target=abandon_when_waiting, daemon=True).start()
+    out = asyncio.run(main())
+    set_at = time.monotonic()
+    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
+    assert _eventually(lambda: provider.server.waiting_polls == 0, 1.0)
+    assert time.monotonic() - set_at < 1.5
+    assert ["cancelled"] == [r.status for r in provider.requests()]
+
+
+def _run_calls(guard: ag.Guard, provider: LocalProvider, calls: int, *, aclose: bool) -> None:
+    @guard.requires_approval(timeout="1m")
+    async def tool(n: int) -> int:
+        return n
+
+    async def main() -> None:
+        approver = _approve_when_waiting(provider, calls)
+        assert list(range(calls)) == await asyncio.gather(*(tool(n) for n in range(calls)))
+        approver.join(10)
+        if aclose:
+            await guard.aclose()
+
+    asyncio.run(main())
+
+
+def test_aclose_releases_every_socket(provider: LocalProvider) -> None:
+    """``await guard.aclose()`` closes the loop's pooled connections."""
+    before = _open_sockets()
+    guard = _direct_guard(provider)
+    _run_calls(guard, provider, 20, aclose=True)
+    assert _eventually(lambda: _open_sockets() <= before, 5.0), (before, _open_sockets())
+
+
+def test_close_after_the_loop_ended_releases_every_socket(provider: LocalProvider) -> None:
+    """``guard.close()`` after ``asyncio.run`` returned: that loop's sockets are closed too."""
+    before = _open_sockets()
+    guard = _direct_guard(provider)
+    _run_calls(guard, provider, 20, aclose=False)
+    assert _open_sockets() > before  # kept alive for the next call
+    guard.close()
+    assert _eventually(lambda: _open_sockets() <= before, 5.0), (before, _open_sockets())
+
+
+def test_close_from_another_thread_closes_a_running_loops_client(
+    provider: LocalProvider,
+) -> None:
+    """A loop running in another thread: close() has that loop close its own client."""
+    guard = _direct_guard(provider)
+    loop = asyncio.new_event_loop()
+    before = _open_sockets()  # with the loop's own wake-up socket pair
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    @guard.requires_approval(timeout="1m")
+    async def tool(n: int) -> int:
+        return n
+
+    approver = _approve_when_waiting(provider, 1)
+    assert 1 == asyncio.run_coroutine_threadsafe(tool(1), loop).result(20)
+    approver.join(10)
+    guard.close()
+    assert _eventually(lambda: _open_sockets() <= before, 5.0), (before, _open_sockets())
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+def test_idle_connections_kept_are_bounded(provider: LocalProvider) -> None:
+    """After more calls than the pool keeps, at most 64 idle connections stay open."""
+    calls = KEEP_ALIVE + 26
+    guard = _direct_guard(provider)
+
+    @guard.requires_approval(timeout="1m")
+    async def tool(n: int) -> int:
+        return n
+
+    async def main() -> int:
+        before = _open_sockets()  # with the loop's own wake-up socket pair
+        approver = _approve_when_waiting(provider, calls)
+        await asyncio.gather(*(tool(n) for n in range(calls)))
+        approver.join(10)
+        # Client sockets kept, as this loop sees them (server-side ones close with theirs).
+        await asyncio.sleep(0.5)
+        return _open_sockets() - before
+
+    kept = asyncio.run(main())
+    # Each kept connection is two sockets here (the server runs in this process too).
+    assert kept <= 2 * KEEP_ALIVE, kept
+    guard.close()
+
+
+def test_without_httpx_async_tools_still_run_in_threads(
+    provider: LocalProvider, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No ``async`` extra: the same rules, each exchange in a helper thread, and a warning."""
+    monkeypatch.setitem(sys.modules, "approval_guard._aclient", None)
+    guard = _direct_guard(provider)
+
+    @guard.requires_approval(timeout="1m")
+    async def tool(n: int) -> int:
+        return n
+
+    approver = _approve_when_waiting(provider, 1)
+    with caplog.at_level(logging.WARNING, logger="approval_guard"):
+        assert 7 == asyncio.run(tool(7))
+    approver.join(10)
+    assert any("httpx is not installed" in r.getMessage() for r in caplog.records)
+    assert guard._aclient is None
+    guard.close()
+
+
+# -- one interpretation for both transports --------------------------------------------
+
+
+class CannedProvider:
+    """A raw socket answering every request with the same bytes, then closing."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                with contextlib.suppress(OSError):
+                    conn.sendall(self.answer)
+
+
+def _http(status: str, headers: dict[str, str], body: bytes, *, length: bool = True) -> bytes:
+    lines = [f"HTTP/1.1 {status}", "Connection: close", *(f"{k}: {v}" for k, v in headers.items())]
+    if length:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+CANNED = {
+    "not json": _http("200 OK", {}, b"<html>hi</html>"),
+    "json array": _http("200 OK", {}, b"[1, 2]"),
+    "declares 2 MiB": _http("200 OK", {"Content-Length": str(2 << 20)}, b"{}", length=False),
+    "over 1 MiB": _http("200 OK", {}, b'{"a": "' + b"x" * (1 << 20) + b'"}'),
+    "cut off": _http("200 OK", {"Content-Length": "100"}, b'{"a": 1', length=False),
+    "503 retry after": _http(
+        "503 Service Unavailable",
+        {"Retry-After": "7", "Content-Type": "application/json"},
+        b'{"error": {"type": "unavailable", "message": "later"}}',
+    ),
+    "echoed secret": _http(
+        "404 Not Found",
+        {"X-Request-ID": f"id-{SECRET}"},
+        b'{"error": {"type": "not_found", "message": "no ' + SECRET.encode() + b'"}}',
+    ),
+    "ok": _http("200 OK", {"Date": "Wed, 16 Sep 2026 12:00:00 GMT"}, b'{"id": "r1", "n": 1.0}'),
+}
+
+
+def _outcome(perform: Callable[[], Any]) -> tuple[Any, ...]:
+    try:
+        answer = perform()
+    except TransportError as exc:
+        return ("error", exc.kind)
+    return (answer.status, answer.body, answer.retry_after, answer.provider_request_id,
+            answer.sample.date)
+
+
+@pytest.mark.parametrize("case", sorted(CANNED))
+def test_both_transports_read_an_answer_the_same_way(case: str) -> None:
+    """requests (sync) and httpx (async) hand the one shared reader the same answer."""
+    canned = CannedProvider(CANNED[case])
+    clock = SystemClock()
+    spec = exchange.read("r1", wait=0, timeout=5)
+    sync = ProviderClient(canned.url, SECRET, clock=clock)
+    aclient = AsyncProviderClient(canned.url, SECRET, clock=clock)
+
+    async def both() -> tuple[Any, ...]:
+        try:
+            return _outcome_async(await _attempt(aclient, spec))
+        finally:
+            await aclient.aclose()
+
+    try:
+        got_sync = _outcome(lambda: sync.perform(spec))
+        got_async = asyncio.run(both())
+    finally:
+        sync.close()
+        canned.sock.close()
+    assert got_sync == got_async
+    assert SECRET not in repr(got_sync)
+
+
+async def _attempt(client: AsyncProviderClient, spec: exchange.ExchangeSpec) -> Any:
+    try:
+        return await client.perform(spec)
+    except TransportError as exc:
+        return exc
+
+
+def _outcome_async(result: Any) -> tuple[Any, ...]:
+    if isinstance(result, TransportError):
+        return ("error", result.kind)
+    return _outcome(lambda: result)
