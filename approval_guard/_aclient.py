@@ -24,7 +24,7 @@ import ssl
 import threading
 import urllib.parse
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpcore
@@ -45,6 +45,8 @@ KEEP_ALIVE = 64
 #: No bound on connections in use: each waiting call holds its own long poll, and a
 #: bound would make a waiting call queue behind others' polls for its first byte.
 _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=KEEP_ALIVE)
+#: Exchanges in flight on one connection pool at most (see :class:`_LoopClient`).
+SHARD = 8
 #: How long ``close()`` waits for a client on a loop running in another thread.
 _CLOSE_WAIT = 2.0
 
@@ -84,12 +86,13 @@ class _TrackingBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-class _LoopClient:
-    """One loop's ``httpx.AsyncClient`` and the sockets it opened."""
+class _Shard:
+    """One ``httpx.AsyncClient`` (its own connection pool) and the sockets it opened."""
 
     def __init__(self, client: httpx.AsyncClient, backend: _TrackingBackend | None) -> None:
         self.client = client
         self.backend = backend
+        self.in_flight = 0
 
     def force_close(self) -> None:
         """Close the sockets directly: only once their loop is closed (nothing selects on them)."""
@@ -98,6 +101,49 @@ class _LoopClient:
         for sock in list(self.backend.sockets):
             with contextlib.suppress(OSError):
                 sock.close()
+
+
+class _LoopClient:
+    """One loop's clients: shards of at most :data:`SHARD` exchanges in flight each.
+
+    httpcore's pool looks at every connection it holds on each request and
+    each answer, so one pool holding 10,000 long polls does 10,000 steps per
+    answer. The first shard stays (keeping up to 64 idle connections for the
+    next calls); a further shard is closed as soon as nothing is in flight on it.
+    """
+
+    def __init__(self, make: Callable[[], _Shard]) -> None:
+        self._make = make
+        self.shards: list[_Shard] = [make()]
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def take(self) -> _Shard:
+        for shard in self.shards:
+            if shard.in_flight < SHARD:
+                break
+        else:
+            shard = self._make()
+            self.shards.append(shard)
+        shard.in_flight += 1
+        return shard
+
+    def give_back(self, shard: _Shard) -> None:
+        shard.in_flight -= 1
+        if shard.in_flight == 0 and shard is not self.shards[0] and shard in self.shards:
+            self.shards.remove(shard)
+            task = asyncio.ensure_future(shard.client.aclose())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    def force_close(self) -> None:
+        for shard in self.shards:
+            shard.force_close()
+
+    async def aclose(self) -> None:
+        for shard in self.shards:
+            await shard.client.aclose()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -131,6 +177,7 @@ class AsyncProviderClient:
         self._clock = clock
         self._lock = threading.Lock()
         self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+        self._ssl_context: ssl.SSLContext | None = None
 
     def __repr__(self) -> str:
         return f"AsyncProviderClient(base_url={self._base!r}, credential='***')"
@@ -143,7 +190,14 @@ class AsyncProviderClient:
         The caller keeps the hard deadline (``spec.timeout``); the body is refused
         past it too. Cancelling this coroutine closes the exchange's connection.
         """
-        client = self._client_for(asyncio.get_running_loop())
+        clients = self._clients_for(asyncio.get_running_loop())
+        shard = clients.take()
+        try:
+            return await self._perform(shard.client, spec)
+        finally:
+            clients.give_back(shard)
+
+    async def _perform(self, client: httpx.AsyncClient, spec: ExchangeSpec) -> Answer:
         timeout = max(0.05, spec.timeout)
         headers = {**spec.headers, "Accept": "application/json"}
         headers["Authorization"] = self._authorization
@@ -189,22 +243,22 @@ class AsyncProviderClient:
 
     # -- one client per loop ---------------------------------------------------
 
-    def _client_for(self, loop: asyncio.AbstractEventLoop) -> httpx.AsyncClient:
+    def _clients_for(self, loop: asyncio.AbstractEventLoop) -> _LoopClient:
         entry = self._clients.get(loop)
         if entry is not None:
-            return entry.client
+            return entry
         with self._lock:
             for gone in [other for other in self._clients if other.is_closed()]:
                 self._clients.pop(gone).force_close()
             entry = self._clients.get(loop)
             if entry is None:
-                entry = self._new_client()
+                entry = _LoopClient(self._new_client)
                 self._clients[loop] = entry
-        return entry.client
+        return entry
 
-    def _new_client(self) -> _LoopClient:
+    def _new_client(self) -> _Shard:
         if self._transport is not None:
-            return _LoopClient(httpx.AsyncClient(transport=self._transport), None)
+            return _Shard(httpx.AsyncClient(transport=self._transport), None)
         backend = _TrackingBackend()
         transport = httpx.AsyncHTTPTransport(limits=_LIMITS, trust_env=self._https, retries=0)
         tracked: _TrackingBackend | None = None
@@ -212,7 +266,7 @@ class AsyncProviderClient:
             # httpx does not take a network backend; its pool is rebuilt with one that
             # remembers sockets. Without it, a closed loop's sockets wait for the GC.
             transport._pool = httpcore.AsyncConnectionPool(
-                ssl_context=_ssl_context() if self._https else None,
+                ssl_context=self._ssl(),
                 max_connections=_LIMITS.max_connections,
                 max_keepalive_connections=_LIMITS.max_keepalive_connections,
                 keepalive_expiry=_LIMITS.keepalive_expiry,
@@ -228,7 +282,15 @@ class AsyncProviderClient:
             follow_redirects=False,
             headers={"User-Agent": USER_AGENT},
         )
-        return _LoopClient(client, tracked)
+        return _Shard(client, tracked)
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        """One TLS context for every shard (loading the CA bundle takes milliseconds)."""
+        if not self._https:
+            return None
+        if self._ssl_context is None:
+            self._ssl_context = _ssl_context()
+        return self._ssl_context
 
     # -- closing -----------------------------------------------------------------
 
@@ -239,7 +301,7 @@ class AsyncProviderClient:
             entry = self._clients.pop(loop, None)
         if entry is not None:
             try:
-                await entry.client.aclose()
+                await entry.aclose()
             except Exception:
                 log.warning("closing the async HTTP client failed", exc_info=True)
         self.close()
@@ -266,11 +328,11 @@ class AsyncProviderClient:
             entry.force_close()
         elif loop is here:
             # close() called from a coroutine on this very loop: it cannot wait here.
-            task = loop.create_task(entry.client.aclose())
+            task = loop.create_task(entry.aclose())
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
         elif loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(entry.client.aclose(), loop)
+            future = asyncio.run_coroutine_threadsafe(entry.aclose(), loop)
             with contextlib.suppress(Exception):
                 future.result(_CLOSE_WAIT)
         else:
-            loop.run_until_complete(entry.client.aclose())
+            loop.run_until_complete(entry.aclose())

@@ -18,7 +18,16 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import latency, overhead, policy, provider_alone, requests_per_approval, scale, server
+from . import (
+    async_scale,
+    latency,
+    overhead,
+    policy,
+    provider_alone,
+    requests_per_approval,
+    scale,
+    server,
+)
 from ._common import RESULTS, Result, text_table, write_latest, write_result
 
 BENCHMARKS: dict[str, Callable[[argparse.Namespace], Result]] = {
@@ -29,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[argparse.Namespace], Result]] = {
     "provider_alone": lambda a: provider_alone.run(quick=a.quick),
     "policy": lambda a: policy.run(quick=a.quick),
     "server": lambda a: server.run(quick=a.quick),
+    "async_scale": lambda a: async_scale.run(quick=a.quick),
 }
 
 

@@ -206,13 +206,17 @@ def write_latest(out: Path, order: Sequence[str]) -> Path:
 # --------------------------------------------------------------------------- child provider
 
 
-def _serve(conn: multiprocessing.connection.Connection, poll_cap: float) -> None:
+def _serve(
+    conn: multiprocessing.connection.Connection, poll_cap: float, direct: bool, fds: int
+) -> None:
     """Run a LocalProvider in this (child) process and obey commands from the parent."""
-    raise_fd_limit()
+    raise_fd_limit(fds)
     from approval_guard.testing import LocalProvider
 
     with LocalProvider(poll_cap=poll_cap) as provider:
-        conn.send((provider.url, provider.credential, provider.reviewer_credential))
+        # direct: the server itself, not the fault proxy (a thread per connection).
+        url = provider.server.url if direct else provider.url
+        conn.send((url, provider.credential, provider.reviewer_credential))
         while True:
             command, args = conn.recv()
             if command == "stop":
@@ -220,6 +224,8 @@ def _serve(conn: multiprocessing.connection.Connection, poll_cap: float) -> None
                 return
             if command == "wait_polls":
                 conn.send(provider.wait_for_polls(*args))
+            elif command == "wait_waiting":
+                conn.send(provider.server.wait_for_waiting_polls(*args))
             elif command == "approve_pending":
                 # One burst: approve every pending request, timestamping each just
                 # before the store records it (perf_counter is CLOCK_MONOTONIC,
@@ -241,10 +247,12 @@ def _serve(conn: multiprocessing.connection.Connection, poll_cap: float) -> None
 class ChildProvider:
     """A LocalProvider in a child process, so its threads and sockets are not counted as ours."""
 
-    def __init__(self, poll_cap: float = 60.0) -> None:
+    def __init__(self, poll_cap: float = 60.0, *, direct: bool = False, fds: int = 8192) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, poll_cap), daemon=True)
+        self._proc = ctx.Process(
+            target=_serve, args=(child, poll_cap, direct, fds), daemon=True
+        )
         self._proc.start()
         if not self._conn.poll(60):
             raise RuntimeError("the provider child process did not start")
