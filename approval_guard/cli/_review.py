@@ -27,7 +27,7 @@ from ._output import (
     time_left,
     usage_failed,
 )
-from ._reviewer_client import ReviewerClient
+from ._reviewer_client import ReviewerClient, Team
 
 
 def _reviewer(args: argparse.Namespace) -> ReviewerClient:
@@ -39,7 +39,8 @@ def _reviewer(args: argparse.Namespace) -> ReviewerClient:
     return ReviewerClient(args.url, args.token)
 
 
-def _describe(request: _wire.ApprovalRequest) -> list[tuple[str, str]]:
+def _describe(request: _wire.ApprovalRequest, team: Team | None = None) -> list[tuple[str, str]]:
+    team = team or Team()
     rows = [
         ("request", request.id),
         ("tool", request.tool),
@@ -47,12 +48,18 @@ def _describe(request: _wire.ApprovalRequest) -> list[tuple[str, str]]:
         ("created", local_time(request.created_at)),
         ("timeout", request.timeout),
     ]
+    if team.requested_by is not None:
+        rows.append(("requested by", team.requested_by))
     deadline = local_time(request.deadline_at)
     if request.is_pending:
         deadline += f" ({time_left(request.deadline_at)})"
     rows.append(("deadline", deadline))
+    if team.approvals_required > 1:
+        rows.append(("approvals", team.progress))
     if request.decision is not None:
         rows.append(("decided", local_time(request.decision.decided_at)))
+        if request.decision.decided_by is not None:
+            rows.append(("decided by", request.decision.decided_by))
         if request.decision.expires_at is not None:
             rows.append(("valid until", local_time(request.decision.expires_at)))
         rows.append(("note", request.decision.note if request.decision.note else "(none)"))
@@ -117,9 +124,10 @@ def _history_line(event: dict[str, Any]) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     """``show ID``: one request with its arguments and audit trail."""
     with closing(_reviewer(args)) as client:
-        request = client.get(args.id)
+        reviewed = client.read(args.id)
         history = client.history(args.id)
-    for label, value in _describe(request):
+    request = reviewed.request
+    for label, value in _describe(request, reviewed.team):
         say(f"{label:<12} {safe(value)}")
     redacted = redacted_paths(request.arguments)
     if redacted:
@@ -144,12 +152,24 @@ def cmd_approve(args: argparse.Namespace) -> int:
             arguments = _edited(client.get(args.id), args.edits) if args.edits else None
         except UsageError as exc:
             return usage_failed(exc)
-        request = client.decide(
+        reviewed = client.decide(
             args.id, _wire.APPROVED, note=args.note, valid_for=args.valid_for, arguments=arguments
         )
+    request, team = reviewed.request, reviewed.team
+    if request.is_pending:
+        # One approval of several: the request is not approved yet, and must not say so.
+        say(
+            f"recorded your approval of {safe(request.id)} ({safe(request.tool)}): "
+            f"{team.progress}; it stays pending until "
+            f"{team.approvals_required - len(team.approvals)} more approve"
+        )
+        return 0
     expires = request.decision.expires_at if request.decision else None
     until = f"; the call may start until {local_time(expires)}" if expires else ""
-    say(f"approved {safe(request.id)} ({safe(request.tool)}){until}")
+    by = ""
+    if team.approvals_required > 1 and request.decision and request.decision.decided_by:
+        by = f" by {safe(request.decision.decided_by)}"
+    say(f"approved {safe(request.id)} ({safe(request.tool)}){by}{until}")
     return 0
 
 
@@ -188,7 +208,7 @@ def cmd_deny(args: argparse.Namespace) -> int:
     if not args.note.strip():
         raise CliError("--note must say why: the agent receives it as the reason")
     with closing(_reviewer(args)) as client:
-        request = client.decide(args.id, _wire.DENIED, note=args.note)
+        request = client.decide(args.id, _wire.DENIED, note=args.note).request
     say(f"denied {safe(request.id)} ({safe(request.tool)})")
     return 0
 
