@@ -83,10 +83,11 @@ def _when(request: _wire.ApprovalRequest) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     """``list``: requests, newest first."""
     with closing(_reviewer(args)) as client:
-        requests_ = client.list_requests(args.status)
+        reviewed = client.list_reviewed(args.status)
+    requests_ = [one.request for one in reviewed]
     if args.json:
         # Exact numbers as stored (a JSONNumber is no Python number), ASCII for the terminal.
-        listed = [_wire.request_to_json(r) for r in requests_]
+        listed = [_team_json(_wire.request_to_json(one.request), one.team) for one in reviewed]
         say(dump_json(listed, indent=2, ensure_ascii=True))
         return 0
     if not requests_:
@@ -99,6 +100,16 @@ def cmd_list(args: argparse.Namespace) -> int:
         args_text = compact_json(r.arguments, width=60)
         say(f"{safe(r.id):<36}  {r.status:<9}  {tool:<20}  {_when(r):<16}  {args_text}")
     return 0
+
+
+def _team_json(out: dict[str, Any], team: Team) -> dict[str, Any]:
+    """A listed request's JSON with its team fields: who asked, who approved, how many must."""
+    if team.requested_by is not None:
+        out["requested_by"] = team.requested_by
+    if team.approvals_required > 1:
+        out["approved_by"] = list(team.approvals)
+        out["approvals_required"] = team.approvals_required
+    return out
 
 
 def _history_line(event: dict[str, Any]) -> str:
@@ -158,10 +169,11 @@ def cmd_approve(args: argparse.Namespace) -> int:
     request, team = reviewed.request, reviewed.team
     if request.is_pending:
         # One approval of several: the request is not approved yet, and must not say so.
+        more = max(1, team.approvals_required - len(team.approvals))
+        who = "person approves" if more == 1 else "people approve"
         say(
             f"recorded your approval of {safe(request.id)} ({safe(request.tool)}): "
-            f"{team.progress}; it stays pending until "
-            f"{team.approvals_required - len(team.approvals)} more approve"
+            f"{team.progress}; it stays pending until {more} more {who}"
         )
         return 0
     expires = request.decision.expires_at if request.decision else None

@@ -155,12 +155,16 @@ class ReviewerClient:
     # The calls themselves.
 
     def list_requests(self, status: str | None = None) -> list[_wire.ApprovalRequest]:
-        """Every request, newest first, optionally only those with ``status``.
+        """Every request, newest first, optionally only those with ``status``."""
+        return [one.request for one in self.list_reviewed(status)]
+
+    def list_reviewed(self, status: str | None = None) -> list[Reviewed]:
+        """Every request with its team fields, newest first, optionally only with ``status``.
 
         A list answer is one page (1,000 at most): the pages are followed through
         ``next_before`` to the last, so an old pending request is never left out.
         """
-        out: list[_wire.ApprovalRequest] = []
+        out: list[Reviewed] = []
         seen: set[str] = set()
         before: str | None = None
         while True:
@@ -171,9 +175,10 @@ class ReviewerClient:
             items = data.get("requests", data.get("items")) if isinstance(data, dict) else data
             if not isinstance(items, list):
                 raise CliError(f"the provider at {self.url} answered a list in an unknown shape")
-            fresh = [r for r in (_parse(item) for item in items) if r.id not in seen]
+            parsed = (Reviewed(_parse(item), team_of(item)) for item in items)
+            fresh = [one for one in parsed if one.request.id not in seen]
             out.extend(fresh)
-            seen.update(r.id for r in fresh)
+            seen.update(one.request.id for one in fresh)
             following = data.get("next_before") if isinstance(data, dict) else None
             # A page with nothing new ends it too: a provider's cursor cannot loop us.
             if not fresh or not isinstance(following, str):

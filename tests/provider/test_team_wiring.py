@@ -358,7 +358,7 @@ def test_cli_approve_shows_progress_refusals_and_the_deciders(
 
         code, out, err = approve("alice")
         assert (0, "") == (code, err)
-        assert "1 of 2 approvals: alice" in out and "pending" in out
+        assert "1 of 2 approvals: alice" in out and "1 more person approves" in out
         assert not out.startswith("approved")
 
         code, out, err = approve("alice")
@@ -376,6 +376,14 @@ def test_cli_approve_shows_progress_refusals_and_the_deciders(
         code, out, err = _cli(capsys, "show", request_id, "--url", server.url, "--token", bob)
         assert 0 == code
         assert "1 of 2 approvals: alice" in out and "erin" in out
+
+        code, out, err = _cli(capsys, "list", "--json", "--url", server.url, "--token", bob)
+        (listed,) = json.loads(out)
+        assert (["alice"], 2, "erin") == (
+            listed["approved_by"],
+            listed["approvals_required"],
+            listed["requested_by"],
+        )
 
         code, out, err = approve("bob")
         assert (0, "") == (code, err)
