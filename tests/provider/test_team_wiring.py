@@ -397,3 +397,41 @@ def test_cli_approve_shows_progress_refusals_and_the_deciders(
         for name in team:
             token = team[name].token
             assert token is None or token not in out + err
+
+
+# ------------------------------------------------------------------ PostgreSQL
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_rules_webhook_hears_its_tool_and_is_audited(
+    tmp_path: Path, pg_schema_dsn: str, receiver: Receiver
+) -> None:
+    """The same routing and audit rows on the PostgreSQL store, over real HTTP."""
+    from approval_guard.provider import PostgresStore
+
+    rules = parse_rules(
+        f'[tools.issue_refund]\nwebhooks = [{{url = "{receiver.url}", secret = "{SECRET}"}}]\n'
+    )
+    store = PostgresStore(pg_schema_dsn)
+    try:
+        with ProviderServer(store, rules=rules, webhook_backoff=0.05) as server:
+            api = _instance(server)
+            other = _create(api, "send_email")
+            refund = _create(api, "issue_refund")
+            (delivery,) = receiver.wait_count(1)
+            _settled(store)
+            assert eventually(
+                lambda: any(
+                    row.action == "webhook.delivered"
+                    for row in store.audit(request_id=refund["id"])
+                )
+            )
+            routed = {item.request_id for item in store.list_webhooks()}
+            audited = [row for row in store.audit() if row.action.startswith("webhook.")]
+    finally:
+        store.close()
+    verify(SECRET, delivery.headers, delivery.body)
+    assert {refund["id"]} == routed and other["id"] not in routed
+    assert [("system", "webhook", refund["id"])] == [
+        (row.actor, row.source, row.request_id) for row in audited
+    ]
