@@ -27,7 +27,7 @@ from ._output import (
     time_left,
     usage_failed,
 )
-from ._reviewer_client import ReviewerClient
+from ._reviewer_client import ReviewerClient, Team
 
 
 def _reviewer(args: argparse.Namespace) -> ReviewerClient:
@@ -39,7 +39,8 @@ def _reviewer(args: argparse.Namespace) -> ReviewerClient:
     return ReviewerClient(args.url, args.token)
 
 
-def _describe(request: _wire.ApprovalRequest) -> list[tuple[str, str]]:
+def _describe(request: _wire.ApprovalRequest, team: Team | None = None) -> list[tuple[str, str]]:
+    team = team or Team()
     rows = [
         ("request", request.id),
         ("tool", request.tool),
@@ -47,12 +48,18 @@ def _describe(request: _wire.ApprovalRequest) -> list[tuple[str, str]]:
         ("created", local_time(request.created_at)),
         ("timeout", request.timeout),
     ]
+    if team.requested_by is not None:
+        rows.append(("requested by", team.requested_by))
     deadline = local_time(request.deadline_at)
     if request.is_pending:
         deadline += f" ({time_left(request.deadline_at)})"
     rows.append(("deadline", deadline))
+    if team.approvals_required > 1:
+        rows.append(("approvals", team.progress))
     if request.decision is not None:
         rows.append(("decided", local_time(request.decision.decided_at)))
+        if request.decision.decided_by is not None:
+            rows.append(("decided by", request.decision.decided_by))
         if request.decision.expires_at is not None:
             rows.append(("valid until", local_time(request.decision.expires_at)))
         rows.append(("note", request.decision.note if request.decision.note else "(none)"))
@@ -76,10 +83,11 @@ def _when(request: _wire.ApprovalRequest) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     """``list``: requests, newest first."""
     with closing(_reviewer(args)) as client:
-        requests_ = client.list_requests(args.status)
+        reviewed = client.list_reviewed(args.status)
+    requests_ = [one.request for one in reviewed]
     if args.json:
         # Exact numbers as stored (a JSONNumber is no Python number), ASCII for the terminal.
-        listed = [_wire.request_to_json(r) for r in requests_]
+        listed = [_team_json(_wire.request_to_json(one.request), one.team) for one in reviewed]
         say(dump_json(listed, indent=2, ensure_ascii=True))
         return 0
     if not requests_:
@@ -92,6 +100,16 @@ def cmd_list(args: argparse.Namespace) -> int:
         args_text = compact_json(r.arguments, width=60)
         say(f"{safe(r.id):<36}  {r.status:<9}  {tool:<20}  {_when(r):<16}  {args_text}")
     return 0
+
+
+def _team_json(out: dict[str, Any], team: Team) -> dict[str, Any]:
+    """A listed request's JSON with its team fields: who asked, who approved, how many must."""
+    if team.requested_by is not None:
+        out["requested_by"] = team.requested_by
+    if team.approvals_required > 1:
+        out["approved_by"] = list(team.approvals)
+        out["approvals_required"] = team.approvals_required
+    return out
 
 
 def _history_line(event: dict[str, Any]) -> str:
@@ -117,9 +135,10 @@ def _history_line(event: dict[str, Any]) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     """``show ID``: one request with its arguments and audit trail."""
     with closing(_reviewer(args)) as client:
-        request = client.get(args.id)
+        reviewed = client.read(args.id)
         history = client.history(args.id)
-    for label, value in _describe(request):
+    request = reviewed.request
+    for label, value in _describe(request, reviewed.team):
         say(f"{label:<12} {safe(value)}")
     redacted = redacted_paths(request.arguments)
     if redacted:
@@ -144,12 +163,25 @@ def cmd_approve(args: argparse.Namespace) -> int:
             arguments = _edited(client.get(args.id), args.edits) if args.edits else None
         except UsageError as exc:
             return usage_failed(exc)
-        request = client.decide(
+        reviewed = client.decide(
             args.id, _wire.APPROVED, note=args.note, valid_for=args.valid_for, arguments=arguments
         )
+    request, team = reviewed.request, reviewed.team
+    if request.is_pending:
+        # One approval of several: the request is not approved yet, and must not say so.
+        more = max(1, team.approvals_required - len(team.approvals))
+        who = "person approves" if more == 1 else "people approve"
+        say(
+            f"recorded your approval of {safe(request.id)} ({safe(request.tool)}): "
+            f"{team.progress}; it stays pending until {more} more {who}"
+        )
+        return 0
     expires = request.decision.expires_at if request.decision else None
     until = f"; the call may start until {local_time(expires)}" if expires else ""
-    say(f"approved {safe(request.id)} ({safe(request.tool)}){until}")
+    by = ""
+    if team.approvals_required > 1 and request.decision and request.decision.decided_by:
+        by = f" by {safe(request.decision.decided_by)}"
+    say(f"approved {safe(request.id)} ({safe(request.tool)}){by}{until}")
     return 0
 
 
@@ -188,7 +220,7 @@ def cmd_deny(args: argparse.Namespace) -> int:
     if not args.note.strip():
         raise CliError("--note must say why: the agent receives it as the reason")
     with closing(_reviewer(args)) as client:
-        request = client.decide(args.id, _wire.DENIED, note=args.note)
+        request = client.decide(args.id, _wire.DENIED, note=args.note).request
     say(f"denied {safe(request.id)} ({safe(request.tool)})")
     return 0
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
+import attrs
+
 from approval_guard import _client, _wire
 from approval_guard._clock import SystemClock
 from approval_guard._json import MAX_JSON_DEPTH, load_json
@@ -16,6 +18,50 @@ HTTP_TIMEOUT = 10.0
 # An answer holds the arguments this many levels down at most: a list answer,
 # its "requests" array, the request object.
 _ENVELOPE_DEPTH = 3
+
+
+@attrs.frozen
+class Team:
+    """API 1.1's team fields of a request: who asked, who approved so far, how many must."""
+
+    requested_by: str | None = None
+    approvals: tuple[str, ...] = ()
+    approvals_required: int = 1
+
+    @property
+    def progress(self) -> str:
+        """``"1 of 2 approvals: alice"``."""
+        text = f"{len(self.approvals)} of {self.approvals_required} approvals"
+        return text + (": " + ", ".join(self.approvals) if self.approvals else "")
+
+
+def team_of(obj: object) -> Team:
+    """The team fields of a request object (a field missing or malformed: its default)."""
+    if not isinstance(obj, dict):
+        return Team()
+    requested_by = obj.get("requested_by")
+    required = obj.get("approvals_required")
+    approvals = obj.get("approvals")
+    names = tuple(
+        safe(str(item["by"]))
+        for item in (approvals if isinstance(approvals, list) else ())
+        if isinstance(item, dict) and isinstance(item.get("by"), str)
+    )
+    return Team(
+        requested_by=safe(requested_by) if isinstance(requested_by, str) else None,
+        approvals=names,
+        approvals_required=(
+            required if isinstance(required, int) and not isinstance(required, bool) else 1
+        ),
+    )
+
+
+@attrs.frozen
+class Reviewed:
+    """A request as the provider answered it, with its team fields."""
+
+    request: _wire.ApprovalRequest
+    team: Team
 
 
 class ReviewerClient:
@@ -46,8 +92,13 @@ class ReviewerClient:
         request_id: str | None = None,
         body: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
+        deciding: bool = False,
     ) -> Any:
-        """Send one call; return the decoded JSON or raise :class:`CliError`."""
+        """Send one call; return the decoded JSON or raise :class:`CliError`.
+
+        ``deciding``: the call is a decision, whose refusals (403, 409
+        ``already_approved``) say why this reviewer cannot make it.
+        """
         if params:
             path = f"{path}?{urllib.parse.urlencode(params)}"
         try:
@@ -66,10 +117,21 @@ class ReviewerClient:
             raise CliError(problem) from None
         if answer.ok:
             return answer.body
-        raise self._error(answer.status, answer.body, request_id)
+        raise self._error(answer.status, answer.body, request_id, deciding=deciding)
 
-    def _error(self, status: int, data: Any, request_id: str | None) -> CliError:
+    def _error(
+        self, status: int, data: Any, request_id: str | None, *, deciding: bool = False
+    ) -> CliError:
         kind, message = _wire.parse_error(data) or (f"http_{status}", "")
+        if deciding and status == 403:
+            why = safe(message) if message else "the provider refused it"
+            return CliError(f"you may not decide this request: {why} (403 forbidden)")
+        if deciding and kind == "already_approved":
+            team = team_of(data.get("request") if isinstance(data, dict) else None)
+            return CliError(
+                f"you already approved {safe(request_id or '')}; it needs "
+                f"{team.approvals_required} approvals ({team.progress}; 409 already_approved)"
+            )
         if status == 401:
             return CliError(
                 f"the provider at {self.url} refused the credential (401 unauthorized); "
@@ -93,12 +155,16 @@ class ReviewerClient:
     # The calls themselves.
 
     def list_requests(self, status: str | None = None) -> list[_wire.ApprovalRequest]:
-        """Every request, newest first, optionally only those with ``status``.
+        """Every request, newest first, optionally only those with ``status``."""
+        return [one.request for one in self.list_reviewed(status)]
+
+    def list_reviewed(self, status: str | None = None) -> list[Reviewed]:
+        """Every request with its team fields, newest first, optionally only with ``status``.
 
         A list answer is one page (1,000 at most): the pages are followed through
         ``next_before`` to the last, so an old pending request is never left out.
         """
-        out: list[_wire.ApprovalRequest] = []
+        out: list[Reviewed] = []
         seen: set[str] = set()
         before: str | None = None
         while True:
@@ -109,9 +175,10 @@ class ReviewerClient:
             items = data.get("requests", data.get("items")) if isinstance(data, dict) else data
             if not isinstance(items, list):
                 raise CliError(f"the provider at {self.url} answered a list in an unknown shape")
-            fresh = [r for r in (_parse(item) for item in items) if r.id not in seen]
+            parsed = (Reviewed(_parse(item), team_of(item)) for item in items)
+            fresh = [one for one in parsed if one.request.id not in seen]
             out.extend(fresh)
-            seen.update(r.id for r in fresh)
+            seen.update(one.request.id for one in fresh)
             following = data.get("next_before") if isinstance(data, dict) else None
             # A page with nothing new ends it too: a provider's cursor cannot loop us.
             if not fresh or not isinstance(following, str):
@@ -120,7 +187,12 @@ class ReviewerClient:
 
     def get(self, request_id: str) -> _wire.ApprovalRequest:
         """One request."""
-        return _parse(self.call("GET", f"/v1/requests/{_quote(request_id)}", request_id=request_id))
+        return self.read(request_id).request
+
+    def read(self, request_id: str) -> Reviewed:
+        """One request with its team fields."""
+        data = self.call("GET", f"/v1/requests/{_quote(request_id)}", request_id=request_id)
+        return Reviewed(_parse(data), team_of(data))
 
     def history(self, request_id: str) -> dict[str, Any]:
         """The request's audit trail: ``{"events": [...], "poll_count": N, ...}``."""
@@ -135,17 +207,26 @@ class ReviewerClient:
         note: str | None,
         valid_for: str | None = None,
         arguments: dict[str, Any] | None = None,
-    ) -> _wire.ApprovalRequest:
-        """Record a reviewer's decision (``arguments``: the whole object, edits applied)."""
+    ) -> Reviewed:
+        """Record a reviewer's decision (``arguments``: the whole object, edits applied).
+
+        An approval of a request that needs several leaves it ``pending``
+        until enough people approved: ``team`` says how far it has come.
+        """
         body: dict[str, Any] = {"status": status, "note": note}
         if valid_for is not None:
             body["valid_for"] = valid_for
         if arguments is not None:
             body["arguments"] = arguments
         data = self.call(
-            "POST", f"/v1/requests/{_quote(request_id)}/decision", request_id=request_id, body=body
+            "POST",
+            f"/v1/requests/{_quote(request_id)}/decision",
+            request_id=request_id,
+            body=body,
+            deciding=True,
         )
-        return _parse(data.get("request", data) if isinstance(data, dict) else data)
+        obj = data.get("request", data) if isinstance(data, dict) else data
+        return Reviewed(_parse(obj), team_of(obj))
 
     def cancel(self, request_id: str, *, reason: str | None) -> _wire.ApprovalRequest:
         """Withdraw a pending request (instance credential)."""

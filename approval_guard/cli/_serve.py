@@ -34,7 +34,12 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _serve_banner(args: argparse.Namespace, url: str, tokens: FirstStartTokens | None) -> None:
+def _serve_banner(
+    args: argparse.Namespace,
+    url: str,
+    tokens: FirstStartTokens | None,
+    rules: Rules | None = None,
+) -> None:
     """What ``serve`` says when it starts; the credentials only on a new database."""
     if args.dsn:
         db = "PostgreSQL"
@@ -47,6 +52,16 @@ def _serve_banner(args: argparse.Namespace, url: str, tokens: FirstStartTokens |
 
         shown = ", ".join(display_url(item["url"]) for item in targets)
         say(f"Webhooks: posting each request's events to {shown}")
+    if rules is not None:
+        from approval_guard.provider._webhooks import display_url
+
+        scoped = {
+            f"{display_url(hook_url)} ({name})"
+            for name, rule in [("defaults", rules.defaults), *rules.tools.items()]
+            for hook_url, _, _ in rule.webhooks
+        }
+        if scoped:
+            say(f"Webhooks from the rules file, for their tools only: {', '.join(sorted(scoped))}")
     if not _loopback(args.host) and not args.tls_cert:
         say(
             f"warning: listening on {args.host} over plain HTTP (--insecure-http): credentials "
@@ -145,7 +160,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from approval_guard.provider._webhook_settings import targets_from_args
 
     targets = targets_from_args(args)
-    if targets and importlib.util.find_spec("httpx") is None:
+    rule_hooks = rules is not None and any(
+        rule.webhooks for rule in [rules.defaults, *rules.tools.values()]
+    )
+    if (targets or rule_hooks) and importlib.util.find_spec("httpx") is None:
         # The provider posts webhooks with httpx; the CLI itself never makes that request.
         raise CliError(
             "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
@@ -179,7 +197,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     try:
         with on_sigterm(stop.set):
-            _serve_banner(args, server.url, server.first_start_tokens)
+            _serve_banner(args, server.url, server.first_start_tokens, rules)
             while not stop.wait(0.5):
                 pass
     except KeyboardInterrupt:  # wherever Ctrl-C lands after the start, it means "stop"

@@ -94,7 +94,10 @@ class ProviderServer:
         :attr:`Backoff.cap`); tests pass a small one.
     :param webhook_give_up_after: seconds after the event when retrying stops.
     :param webhook_approvers: ``f(event) -> [names] | None``: who must approve,
-        for the Slack text (else "any reviewer").
+        for the Slack text (else the roles of the tool's rule, or "any reviewer").
+
+    A rules file's ``webhooks`` (per tool, or in ``[defaults]``) are delivered
+    like ``webhooks`` but only for the events of the tools whose rule lists them.
 
     On a database without credentials one instance and one reviewer credential
     are made; their plaintext tokens are in :attr:`first_start_tokens` (else
@@ -139,7 +142,12 @@ class ProviderServer:
         #: The per-tool review rules this server enforces.
         self.rules: Rules = rules
         self._webhooks = webhook_settings(
-            webhooks, public_url, webhook_backoff, webhook_give_up_after, webhook_approvers
+            webhooks,
+            public_url,
+            webhook_backoff,
+            webhook_give_up_after,
+            webhook_approvers,
+            rules,
         )
         self._keep_alive = float(keep_alive_seconds)
         self._client_timeout = float(client_timeout_seconds)
@@ -155,7 +163,7 @@ class ProviderServer:
             self._db_path = None
             self._store = db
         try:
-            self._store.set_webhooks(self._webhooks.targets)
+            self._store.set_webhooks(self._webhooks.routes)
             #: Plaintext tokens made on this start of a fresh database, else None.
             self.first_start_tokens: FirstStartTokens | None = (
                 self._store.ensure_initial_credentials(
@@ -268,7 +276,7 @@ class ProviderServer:
                 if self._db_path is None:
                     raise RuntimeError("the store this server was given has been closed")
                 self._store = Store(self._db_path, clock=self._clock)
-                self._store.set_webhooks(self._webhooks.targets)
+                self._store.set_webhooks(self._webhooks.routes)
             if self._sock is None:
                 self._sock = _bind(self._host, self._port)
             sock = self._sock

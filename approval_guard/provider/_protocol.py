@@ -25,6 +25,7 @@ from approval_guard.provider._models import (
 )
 from approval_guard.provider._rules import Rules
 from approval_guard.provider._sql_outbox import OutboxItem
+from approval_guard.provider._webhook_routes import WebhookRoutes
 from approval_guard.provider._webhooks import WebhookTarget
 
 
@@ -182,7 +183,7 @@ class StoreProtocol(Protocol):
     def subscribe(self, callback: Callable[[int, tuple[str, ...]], None]) -> Callable[[], None]: ...
 
     # webhook outbox (_sql_outbox)
-    def set_webhooks(self, targets: Sequence[WebhookTarget]) -> None: ...
+    def set_webhooks(self, targets: Sequence[WebhookTarget] | WebhookRoutes) -> None: ...
 
     def claim_webhooks(
         self, *, owner: str, urls: Sequence[str], limit: int, lease: float

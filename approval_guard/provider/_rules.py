@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from approval_guard._duration import parse_duration_string
+from approval_guard.provider._webhooks import check_url, parse_secret
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -162,7 +163,40 @@ def parse_rules(text: str, filename: str = "rules.toml") -> Rules:
         if not isinstance(table, dict):
             raise fail(lines.of_key(("tools",), tool), f"tools.{tool} must be a table")
         out[tool] = _rule(table, ("tools", tool), defaults, lines, fail)
+    _check_one_setting_per_url(data, defaults, out, lines, fail)
     return Rules(tools=out, defaults=defaults, source=filename)
+
+
+def _check_one_setting_per_url(
+    data: dict[str, Any],
+    defaults: ToolRule,
+    tools: Mapping[str, ToolRule],
+    lines: _Lines,
+    fail: Any,
+) -> None:
+    """A webhook URL listed in several tables must have one secret and one format.
+
+    The outbox names a target by its URL, so one URL is one target.
+    """
+    seen: dict[str, tuple[str | None, str]] = {}
+    tables: list[tuple[tuple[str, ...], ToolRule, dict[str, Any]]] = [
+        (("defaults",), defaults, data.get("defaults") or {})
+    ]
+    tables += [(("tools", name), rule, data["tools"][name]) for name, rule in tools.items()]
+    for path, rule, table in tables:
+        if "webhooks" not in table:
+            continue
+        urls = [url for url, _, _ in rule.webhooks]
+        where = ".".join(path)
+        if len(set(urls)) != len(urls):
+            raise fail(lines.of_key(path, "webhooks"), f"{where}.webhooks lists a URL twice")
+        for url, secret, fmt in rule.webhooks:
+            if seen.setdefault(url, (secret, fmt)) != (secret, fmt):
+                raise fail(
+                    lines.of_key(path, "webhooks"),
+                    f"{where}.webhooks: a URL given in another table has another secret or "
+                    "format there (one URL, one secret and format)",
+                )
 
 
 def _rule(
@@ -239,9 +273,18 @@ def _webhooks(value: object, where: str, line: int, fail: Any) -> tuple[Webhook,
         url = hook.get("url")
         if not isinstance(url, str) or not re.match(r"https?://[^\s/]+", url):
             raise fail(line, f"{label}.url must be an http:// or https:// URL")
+        try:
+            check_url(url)
+        except ValueError:
+            raise fail(line, f"{label}.url must be an http:// or https:// URL") from None
         secret = hook.get("secret")
         if secret is not None and (not isinstance(secret, str) or not secret):
             raise fail(line, f"{label}.secret must be a non-empty string")
+        if secret is not None:
+            try:
+                parse_secret(secret)
+            except ValueError as exc:  # its message never quotes the secret
+                raise fail(line, f"{label}.secret: {exc}") from None
         fmt = hook.get("format", "standard")
         if fmt not in WEBHOOK_FORMATS:
             raise fail(line, f"{label}.format must be one of {', '.join(WEBHOOK_FORMATS)}")

@@ -33,6 +33,7 @@ from approval_guard.provider._sql_base import (
     to_us,
 )
 from approval_guard.provider._webhook_payloads import EVENT_TYPES, event_json
+from approval_guard.provider._webhook_routes import NO_ROUTES, WebhookRoutes, webhook_routes
 from approval_guard.provider._webhooks import WebhookTarget, new_msg_id
 
 PENDING_DELIVERY = "pending"
@@ -117,24 +118,27 @@ def _marks(n: int) -> str:
 class OutboxMixin(SQLStoreBase):
     """Queue webhook events with each change; claim, settle and list them."""
 
-    _webhook_targets: tuple[WebhookTarget, ...] = ()
+    _webhook_routes: WebhookRoutes = NO_ROUTES
 
-    def set_webhooks(self, targets: Sequence[WebhookTarget]) -> None:
-        """Queue every later event for each of ``targets`` (an empty list: for none)."""
-        urls = [target.url for target in targets]
-        if len(set(urls)) != len(urls):
-            raise ValueError("each webhook URL may be given once")
-        self._webhook_targets = tuple(targets)
+    def set_webhooks(self, targets: Sequence[WebhookTarget] | WebhookRoutes) -> None:
+        """Queue every later event for each of ``targets`` (an empty list: for none).
+
+        :class:`WebhookRoutes` also says which targets hear only some tools'
+        events (a rules file's ``webhooks``); a plain list hears every tool's.
+        """
+        if not isinstance(targets, WebhookRoutes):
+            targets = webhook_routes(targets)
+        self._webhook_routes = targets
 
     @property
     def webhooks(self) -> tuple[WebhookTarget, ...]:
-        """The targets events are queued for."""
-        return self._webhook_targets
+        """The targets events are queued for (each for its tools)."""
+        return self._webhook_routes.targets
 
     def _before_commit(self, tx: Tx, events: Sequence[tuple[str, str, datetime, int]]) -> None:
-        """Inside a change's transaction: one outbox row per (event, target)."""
-        targets = self._webhook_targets
-        if not targets:
+        """Inside a change's transaction: one outbox row per (event, target of its tool)."""
+        routes = self._webhook_routes
+        if not routes.targets:
             return
         for request_id, kind, at, seq in events:
             if kind not in EVENT_TYPES:
@@ -145,6 +149,9 @@ class OutboxMixin(SQLStoreBase):
             request = request_from_row(row)
             if kind == "decided" and request.status == PENDING:
                 continue  # one approval of several: the request has not changed status
+            targets = routes.for_tool(request.tool)
+            if not targets:
+                continue
             event = event_json(kind, at, request, decided_by=self._reviewer_name(tx, row))
             payload = canonical_json(event)
             now = to_us(self.now())
@@ -169,6 +176,9 @@ class OutboxMixin(SQLStoreBase):
 
     @staticmethod
     def _reviewer_name(tx: Tx, row: Any) -> str | None:
+        """Who decided, by name: every approver of a quorum (``"alice, bob"``)."""
+        if row["decided_by_name"]:
+            return str(row["decided_by_name"])
         decided_by = row["decided_by"]
         if decided_by is None:
             return None

@@ -29,6 +29,7 @@ import httpx
 from starlette.concurrency import run_in_threadpool
 
 from approval_guard.provider._models import StoreClosedError
+from approval_guard.provider._sql_audit import SYSTEM
 from approval_guard.provider._sql_outbox import DELIVERED, GIVEN_UP, PENDING_DELIVERY, OutboxItem
 from approval_guard.provider._webhook_payloads import render_body
 from approval_guard.provider._webhook_settings import WebhookSettings
@@ -271,6 +272,6 @@ class Deliverer:
         }
         action = "webhook.delivered" if state == DELIVERED else "webhook.given_up"
         try:
-            await run_in_threadpool(record, action, None, "webhook", item.request_id, detail)
+            await run_in_threadpool(record, action, SYSTEM, "webhook", item.request_id, detail)
         except Exception:
             logger.exception("recording webhook %s in the audit trail failed", item.id)

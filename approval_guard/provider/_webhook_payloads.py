@@ -45,6 +45,9 @@ def event_json(
         "arguments": request.arguments,
         "created_at": format_timestamp(request.created_at),
         "deadline_at": format_timestamp(request.deadline_at),
+        "requested_by": request.requested_by,
+        "approvals_required": request.approvals_required,
+        "approvals": [{"by": one.by, "at": format_timestamp(one.at)} for one in request.approvals],
         "decision": None,
     }
     decision = request.decision
@@ -99,8 +102,21 @@ def _value_text(value: Any) -> str:
     return dump_json(with_markers_shown(value))
 
 
-def _who(approvers: list[str] | None) -> str:
-    return ", ".join(approvers) if approvers else "any reviewer"
+def who_must_approve(approvers: list[str] | None, required: object = 1) -> str:
+    """Who must approve, as the Slack text says it.
+
+    ``"any reviewer may approve"``, ``"alice, bob may approve"`` or
+    ``"2 approvals from: payments"``.
+
+    ``approvers`` are the names or roles that may decide (None: every reviewer);
+    ``required`` the distinct approvals the request needs (the event's
+    ``approvals_required``).
+    """
+    count = required if isinstance(required, int) and not isinstance(required, bool) else 1
+    who = ", ".join(approvers) if approvers else "any reviewer"
+    if count <= 1:
+        return f"{who} may approve"
+    return f"{count} approvals from: {who}"
 
 
 def slack_payload(
@@ -115,7 +131,8 @@ def slack_payload(
     Shows the tool, the arguments (at most :data:`SLACK_MAX_ARGUMENTS`, each
     value cut to :data:`SLACK_MAX_VALUE` characters, redaction markers as
     markers), the time left until the deadline, who must approve
-    (``approvers``, else "any reviewer") and a link to the request on the review page.
+    (:func:`who_must_approve`: ``approvers``, else "any reviewer", and the
+    event's ``approvals_required``) and a link to the request on the review page.
     """
     data = event["data"]
     tool = _mrkdwn(str(data.get("tool", "")))
@@ -124,8 +141,9 @@ def slack_payload(
     deadline = parse_timestamp(data.get("deadline_at"), field="deadline_at")
     left = format_time_left((deadline - now).total_seconds())
     decision = data.get("decision") or {}
+    who = _mrkdwn(who_must_approve(approvers, data.get("approvals_required", 1)))
     if kind == "request.created":
-        line = f"Approval needed: {tool} ({left}; {_mrkdwn(_who(approvers))} may approve)"
+        line = f"Approval needed: {tool} ({left}; {who})"
     elif kind == "request.decided":
         by = decision.get("decided_by")
         line = f"{tool} was {_mrkdwn(status)}" + (f" by {_mrkdwn(str(by))}" if by else "")
@@ -150,7 +168,7 @@ def slack_payload(
     ]
     context = [f"Request `{_mrkdwn(str(data.get('id', '')))}`", f"status: {_mrkdwn(status)}"]
     if status == "pending":
-        context += [left, f"approver: {_mrkdwn(_who(approvers))}"]
+        context += [left, who]
     if decision.get("note"):
         context.append(f"note: {_mrkdwn(_cut(str(decision['note']), SLACK_MAX_VALUE))}")
     blocks.append(

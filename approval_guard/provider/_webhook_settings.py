@@ -10,6 +10,8 @@ from typing import Any
 
 import attrs
 
+from approval_guard.provider._rules import NO_RULES, Rules
+from approval_guard.provider._webhook_routes import NO_ROUTES, WebhookRoutes, webhook_routes
 from approval_guard.provider._webhooks import (
     FORMATS,
     WebhookTarget,
@@ -34,6 +36,10 @@ class Backoff:
         return float(min(self.cap, raw * random.uniform(1 - self.jitter, 1 + self.jitter)))
 
 
+#: ``approvers(event) -> names or roles | None`` (None: any reviewer).
+Approvers = Callable[[dict[str, Any]], list[str] | None]
+
+
 @attrs.frozen
 class WebhookSettings:
     """What the server delivers: targets, the review page's public URL, the retry policy."""
@@ -42,7 +48,26 @@ class WebhookSettings:
     public_url: str | None = None
     backoff: Backoff = Backoff()
     #: ``approvers(event) -> names`` for the Slack text's "who must approve" (else any reviewer).
-    approvers: Callable[[dict[str, Any]], list[str] | None] | None = None
+    approvers: Approvers | None = None
+    #: Which targets each tool's events are queued for (what the store is given).
+    routes: WebhookRoutes = NO_ROUTES
+
+
+def approvers_from_rules(rules: Rules) -> Approvers:
+    """``approvers(event)``: the roles the event's tool's rule names (None: any reviewer).
+
+    With the event's ``approvals_required`` the Slack text then says, e.g.,
+    "2 approvals from: payments".
+    """
+
+    def approvers(event: dict[str, Any]) -> list[str] | None:
+        tool = event.get("data", {}).get("tool")
+        if not isinstance(tool, str):
+            return None
+        roles = rules.for_tool(tool).approvers
+        return None if roles is None else list(roles)
+
+    return approvers
 
 
 def webhook_settings(
@@ -50,25 +75,35 @@ def webhook_settings(
     public_url: str | None,
     backoff: float,
     give_up_after: float,
-    approvers: Callable[[dict[str, Any]], list[str] | None] | None,
+    approvers: Approvers | None,
+    rules: Rules = NO_RULES,
 ) -> WebhookSettings:
-    """``ProviderServer``'s webhook options, checked (``ValueError``/``TypeError``)."""
+    """``ProviderServer``'s webhook options and its rules file's, checked.
+
+    ``ValueError`` or ``TypeError`` for a bad one.
+
+    The targets are ``targets`` (every tool's events) and the rules file's
+    ``webhooks`` (only their tools'); without ``approvers``, the rules say who
+    must approve.
+    """
     targets = tuple(targets)
     for target in targets:
         if not isinstance(target, WebhookTarget):
             raise TypeError(f"webhooks must be WebhookTarget objects, not {type(target).__name__}")
-    if len({target.url for target in targets}) != len(targets):
-        raise ValueError("each webhook URL may be given once")
+    routes = webhook_routes(targets, rules)
+    if approvers is None:
+        approvers = approvers_from_rules(rules)
     for name, value in (("webhook_backoff", backoff), ("webhook_give_up_after", give_up_after)):
         if not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
     if public_url is not None:
         public_url = check_url(public_url).rstrip("/")
     return WebhookSettings(
-        targets=targets,
+        targets=routes.targets,
         public_url=public_url,
         backoff=Backoff(base=float(backoff), give_up_after=float(give_up_after)),
         approvers=approvers,
+        routes=routes,
     )
 
 

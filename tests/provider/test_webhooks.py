@@ -247,7 +247,7 @@ def test_an_unreachable_target_is_given_up_and_audited(tmp_path: Path) -> None:
     store.close()
     assert "given_up" == item.state and item.next_attempt_at is None
     assert item.attempts >= 2 and "HTTP 503" == item.last_result
-    assert [("webhook.given_up", None, "webhook", request["id"])] == [a[:4] for a in audited]
+    assert [("webhook.given_up", "system", "webhook", request["id"])] == [a[:4] for a in audited]
     assert {"url": hook.url, "attempts": item.attempts} == {
         k: audited[0][4][k] for k in ("url", "attempts")
     }
