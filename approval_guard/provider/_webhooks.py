@@ -120,16 +120,24 @@ def verify(
 
 
 def display_url(url: str) -> str:
-    """A target URL fit for logs and listings: no password, no query string."""
+    """A target URL fit for logs and listings: its host and first path segment, never more.
+
+    A webhook URL's path may be its secret (a Slack incoming webhook's is), as
+    may its user, password and query: they are replaced by a short digest of
+    the whole URL, so two targets on one host still tell apart.
+    """
     parts = urlsplit(url)
     netloc = parts.hostname or ""
     if ":" in netloc:
         netloc = f"[{netloc}]"
     if parts.port is not None:
         netloc += f":{parts.port}"
-    if parts.username:
-        netloc = f"{parts.username}@{netloc}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    segments = [segment for segment in parts.path.split("/") if segment]
+    shown = f"/{segments[0]}" if segments else "/"
+    if len(segments) > 1 or parts.username or parts.password or parts.query:
+        digest = hashlib.sha256(url.encode()).hexdigest()[:8]
+        shown += f"/…#{digest}" if len(segments) > 1 else f"…#{digest}"
+    return urlunsplit((parts.scheme, netloc, "", "", "")) + shown
 
 
 def check_url(url: str) -> str:

@@ -18,7 +18,12 @@ import pytest
 from approval_guard.cli import main
 from approval_guard.provider import ProviderServer, WebhookTarget
 from approval_guard.provider._rules import RulesError, parse_rules
-from approval_guard.provider._webhooks import WebhookSignatureError, new_secret, verify
+from approval_guard.provider._webhooks import (
+    WebhookSignatureError,
+    display_url,
+    new_secret,
+    verify,
+)
 from tests.provider.helpers import REFUND, Api, eventually
 from tests.provider.webhook_receiver import Receiver
 
@@ -300,7 +305,7 @@ def test_a_delivery_is_in_the_audit_trail_without_the_query(tmp_path: Path) -> N
             history = reviewer.get(f"/v1/requests/{created['id']}/history").json()
     (row,) = [r for r in rows if r.action.startswith("webhook.")]
     assert ("webhook.delivered", "system", "webhook") == (row.action, row.actor, row.source)
-    assert (hook.url, 2, "request.created") == (
+    assert (display_url(url), 2, "request.created") == (
         row.detail["url"],
         row.detail["attempts"],
         row.detail["event"],
@@ -435,3 +440,14 @@ def test_on_postgresql_a_rules_webhook_hears_its_tool_and_is_audited(
     assert [("system", "webhook", refund["id"])] == [
         (row.actor, row.source, row.request_id) for row in audited
     ]
+
+
+def test_a_webhook_urls_path_is_never_shown() -> None:
+    """A Slack incoming webhook's path is its secret: listings show host, first segment, digest."""
+    url = "https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX"
+    shown = display_url(url)
+    assert "XXXXsecretXXXX" not in shown and "T000" not in shown
+    assert shown.startswith("https://hooks.slack.com/services/")
+    assert display_url(url + "x") != shown  # two targets on one host still tell apart
+    assert "pw" not in display_url("https://user:pw@example.com/hook")
+    assert "https://example.com/hook" == display_url("https://example.com/hook")

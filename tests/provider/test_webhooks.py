@@ -18,6 +18,7 @@ from approval_guard.provider import ProviderServer, Store
 from approval_guard.provider._webhooks import (
     WebhookSignatureError,
     WebhookTarget,
+    display_url,
     new_secret,
     parse_secret,
     sign,
@@ -248,7 +249,7 @@ def test_an_unreachable_target_is_given_up_and_audited(tmp_path: Path) -> None:
     assert "given_up" == item.state and item.next_attempt_at is None
     assert item.attempts >= 2 and "HTTP 503" == item.last_result
     assert [("webhook.given_up", "system", "webhook", request["id"])] == [a[:4] for a in audited]
-    assert {"url": hook.url, "attempts": item.attempts} == {
+    assert {"url": display_url(hook.url), "attempts": item.attempts} == {
         k: audited[0][4][k] for k in ("url", "attempts")
     }
     assert "webhook-signature" not in hook.deliveries[0].headers  # no secret: unsigned

@@ -16,7 +16,13 @@ from approval_guard.cli import main
 from approval_guard.cli._parser import build_parser
 from approval_guard.provider import Store
 from approval_guard.provider._webhook_settings import targets_from_args
-from approval_guard.provider._webhooks import WebhookTarget, new_secret, parse_secret, verify
+from approval_guard.provider._webhooks import (
+    WebhookTarget,
+    display_url,
+    new_secret,
+    parse_secret,
+    verify,
+)
 from tests.provider.helpers import Api
 from tests.provider.webhook_receiver import Receiver
 
@@ -118,7 +124,8 @@ def test_webhooks_list_shows_each_event_and_its_attempts(
     header, row = out.splitlines()
     assert "EVENT REQUEST URL STATE ATTEMPTS LAST RESULT NEXT ATTEMPT" == " ".join(header.split())
     cells = row.split()
-    assert ["request.created", request_id, "https://hooks.example/in", "pending", "1"] == cells[:5]
+    shown = display_url("https://hooks.example/in?token=hidden")
+    assert ["request.created", request_id, shown, "pending", "1"] == cells[:5]
     assert ["HTTP", "502"] == cells[5:7] and cells[7].endswith("Z")
     assert "hidden" not in out
 
