@@ -30,8 +30,11 @@ PINNED = [
             "StoreClosedError",
             "StoreError",
             "StoreProtocol",
+            "WebhookSignatureError",
             "WebhookTarget",
+            "new_webhook_secret",
             "open_store",
+            "verify_webhook",
         ],
     ),
     (

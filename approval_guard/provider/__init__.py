@@ -29,7 +29,9 @@ from approval_guard.provider._store import (
     StoreProtocol,
     open_store,
 )
-from approval_guard.provider._webhooks import WebhookTarget
+from approval_guard.provider._webhooks import WebhookSignatureError, WebhookTarget
+from approval_guard.provider._webhooks import new_secret as new_webhook_secret
+from approval_guard.provider._webhooks import verify as verify_webhook
 
 if TYPE_CHECKING:
     from approval_guard.provider._lifecycle import ProviderServer
@@ -78,6 +80,9 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreProtocol",
+    "WebhookSignatureError",
     "WebhookTarget",
+    "new_webhook_secret",
     "open_store",
+    "verify_webhook",
 ]
