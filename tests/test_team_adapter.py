@@ -325,3 +325,47 @@ def test_the_default_guard_takes_requested_by_from_the_environment(
     monkeypatch.setenv(ENV_REQUESTED_BY, "alice\tbob")
     with pytest.raises(ag.ConfigurationError, match=ENV_REQUESTED_BY):
         _default.default_guard()
+
+
+def test_local_provider_rules_bind_its_own_approve_too() -> None:
+    """LocalProvider(rules=Rules): the testing reviewer's approval counts as one of two."""
+    from approval_guard.provider._models import AlreadyApproved
+    from approval_guard.provider._rules import parse_rules
+
+    with LocalProvider(rules=parse_rules(RULES)) as provider:
+        assert 2 == provider.server.rules.for_tool("issue_refund").approvals_required
+        guard = make_guard(provider)
+        thread, box = in_thread(_refund_tools(guard, [])["sync"])
+        request = provider.next_request(timeout=10)
+        assert 2 == provider.get(request.id).approvals_required  # type: ignore[attr-defined]
+        assert "pending" == provider.approve(request.id).status
+        with pytest.raises(AlreadyApproved):
+            provider.approve(request.id)
+        provider.deny(request.id, note="no")
+        thread.join(20)
+        assert isinstance(box.get("out"), ag.NotRun)
+        assert "testing reviewer" == box["out"].decided_by
+        guard.close()
+
+
+def test_a_providers_decided_by_is_bounded_and_scrubbed_before_anyone_reads_it(
+    fake: FakeProvider, unit_guard: ag.Guard, clock: Any
+) -> None:
+    """Control characters become spaces, a secret-shaped part is starred, the length is bounded."""
+    from approval_guard._wire import NAMES_LIMIT, format_timestamp
+
+    name = "bob\x1b[2J\u202e token=agi_leaked_1234 " + "x" * 2000
+    decision = {
+        "status": "denied",
+        "note": None,
+        "decided_at": format_timestamp(clock.now()),
+        "decided_by": name,
+    }
+    fake.script[0] = ("raw", {"status": "denied", "decision": decision})
+    out = make_tool(unit_guard, [])("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.DENIED == out.reason
+    shown = out.decided_by
+    assert shown is not None and shown.startswith("bob")
+    assert len(shown) <= NAMES_LIMIT + 3
+    assert shown.isprintable()
+    assert "agi_leaked_1234" not in shown
