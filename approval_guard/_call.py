@@ -21,7 +21,7 @@ from ._events import NO_EVENTS, Emitter
 from ._ledger import Ledger
 from ._ops import CallGen, CallPlan, Timings
 from ._outcome import NotRun, Reason
-from ._wire import ApprovalRequest
+from ._wire import ApprovalRequest, Decision
 
 
 @attrs.frozen
@@ -72,9 +72,18 @@ class CallState:
     edit: Edit | None = attrs.field(init=False, default=None)
 
     def not_run(
-        self, reason: Reason, message: str, *, note: str | None = None, edit: bool = False
+        self,
+        reason: Reason,
+        message: str,
+        *,
+        decision: Decision | None = None,
+        edit: bool = False,
     ) -> NotRun:
-        """The outcome ``reason``: ``edit`` says a reviewer's edit is why (for the advice)."""
+        """The outcome ``reason``: ``edit`` says a reviewer's edit is why (for the advice).
+
+        ``decision``: the person's decision this outcome follows from; its note and
+        who made it go into the NotRun.
+        """
         request = self.request
         return NotRun(
             reason=reason,
@@ -83,8 +92,9 @@ class CallState:
             arguments=self.plan.arguments,
             request_id=None if request is None else request.id,
             status=self.last_status,
-            note=note,
+            note=None if decision is None else decision.note,
             advice=advice_for(reason, self.plan.messages, edit=edit),
+            decided_by=None if decision is None else decision.decided_by,
         )
 
     def left(self, until: float) -> float:

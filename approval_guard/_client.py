@@ -38,7 +38,7 @@ from ._scrub import Scrubber
 log = logging.getLogger("approval_guard")
 
 #: Body fields compared with what was sent, never quoted: kept exactly as they came.
-ECHOED_FIELDS = frozenset({"tool", "arguments"})
+ECHOED_FIELDS = frozenset({"tool", "arguments", "requested_by"})
 _POOL_SIZE = 64
 
 

@@ -8,16 +8,17 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from ._decorator import Decorator
 from ._duration import DurationLike
-from ._env import default_guard_settings
+from ._env import ENV_REQUESTED_BY, default_guard_settings
 from ._guard import Guard
 from ._outcome import NotRun, Reason
+from ._plan import check_requested_by
 
 P = ParamSpec("P")
 R = TypeVar("R")
 N = TypeVar("N")
 
 
-_DEFAULT_GUARDS: dict[tuple[str, str, str, str], Guard] = {}
+_DEFAULT_GUARDS: dict[tuple[str, str, str, str, str], Guard] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
@@ -28,14 +29,19 @@ def default_guard() -> Guard:
     ``APPROVAL_GUARD_CREDENTIAL`` and ``APPROVAL_GUARD_HARNESS_LIMIT`` (default
     ``35m``), and ``APPROVAL_GUARD_REDACTION_KEY`` (optional: the same key in
     every process makes the same redaction markers, so a replay from a new
-    process is the same request). The same values give the same Guard.
+    process is the same request), and ``APPROVAL_GUARD_REQUESTED_BY`` (optional:
+    the person every call is made for, as ``Guard(requested_by=...)``). The same
+    values give the same Guard.
     """
     settings = default_guard_settings()
+    if settings.requested_by:
+        check_requested_by(settings.requested_by, ENV_REQUESTED_BY)  # named as the user set it
     key = (
         settings.base_url,
         settings.credential,
         settings.harness_limit,
         settings.redaction_key,
+        settings.requested_by,
     )
     with _DEFAULT_LOCK:
         guard = _DEFAULT_GUARDS.get(key)
@@ -45,6 +51,7 @@ def default_guard() -> Guard:
                 credential=settings.credential,
                 harness_limit=settings.harness_limit,
                 redaction_key=settings.redaction_key or None,
+                requested_by=settings.requested_by or None,
             )
             _DEFAULT_GUARDS[key] = guard
         return guard

@@ -34,7 +34,6 @@ def apply_edit(call: CallState, request: ApprovalRequest) -> NotRun | Edit | Non
     approved = decision.arguments
     if approved is None or same_or_too_deep(approved, plan.arguments):
         return None
-    note = decision.note
     tool = plan.tool
 
     def refuse(why: str) -> NotRun:
@@ -43,7 +42,7 @@ def apply_edit(call: CallState, request: ApprovalRequest) -> NotRun | Edit | Non
             Reason.NOT_OBTAINED,
             f"The approval came with changed arguments, but the approved edit could not be "
             f"applied ({why}), so {tool} did not run.",
-            note=note,
+            decision=decision,
             edit=True,
         )
 

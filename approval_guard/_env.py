@@ -1,7 +1,8 @@
 """The environment: the one place the package reads ``APPROVAL_GUARD_*`` variables, at call time.
 
 Nothing reads the environment at import. The library's default Guard reads
-:data:`ENV_URL`, :data:`ENV_CREDENTIAL` and :data:`ENV_HARNESS_LIMIT`
+:data:`ENV_URL`, :data:`ENV_CREDENTIAL`, :data:`ENV_HARNESS_LIMIT`,
+:data:`ENV_REDACTION_KEY` and :data:`ENV_REQUESTED_BY`
 (:func:`default_guard_settings`); the ``approval-guard`` command reads the URL,
 the credential and :data:`ENV_REVIEWER_TOKEN` (:func:`read`).
 """
@@ -20,6 +21,8 @@ ENV_CREDENTIAL = "APPROVAL_GUARD_CREDENTIAL"
 ENV_HARNESS_LIMIT = "APPROVAL_GUARD_HARNESS_LIMIT"
 ENV_REVIEWER_TOKEN = "APPROVAL_GUARD_REVIEWER_TOKEN"
 ENV_REDACTION_KEY = "APPROVAL_GUARD_REDACTION_KEY"
+#: The person the default Guard's calls are made for (one person's agent, a CLI session).
+ENV_REQUESTED_BY = "APPROVAL_GUARD_REQUESTED_BY"
 #: ``serve``'s PostgreSQL database (a DSN may hold a password: keep it off the command line).
 ENV_SERVE_DSN = "APPROVAL_GUARD_SERVE_DSN"
 #: ``serve``'s known credentials for a new database (containers, CI).
@@ -32,6 +35,7 @@ ENV_NAMES = (
     ENV_CREDENTIAL,
     ENV_HARNESS_LIMIT,
     ENV_REDACTION_KEY,
+    ENV_REQUESTED_BY,
     ENV_REVIEWER_TOKEN,
     ENV_SERVE_DSN,
     ENV_SERVE_INSTANCE_TOKEN,
@@ -56,12 +60,15 @@ class GuardSettings:
     harness_limit: str
     #: Empty: a random key per Guard. Secret: never shown.
     redaction_key: str = ""
+    #: Empty: no ``requested_by`` unless ``harness_call`` gives one.
+    requested_by: str = ""
 
     def __repr__(self) -> str:
         return (
             f"GuardSettings(base_url={self.base_url!r}, credential='***', "
             f"harness_limit={self.harness_limit!r}, "
-            f"redaction_key={'***' if self.redaction_key else ''!r})"
+            f"redaction_key={'***' if self.redaction_key else ''!r}, "
+            f"requested_by={self.requested_by!r})"
         )
 
 
@@ -83,4 +90,5 @@ def default_guard_settings(environ: Mapping[str, str] | None = None) -> GuardSet
         credential=credential,
         harness_limit=limit,
         redaction_key=read(ENV_REDACTION_KEY, environ),
+        requested_by=read(ENV_REQUESTED_BY, environ),
     )

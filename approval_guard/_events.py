@@ -55,6 +55,9 @@ class StillWaiting:
     #: Seconds until the call stops waiting (the provider's deadline or the harness's limit).
     seconds_left: float
     deadline_at: datetime
+    #: While a request needs several approvals (API 1.1): how many it has, of how many.
+    approvals: int | None = None
+    approvals_required: int | None = None
 
 
 @attrs.frozen
@@ -65,7 +68,8 @@ class Decided:
     request_id: str
     status: str  # "approved" or "denied"
     note: str | None = None
-    #: The reviewer, as the provider names them (API 1.1 ``decided_by``), if it does.
+    #: The reviewer, as the provider names them (API 1.1 ``decided_by``), if it does;
+    #: every approver, ``"alice, bob"``, when several had to approve.
     decided_by: str | None = None
 
 

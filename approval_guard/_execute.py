@@ -39,7 +39,6 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
     plan = call.plan
     decision = request.decision
     assert decision is not None and decision.expires_at is not None
-    note = decision.note
     if call.abandoned():
         return _abandoned_after_approval(call)
     edit = call.edit
@@ -57,14 +56,14 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
             Reason.NOT_OBTAINED,
             f"The execution record could not be reached to confirm {plan.tool} had not "
             "already run, so it did not run.",
-            note=note,
+            decision=decision,
         )
     if not claimed:
         return call.not_run(
             Reason.ALREADY_EXECUTED,
             f"This approved call to {plan.tool} has already started or run once, so it did "
             "not run again.",
-            note=note,
+            decision=decision,
         )
     try:
         refused = yield from _last_checks(call, request, sample)
@@ -110,7 +109,7 @@ def _last_checks(
     tool = call.plan.tool
     decision = request.decision
     assert decision is not None and decision.expires_at is not None
-    expires_at, note = decision.expires_at, decision.note
+    expires_at = decision.expires_at
     confirmed = yield from _confirm_clock(call, request, sample)
     # A task cancelled while the claim was being written is told so here,
     # before the call (the caller gives the claim back, since nothing started).
@@ -136,7 +135,7 @@ def _last_checks(
             Reason.APPROVAL_EXPIRED,
             f"The approval for {tool} expired at {format_timestamp(expires_at)} before "
             "the call could start, so it did not run.",
-            note=note,
+            decision=decision,
         )
     if left is None and confirmed.lagging:
         return call.not_run(
@@ -144,14 +143,14 @@ def _last_checks(
             f"The provider's Date header was behind the timestamps in its own answer (a "
             f"cache or a lagging clock), so the approval's expiry could not be checked and "
             f"{tool} did not run.",
-            note=note,
+            decision=decision,
         )
     if left is None:
         return call.not_run(
             Reason.NOT_OBTAINED,
             f"The provider's answer had no usable Date header, so the approval's expiry "
             f"could not be checked and {tool} did not run.",
-            note=note,
+            decision=decision,
         )
     # Not expired by our best estimate: only too close to its end to be sure.
     return call.not_run(
@@ -159,7 +158,7 @@ def _last_checks(
         f"The approval for {tool} could not be confirmed as still valid in time (it "
         f"ends at {format_timestamp(expires_at)} by the provider's clock, too close to "
         "tell from the provider's answers), so it did not run.",
-        note=note,
+        decision=decision,
     )
 
 
@@ -229,7 +228,7 @@ def _confirm_clock(
             Reason.NOT_OBTAINED,
             f"The provider's latest answer no longer showed the same approval, so "
             f"{call.plan.tool} did not run.",
-            note=decision.note,
+            decision=decision,
         )
     return call.sampled(answer, fresh)
 

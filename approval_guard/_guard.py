@@ -37,7 +37,14 @@ from ._ledger import Ledger, LegacyLedger, ProviderLedger, default_worker, proce
 from ._ops import CallGen, CallPlan, Invoke, Ran, Timings
 from ._otel import CallSpan, call_span, tracing
 from ._outcome import NotRun, Reason
-from ._plan import CallSettings, ToolSpec, check_token, plan_call, provider_scope
+from ._plan import (
+    CallSettings,
+    ToolSpec,
+    check_requested_by,
+    check_token,
+    plan_call,
+    provider_scope,
+)
 from ._plan import seconds_option as _seconds
 from ._redact import check_key, new_key, redact
 from ._serialize import to_json_value
@@ -68,6 +75,10 @@ class Guard:
         @guard.requires_approval(timeout="30m")
         def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict: ...
 
+    ``requested_by`` names the person the agent acts for (API 1.1; sent with
+    every request unless ``harness_call(requested_by=...)`` names another), so a
+    provider can refuse that person's own approval.
+
     Every option is checked here; a bad one raises ``ValueError``
     (:class:`~approval_guard.exceptions.ConfigurationError`). One Guard may be
     used from many threads and event loops at once.
@@ -88,6 +99,7 @@ class Guard:
         timings: Timings | None = None,
         on_event: Callable[[Any], object] | None = None,
         redaction_key: str | bytes | None = None,
+        requested_by: str | None = None,
     ) -> None:
         try:
             self._base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
@@ -128,6 +140,8 @@ class Guard:
         # HMAC key of redaction markers: secret, never shown. Random unless given, so
         # markers are stable for this Guard's life (see the README on replays).
         self._redaction_key = new_key() if redaction_key is None else check_key(redaction_key)
+        # The person every call is made for, unless harness_call(requested_by=...) says.
+        self._requested_by = None if requested_by is None else check_requested_by(requested_by)
 
     def __repr__(self) -> str:
         return (
@@ -139,6 +153,11 @@ class Guard:
     @property
     def base_url(self) -> str:
         return self._base_url
+
+    @property
+    def requested_by(self) -> str | None:
+        """The person every call is made for by default (``Guard(requested_by=...)``)."""
+        return self._requested_by
 
     @property
     def ledger(self) -> Ledger:
@@ -322,6 +341,7 @@ class Guard:
             worker=self._worker,
             redaction_key=self._redaction_key,
             started=started,
+            requested_by=facts.requested_by or self._requested_by,
         )
         return plan, facts.abandon
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import attrs
 
 from ._duration import DurationLike
-from ._plan import check_key, seconds_option
+from ._plan import check_key, check_requested_by, seconds_option
 from .exceptions import ConfigurationError
 
 
@@ -26,6 +26,8 @@ class HarnessCall:
     idempotency_key: str | None = None
     limit: float | None = None
     abandon: threading.Event | None = None
+    #: The person this call is made for (overrides ``Guard(requested_by=...)``).
+    requested_by: str | None = None
 
 
 _NO_HARNESS = HarnessCall()
@@ -56,6 +58,7 @@ def harness_call(
     idempotency_key: str | None = None,
     limit: DurationLike | None = None,
     abandon: threading.Event | None = None,
+    requested_by: str | None = None,
 ) -> Iterator[HarnessCall]:
     """Tell guarded calls made inside the block what the harness knows about this tool call.
 
@@ -67,20 +70,30 @@ def harness_call(
       ``Guard(harness_limit=...)``).
     - ``abandon``: an event the harness sets when it gives up on the call; the
       pending request is then cancelled and the call returns ``NotRun(CANCELLED)``.
+    - ``requested_by``: the person the agent acts for in this call (overrides
+      ``Guard(requested_by=...)``), sent with the request; a provider may refuse
+      that person's own approval. 1 to 200 printable characters.
 
     It is a context variable, so it follows threads' and asyncio tasks' own
     contexts. Inside the tool itself it is cleared, so a guarded tool that calls
     another guarded tool does not reuse the key::
 
-        with ag.harness_call(idempotency_key="toolcall_abc", limit="10m"):
+        with ag.harness_call(idempotency_key="toolcall_abc", limit="10m",
+                             requested_by="alice@example.com"):
             out = issue_refund("payment_123", 4900)
+
+    A bad option raises :class:`~approval_guard.exceptions.ConfigurationError` here.
     """
     if idempotency_key is not None:
         check_key(idempotency_key)
     seconds = None if limit is None else seconds_option(limit, "limit")
     if abandon is not None and not callable(getattr(abandon, "is_set", None)):
         raise ConfigurationError("abandon must be a threading.Event (or have is_set() and wait())")
-    facts = HarnessCall(idempotency_key=idempotency_key, limit=seconds, abandon=abandon)
+    if requested_by is not None:
+        check_requested_by(requested_by)
+    facts = HarnessCall(
+        idempotency_key=idempotency_key, limit=seconds, abandon=abandon, requested_by=requested_by
+    )
     token = _HARNESS.set(facts)
     try:
         yield facts

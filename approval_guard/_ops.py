@@ -123,6 +123,8 @@ class CallPlan:
     redacted: bool = False
     #: The tool's own next-step sentences (``messages=``), by reason.
     messages: Mapping[Any, str] = attrs.field(factory=dict)
+    #: The person the call is made for (API 1.1 ``requested_by``), as sent.
+    requested_by: str | None = None
 
 
 @attrs.frozen

@@ -90,6 +90,8 @@ class CallSpan:
                 span.set_attribute("approval_guard.provider_request_id", event.provider_request_id)
         elif isinstance(event, StillWaiting):
             attributes["approval_guard.seconds_left"] = round(event.seconds_left, 3)
+            if event.approvals is not None:
+                attributes["approval_guard.approvals"] = event.approvals
         elif isinstance(event, Decided):
             attributes["approval_guard.status"] = event.status
             if event.decided_by is not None:

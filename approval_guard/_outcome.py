@@ -50,6 +50,8 @@ class NotRun:
     note: str | None = None
     #: What to do next, for a model (see ``requires_approval(messages=...)``).
     advice: str = ""
+    #: Who decided, as the provider names them (API 1.1; ``"alice, bob"`` for a quorum).
+    decided_by: str | None = None
 
     def __str__(self) -> str:
         if not self.advice:
@@ -73,6 +75,7 @@ class NotRun:
             "request_id": self.request_id,
             "status": self.status,
             "note": self.note,
+            "decided_by": self.decided_by,
             "advice": self.advice,
         }
 

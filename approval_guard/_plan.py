@@ -22,6 +22,7 @@ import attrs
 from ._advice import advice_for, check_messages
 from ._clock import Clock
 from ._convert import Converter, editable_converters
+from ._display import is_hidden
 from ._duration import DurationLike, format_duration, to_seconds
 from ._events import OnEvent, check_on_event
 from ._inject import injected_parameters
@@ -38,6 +39,7 @@ from ._redact import (
     redacted_names,
 )
 from ._serialize import Binder, binder, dumps, to_json_value
+from ._wire import MAX_REQUESTED_BY
 from .exceptions import ConfigurationError
 
 log = logging.getLogger("approval_guard")
@@ -59,6 +61,26 @@ def check_token(value: object, name: str) -> str:
     if not isinstance(value, str) or not value or not all(32 < ord(ch) < 127 for ch in value):
         raise ConfigurationError(
             f"{name} must be a non-empty token of printable ASCII without spaces"
+        )
+    return value
+
+
+def check_requested_by(value: object, name: str = "requested_by") -> str:
+    """The person a call is made for: 1 to 200 printable characters, none hidden.
+
+    A reviewer reads it, and a provider compares it with a reviewer's name (to
+    refuse one's own approval): a control, bidi or zero-width character would
+    make two names look alike.
+    """
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= MAX_REQUESTED_BY
+        or value != value.strip()
+        or any(is_hidden(char) for char in value)
+    ):
+        raise ConfigurationError(
+            f"{name} must be a string of 1 to {MAX_REQUESTED_BY} printable characters "
+            "(no control or invisible characters, no space at either end)"
         )
     return value
 
@@ -264,13 +286,15 @@ def plan_call(
     worker: str,
     redaction_key: bytes,
     started: float | None = None,
+    requested_by: str | None = None,
 ) -> CallPlan | NotRun:
     """One call's plan: its arguments, its request body, its deadlines.
 
     A NotRun when what would be sent cannot be trusted: an argument holds a
     redaction marker's key, or the ``redact`` callable failed. Nothing is sent then.
     ``started``: when the guarded call began (monotonic), if before now (a ``when``
-    ran first): the harness's limit counts from then.
+    ran first): the harness's limit counts from then. ``requested_by``: the person
+    the call is made for (checked already), sent as API 1.1's create field.
     """
     if bound is None:
         bound = spec.bind(args, kwargs)
@@ -329,6 +353,8 @@ def plan_call(
     }
     if editable:
         payload["editable"] = list(editable)
+    if requested_by is not None:
+        payload["requested_by"] = requested_by  # API 1.1; part of the idempotent body
     body = dumps(payload)
     if started is None:
         started = clock.monotonic()
@@ -354,6 +380,7 @@ def plan_call(
         converters=spec.converters,
         redacted=how is not None,
         messages=spec.messages,
+        requested_by=requested_by,
     )
 
 

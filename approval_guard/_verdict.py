@@ -97,6 +97,8 @@ def check_echo(
         mismatch = "a different tool name"
     elif not same_or_too_deep(request.arguments, call.plan.arguments):
         mismatch = "different arguments"
+    elif not same_requester(request, call):
+        mismatch = "a different requested_by"
     if call.request is None or mismatch is None:
         call.request = request
     call.last_status = request.status
@@ -108,6 +110,15 @@ def check_echo(
             f"{call.plan.tool} did not run.",
         )
     return request
+
+
+def same_requester(request: ApprovalRequest, call: CallState) -> bool:
+    """The request is for the person the call named, or the provider did not say (API 1.0).
+
+    An echo of someone else (or of someone when the call named nobody) is not
+    this call: whoever approved it was checked against another person.
+    """
+    return request.requested_by is None or request.requested_by == call.plan.requested_by
 
 
 def status_in(body: Any, request_id: str) -> str | None:
@@ -129,8 +140,10 @@ def original_request(call: CallState, answer: Answer) -> ApprovalRequest | str:
         return ABSENT
     try:
         original = parse_request(raw)
-        same = original.tool == call.plan.tool and same_json(
-            original.arguments, call.plan.arguments
+        same = (
+            original.tool == call.plan.tool
+            and same_json(original.arguments, call.plan.arguments)
+            and same_requester(original, call)
         )
     except Exception:  # WireError, or a structure too deep to compare
         return UNREADABLE
@@ -158,7 +171,10 @@ def reused_key(call: CallState, answer: Answer) -> NotRun | tuple[ApprovalReques
         )
         return original, call.sampled(answer, original)
     if original == DIFFERENT:
-        why = "was first used to ask about a different tool or different arguments"
+        why = (
+            "was first used to ask about a different tool or different arguments "
+            "(or for another requested_by)"
+        )
         if call.plan.redacted:
             # A new process with a new key makes other markers for the same secret.
             why += (
@@ -195,7 +211,7 @@ def decide(
                 Reason.NOT_OBTAINED,
                 f"The approval carried no expiry time, so its validity could not be checked "
                 f"and {tool} did not run.",
-                note=note,
+                decision=decision,
             )
         return request, sample
     if request.status == DENIED:
@@ -206,7 +222,7 @@ def decide(
             )
         reason_text = f": {note}" if note else "."
         return call.not_run(
-            Reason.DENIED, f"A person denied this call to {tool}{reason_text}", note=note
+            Reason.DENIED, f"A person denied this call to {tool}{reason_text}", decision=decision
         )
     if request.status == EXPIRED:
         return call.not_run(
@@ -217,8 +233,7 @@ def decide(
     if request.status == CANCELLED:
         return call.not_run(
             Reason.CANCELLED,
-            f"The approval request for {tool} was cancelled at the provider, so it did "
-            "not run.",
+            f"The approval request for {tool} was cancelled at the provider, so it did not run.",
         )
     return call.not_run(
         Reason.NOT_OBTAINED,

@@ -207,6 +207,8 @@ class _Poll:
                     request_id=request_id,
                     seconds_left=max(0.0, call.left(self.wait_end)),
                     deadline_at=checked.deadline_at,
+                    approvals=None if checked.quorum is None else checked.quorum[0],
+                    approvals_required=None if checked.quorum is None else checked.quorum[1],
                 )
             )
         round_trip = answer.sample.received - answer.sample.sent
@@ -219,13 +221,15 @@ class _Poll:
     def decided(self) -> Obtained:
         call, request = self.call, self.request
         tool = call.plan.tool
+        decision = request.decision
         log.info(
-            "approval request decided: tool=%s request_id=%s status=%s",
+            "approval request decided: tool=%s request_id=%s status=%s decided_by=%s",
             tool,
             request.id,
             request.status,
+            # Scrubbed, bounded and without control characters since the wire (_wire.py).
+            "-" if decision is None or decision.decided_by is None else decision.decided_by,
         )
-        decision = request.decision
         if (
             call.emit
             and decision is not None

@@ -30,6 +30,10 @@ STATUSES = (PENDING, APPROVED, DENIED, EXPIRED, CANCELLED)
 QUOTE_LIMIT = 80
 #: A provider's error message (and so any sentence built from it) is cut to this.
 MESSAGE_LIMIT = 500
+#: A ``decided_by`` is cut to this: room for ten names of 64 characters and their commas.
+NAMES_LIMIT = 700
+#: The longest ``requested_by`` the API allows.
+MAX_REQUESTED_BY = 200
 
 
 def quote(value: object) -> str:
@@ -204,6 +208,10 @@ class ApprovalRequest:
     cancelled_at: datetime | None = None
     #: API 1.1: the names the provider echoes as editable (None: it did not say).
     editable: tuple[str, ...] | None = None
+    #: API 1.1: the person the request is made for, exactly as echoed (None: not echoed).
+    requested_by: str | None = None
+    #: API 1.1: ``(approvals so far, approvals required)`` while a request needs several.
+    quorum: tuple[int, int] | None = None
 
     @property
     def is_pending(self) -> bool:
@@ -242,8 +250,29 @@ def parse_decision(obj: object) -> Decision:
         expires_at=expires_at,
         arguments=arguments,
         # Only ever quoted (events, logs): anything but a string is no name at all.
-        decided_by=safe_text(decided_by, QUOTE_LIMIT) if isinstance(decided_by, str) else None,
+        decided_by=safe_text(decided_by, NAMES_LIMIT) if isinstance(decided_by, str) else None,
     )
+
+
+def _requested_by(value: object) -> str | None:
+    """An echoed ``requested_by``, kept exactly (it is compared with what was sent)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise WireError("'requested_by' is not a string")
+    return value
+
+
+def _quorum(obj: dict[str, Any]) -> tuple[int, int] | None:
+    """``(approvals so far, required)``; None unless both are there and make sense.
+
+    Only ever reported (events), never trusted: the status alone says whether
+    the request is approved.
+    """
+    approvals, required = obj.get("approvals"), obj.get("approvals_required")
+    if not isinstance(approvals, list) or type(required) is not int or required < 1:
+        return None
+    return len(approvals), required
 
 
 def _editable(value: object) -> tuple[str, ...] | None:
@@ -283,6 +312,8 @@ def parse_request(obj: object) -> ApprovalRequest:
             None if cancelled_raw is None else parse_timestamp(cancelled_raw, field="cancelled_at")
         ),
         editable=_editable(obj.get("editable")),
+        requested_by=_requested_by(obj.get("requested_by")),
+        quorum=_quorum(obj),
     )
 
 
@@ -318,6 +349,8 @@ def request_to_json(request: ApprovalRequest) -> dict[str, Any]:
         out["cancelled_at"] = format_timestamp(request.cancelled_at)
     if request.editable:
         out["editable"] = list(request.editable)
+    if request.requested_by is not None:
+        out["requested_by"] = request.requested_by
     return out
 
 

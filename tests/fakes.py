@@ -81,6 +81,7 @@ class FakeProvider:
         self.created_at_mono: dict[str, float] = {}
         self.send_date = True
         self.cancel_fault: Callable[[Any], Any] | None = None  # answers every cancel when set
+        self.echo_requested_by = True  # as an API 1.1 provider does (False: a 1.0 one)
 
     # -- provider time ----------------------------------------------------------
 
@@ -174,6 +175,8 @@ class FakeProvider:
             "created_at": format_timestamp(now),
             "deadline_at": format_timestamp(now + timedelta(seconds=timeout)),
         }
+        if self.echo_requested_by and "requested_by" in data:
+            req["requested_by"] = data["requested_by"]
         self.requests[request_id] = req
         self.keys[key] = (request_id, body)
         self.created_at_mono[request_id] = self.clock.monotonic()

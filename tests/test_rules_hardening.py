@@ -108,6 +108,7 @@ def test_reused_key_adopts_the_original_request_that_asks_the_same(
     [
         (_original(arguments={**ARGS, "amount": 99999}), "different tool or different arguments"),
         (_original(tool="delete_account"), "different tool or different arguments"),
+        (_original(requested_by="mallory"), "another requested_by"),
         (None, "did not include"),
         (_original(status=17), "did not describe usably"),
     ],

@@ -35,6 +35,7 @@ same port).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from approval_guard._now import utcnow
 from approval_guard._ops import Timings
 from approval_guard._policies import Policy, Validity, approve_after, deny_after
 from approval_guard._wire import APPROVED, DENIED, PENDING, ApprovalRequest
+from approval_guard.provider._rules import Rules
 from approval_guard.provider._server import DEFAULT_POLL_CAP, ProviderServer
 from approval_guard.provider._store import (
     INSTANCE,
@@ -86,6 +88,14 @@ class LocalProvider:
     :param policy: decides each new request in a background thread, e.g.
         :func:`approve_after` ``(0.1)``; settable later through :attr:`policy`.
     :param poll_cap: the most a long poll waits, in seconds.
+    :param rules: per-tool review rules (who may decide, how many must approve,
+        ``self_approval``, ``max_valid_for``): a rules file's path or a
+        :class:`~approval_guard.provider._rules.Rules`, as ``serve --rules``.
+        :meth:`approve` and :meth:`deny` keep them too, as the testing reviewer
+        (named ``testing reviewer``, no roles): with ``approvers`` set, or
+        several approvals required, decide as named reviewers instead
+        (``provider.store.add_reviewer(name, roles=[...])`` gives a token for
+        ``POST /v1/requests/{id}/decision``).
 
     Public attributes: :attr:`url`, :attr:`credential` (an instance
     credential), :attr:`reviewer_credential`, :attr:`faults`, :attr:`stats`,
@@ -99,6 +109,7 @@ class LocalProvider:
         clock_offset: timedelta = timedelta(0),
         policy: Policy | Callable[[LocalProvider, ApprovalRequest], None] | None = None,
         poll_cap: float = DEFAULT_POLL_CAP,
+        rules: Rules | str | os.PathLike[str] | None = None,
     ) -> None:
         self.db = str(db)
         self.clock_offset = clock_offset
@@ -115,10 +126,10 @@ class LocalProvider:
         self.credential, self.reviewer_credential = _testing_credentials(store)
         if self._memory:
             # The server must not close an in-memory store on stop(): it is all there is.
-            self._server = ProviderServer(store, poll_cap=poll_cap)
+            self._server = ProviderServer(store, poll_cap=poll_cap, rules=rules)
         else:
             store.close()
-            self._server = ProviderServer(self.db, clock=self._now, poll_cap=poll_cap)
+            self._server = ProviderServer(self.db, clock=self._now, poll_cap=poll_cap, rules=rules)
         self._memory_store = store if self._memory else None
         # Faults happen at the edge: the proxy in front of the server is the URL tests get.
         self._proxy = FaultProxy(self._server.url, clock=self._now)
@@ -274,7 +285,8 @@ class LocalProvider:
         ``expires_at`` sets the expiry outright. ``arguments`` is the whole
         arguments object with the reviewer's edits applied (API 1.1; only names
         the request lists as ``editable`` may change, else ``ValueError``).
-        Raises ``NotPendingError`` if not pending, ``LookupError`` if unknown.
+        Raises ``NotPendingError`` if not pending, ``LookupError`` if unknown,
+        and the store's ``Forbidden`` / ``AlreadyApproved`` when the rules refuse it.
         """
         request = self.store.decide(
             request_id,
@@ -284,6 +296,7 @@ class LocalProvider:
             valid_for=to_timedelta("5m" if valid_for is None else valid_for, name="valid_for"),
             expires_at=expires_at,
             arguments=arguments,
+            rules=self._server.rules,
         )
         if request is None:
             raise LookupError(f"no request {request_id!r}")
@@ -291,7 +304,13 @@ class LocalProvider:
 
     def deny(self, request_id: str, note: str | None = None) -> ApprovalRequest:
         """Deny a pending request, as the testing reviewer (``NotPendingError`` if not pending)."""
-        request = self.store.decide(request_id, reviewer=self._reviewer(), status=DENIED, note=note)
+        request = self.store.decide(
+            request_id,
+            reviewer=self._reviewer(),
+            status=DENIED,
+            note=note,
+            rules=self._server.rules,
+        )
         if request is None:
             raise LookupError(f"no request {request_id!r}")
         return request
