@@ -385,3 +385,51 @@ def test_a_link_to_a_closed_request_highlights_it_in_the_closed_list(team: Team)
     closed.wait_for()
     page.wait_for_selector(f'[data-testid="request-{request_id}"][data-highlight="true"]')
     assert closed.get_by_test_id("arguments").is_visible()
+
+
+def test_no_edit_inputs_where_no_edit_can_be_sent(team: Team) -> None:
+    """Editable, but carol may not decide and two must approve: nobody gets an input."""
+    from playwright.sync_api import expect
+
+    request_id = team.create(editable=["amount"])
+
+    carol = team.sign_in("carol")
+    theirs = card(carol, request_id)
+    theirs.wait_for()
+    assert theirs.get_by_test_id("read-only").is_visible()
+    assert theirs.get_by_test_id("edits").is_hidden()
+    assert '"amount": 4900' in (theirs.get_by_test_id("arguments").text_content() or "")
+
+    alice = team.sign_in("alice")
+    mine = card(alice, request_id)
+    mine.wait_for()
+    assert mine.get_by_test_id("edits").is_hidden()
+    mine.get_by_test_id("approve").click()
+
+    expect(mine.get_by_test_id("approvals")).to_have_text("1 of 2 approvals: alice")
+    assert mine.get_by_test_id("card-error").is_hidden()
+
+
+def test_a_tool_without_a_rule_keeps_its_edit_inputs(team: Team) -> None:
+    """A tool the rules file does not name: any reviewer, carol too, decides alone and may edit."""
+    request_id = team.create(
+        {"customer": "c_1", "name": "Old"}, tool="rename_customer", editable=["name"]
+    )
+
+    carol = team.sign_in("carol")
+    theirs = card(carol, request_id)
+    theirs.wait_for()
+    assert theirs.get_by_test_id("read-only").is_hidden()
+    assert theirs.get_by_test_id("approvals").is_hidden()
+    edit = theirs.get_by_test_id("edit")
+    assert '"Old"' == edit.input_value()
+    edit.fill('"New"')
+    theirs.get_by_test_id("approve").click()
+
+    closed = done_card(carol, request_id)
+    closed.wait_for()
+    assert "approved" == closed.get_attribute("data-status")
+    assert (closed.get_by_test_id("outcome").text_content() or "").startswith(
+        "Approved with changes by carol at "
+    )
+    assert '"New"' == closed.get_by_test_id("change-after").text_content()

@@ -380,7 +380,8 @@
 
     const entry = {
       card, request, countdown, buttons: [approve, deny], note, error, busy: false,
-      unshown: texts === null, edits: edits.fields, approvals, readOnly, form, audit,
+      unshown: texts === null, edits: edits.fields, editsNode: edits.node, approvals, readOnly,
+      form, audit,
     };
     updateTeam(entry, request);
 
@@ -418,7 +419,7 @@
     const body = { status, note: note || null };
     if (status === "approved") {
       body.valid_for = validFor || DEFAULT_VALID_FOR;
-      if (entry.edits.length > 0) {
+      if (entry.edits.length > 0 && entry.editsAllowed) {
         // No prototype: an argument named "__proto__" is then a key like any other.
         const edits = Object.create(null);
         for (const field of entry.edits) edits[field.name] = field.input.value;
@@ -467,6 +468,10 @@
     entry.readOnly.textContent = why ? `You cannot decide this request: ${why}` : "";
     entry.readOnly.hidden = !why;
     entry.form.hidden = Boolean(why);
+    // No edit inputs where none may be sent: this reviewer may not decide, or several
+    // people must approve (the provider refuses an edit then: whose edit would it be?).
+    entry.editsAllowed = !why && !count;
+    if (entry.editsNode) entry.editsNode.hidden = !entry.editsAllowed;
   }
 
   /**
