@@ -486,7 +486,7 @@ def test_right_to_left_letters_cannot_reorder_what_is_shown(review: Review) -> N
     review.open()
     card = review.card(request_id)
     card.wait_for()
-    card.locator("details").evaluate("details => { details.open = true; }")
+    card.locator("details.args-details").evaluate("details => { details.open = true; }")
 
     for test_id, first, second in [
         ("tool", "111", "222"),

@@ -142,10 +142,16 @@ def approvals_text(request: StoredRequest) -> str:
     return text
 
 
-def audit_json(rows: list[AuditRow]) -> list[dict[str, Any]]:
-    """Audit rows as JSON (the history's ``"audit"``, ``approval-guard audit --json``)."""
-    return [
-        {
+def audit_json(rows: list[AuditRow], *, display: bool = False) -> list[dict[str, Any]]:
+    """Audit rows as JSON (the history's ``"audit"``, ``approval-guard audit --json``).
+
+    With ``display`` each row also carries ``"display"``: the line the review
+    page shows after the time (``"alice (127.0.0.1) · request.approval · 1 of
+    2"``), with hidden characters escaped, so the page never renders a name itself.
+    """
+    out = []
+    for row in rows:
+        item: dict[str, Any] = {
             "seq": row.seq,
             "at": format_timestamp(row.at),
             "actor": row.actor,
@@ -154,8 +160,19 @@ def audit_json(rows: list[AuditRow]) -> list[dict[str, Any]]:
             "request_id": row.request_id,
             "detail": row.detail,
         }
-        for row in rows
-    ]
+        if display:
+            item["display"] = audit_line(row)
+        out.append(item)
+    return out
+
+
+def audit_line(row: AuditRow) -> str:
+    """One audit row as a reviewer reads it, hidden characters escaped (not the time)."""
+    text = f"{row.actor} ({row.source}) · {row.action}"
+    approvals = row.detail.get("approvals")
+    if isinstance(approvals, str) and approvals:
+        text += f" · {approvals}"
+    return escape(text)
 
 
 def _actor_json(credential: Credential | None) -> dict[str, str] | None:

@@ -323,7 +323,9 @@ async def history(ctx: Context, request: Request) -> Response:
     if found is None:
         raise not_found()
     rows = await run_in_threadpool(lambda: ctx.store.audit(request_id=request_id))
-    return json_answer(ctx.store, 200, {**history_to_json(found), "audit": audit_json(rows)})
+    return json_answer(
+        ctx.store, 200, {**history_to_json(found), "audit": audit_json(rows, display=True)}
+    )
 
 
 async def events(ctx: Context, request: Request) -> Response:

@@ -344,6 +344,7 @@
     // why this reviewer may not decide (from the page backend; never worked out here).
     const approvals = make("p", { className: "approvals", "data-testid": "approvals" });
     const readOnly = make("p", { className: "read-only", role: "note", "data-testid": "read-only" });
+    const audit = auditTrail(request.id);
 
     const form = make("form", { className: "decide", novalidate: true },
       make("div", { className: "field field-note" },
@@ -375,11 +376,12 @@
     edits.node,
     readOnly,
     form,
-    auditTrail(request.id));
+    audit);
 
     const entry = {
       card, request, countdown, buttons: [approve, deny], note, error, busy: false,
-      unshown: texts === null, edits: edits.fields, approvals, readOnly, form,
+      unshown: texts === null, edits: edits.fields, editsNode: edits.node, approvals, readOnly,
+      form, audit,
     };
     updateTeam(entry, request);
 
@@ -417,7 +419,7 @@
     const body = { status, note: note || null };
     if (status === "approved") {
       body.valid_for = validFor || DEFAULT_VALID_FOR;
-      if (entry.edits.length > 0) {
+      if (entry.edits.length > 0 && entry.editsAllowed) {
         // No prototype: an argument named "__proto__" is then a key like any other.
         const edits = Object.create(null);
         for (const field of entry.edits) edits[field.name] = field.input.value;
@@ -436,6 +438,8 @@
       }
     }
     await refreshSafely();
+    // Still pending (one approval of several): the card is the page's again.
+    if (pendingCards.get(entry.request.id) === entry) setBusy(entry, false);
   }
 
   function updateCountdown(entry) {
@@ -456,32 +460,59 @@
   function updateTeam(entry, request) {
     const d = request.display || {};
     const count = typeof d.approvals === "string" ? d.approvals : "";
+    // A new approval is a new audit row: an open trail shows it without being reopened.
+    if (entry.approvals.textContent !== count) entry.audit.reload();
     entry.approvals.textContent = count;
     entry.approvals.hidden = !count;
     const why = typeof d.read_only === "string" ? d.read_only : "";
     entry.readOnly.textContent = why ? `You cannot decide this request: ${why}` : "";
     entry.readOnly.hidden = !why;
     entry.form.hidden = Boolean(why);
+    // No edit inputs where none may be sent: this reviewer may not decide, or several
+    // people must approve (the provider refuses an edit then: whose edit would it be?).
+    entry.editsAllowed = !why && !count;
+    if (entry.editsNode) entry.editsNode.hidden = !entry.editsAllowed;
   }
 
-  /** A request's audit rows, fetched when the reviewer opens them. */
+  /**
+   * A request's audit rows, fetched when the reviewer opens them and again on
+   * reload() while open. Each line is the provider's row.display (names with
+   * hidden characters escaped), never the raw actor.
+   */
   function auditTrail(requestId) {
     const list = make("ol", { className: "audit", "data-testid": "audit" });
     const details = make("details", { className: "audit-trail" },
       make("summary", { text: "Audit trail" }), list);
-    details.addEventListener("toggle", async () => {
-      if (!details.open) return;
+    let loading = null;
+    let again = false;
+    async function load() {
       try {
         const history = await api("GET", `/v1/requests/${encodeURIComponent(requestId)}/history`);
         const rows = Array.isArray(history && history.audit) ? history.audit : [];
         list.replaceChildren(...rows.map((row) => make("li", {
-          text: `${formatTime(row.at)} · ${row.actor} (${row.source}) · ${row.action}`
-            + (row.detail && row.detail.approvals ? ` · ${row.detail.approvals}` : ""),
+          text: `${formatTime(row && row.at)} · `
+            + (row && typeof row.display === "string" ? row.display : "(not shown)"),
         })));
       } catch (err) {
         list.replaceChildren(make("li", { text: err.message }));
       }
-    });
+    }
+    function reload() {
+      if (!details.open) return;
+      if (loading) { // one fetch at a time; the last change is fetched after it
+        again = true;
+        return;
+      }
+      loading = load().finally(() => {
+        loading = null;
+        if (again) {
+          again = false;
+          reload();
+        }
+      });
+    }
+    details.addEventListener("toggle", reload);
+    details.reload = reload;
     return details;
   }
 
@@ -557,7 +588,8 @@
     redactedNotice(texts),
     make("details", { className: "args-details" },
       make("summary", { text: texts && texts.changes.length > 0 ? "Arguments as requested" : "Arguments" }),
-      make("pre", { className: "args", "data-testid": "arguments", text: texts ? texts.arguments : NOT_SHOWN })));
+      make("pre", { className: "args", "data-testid": "arguments", text: texts ? texts.arguments : NOT_SHOWN })),
+    auditTrail(request.id));
   }
 
   function renderDone(requests, more) {
@@ -565,14 +597,18 @@
     el("done-more").hidden = !more;
     if (signature === doneSignature) return;
 
+    // A rebuilt card keeps what the reviewer had opened (its arguments, its audit trail).
     const open = new Set();
     for (const card of doneList.children) {
-      const details = card.querySelector("details");
-      if (details && details.open) open.add(card.dataset.requestId);
+      for (const details of card.querySelectorAll("details")) {
+        if (details.open) open.add(`${card.dataset.requestId} ${details.className}`);
+      }
     }
     const cards = requests.map((r) => {
       const card = buildDoneCard(r);
-      if (open.has(r.id)) card.querySelector("details").open = true;
+      for (const details of card.querySelectorAll("details")) {
+        if (open.has(`${r.id} ${details.className}`)) details.open = true;
+      }
       return card;
     });
     doneList.replaceChildren(...cards);
