@@ -16,6 +16,7 @@ its sockets, tracked as they are opened, are closed directly.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -24,7 +25,7 @@ import ssl
 import threading
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any
 
 import httpcore
@@ -33,7 +34,7 @@ import httpx
 from ._answer import Answer, TransportError
 from ._client import ECHOED_FIELDS
 from ._clock import Clock
-from ._exchange import USER_AGENT, BodyReader, ExchangeSpec, failed, interpret
+from ._exchange import ACCEPT, USER_AGENT, BodyReader, ExchangeSpec, failed, interpret
 from ._scrub import Scrubber
 
 __all__ = ["AsyncProviderClient"]
@@ -110,12 +111,30 @@ class _LoopClient:
     each answer, so one pool holding 10,000 long polls does 10,000 steps per
     answer. The first shard stays (keeping up to 64 idle connections for the
     next calls); a further shard is closed as soon as nothing is in flight on it.
+
+    The loop closes them itself when it ends: an async generator started here
+    is finalised by ``loop.shutdown_asyncgens()`` (``asyncio.run`` calls it), and
+    its ``finally`` closes every shard while the loop can still do it cleanly.
     """
 
     def __init__(self, make: Callable[[], _Shard]) -> None:
         self._make = make
         self.shards: list[_Shard] = [make()]
+        #: Shards being closed (kept for force_close until their close has finished).
+        self._retired: list[_Shard] = []
         self._closing: set[asyncio.Task[None]] = set()
+        self.closed = False
+        self._keeper: AsyncGenerator[None, None] = self._at_loop_end()
+        step: Any = self._keeper.__anext__()  # registers it with the loop's asyncgen hooks
+        with contextlib.suppress(StopIteration):
+            step.send(None)
+
+    async def _at_loop_end(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            if not self.closed:
+                await self.aclose()
 
     def take(self) -> _Shard:
         for shard in self.shards:
@@ -131,19 +150,45 @@ class _LoopClient:
         shard.in_flight -= 1
         if shard.in_flight == 0 and shard is not self.shards[0] and shard in self.shards:
             self.shards.remove(shard)
+            self._retired.append(shard)
             task = asyncio.ensure_future(shard.client.aclose())
             self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+
+            def done(t: asyncio.Task[None]) -> None:
+                self._closing.discard(t)
+                if shard in self._retired:
+                    self._retired.remove(shard)
+                if not t.cancelled() and t.exception() is not None:
+                    shard.force_close()
+
+            task.add_done_callback(done)
+
+    def _all(self) -> list[_Shard]:
+        return [*self.shards, *self._retired]
 
     def force_close(self) -> None:
-        for shard in self.shards:
+        """Close every socket directly (the loop has closed): nothing selects on them any more."""
+        self.closed = True
+        for shard in self._all():
             shard.force_close()
+        self._finish_keeper()
 
     async def aclose(self) -> None:
-        for shard in self.shards:
-            await shard.client.aclose()
+        self.closed = True
+        for shard in self._all():
+            try:
+                await shard.client.aclose()
+            except Exception:
+                log.warning("closing the async HTTP client failed", exc_info=True)
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
+        self._finish_keeper()
+
+    def _finish_keeper(self) -> None:
+        """End the loop-end generator now (``closed`` is set, so its finally awaits nothing)."""
+        step: Any = self._keeper.aclose()
+        with contextlib.suppress(StopIteration, RuntimeError):
+            step.send(None)
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -199,7 +244,7 @@ class AsyncProviderClient:
 
     async def _perform(self, client: httpx.AsyncClient, spec: ExchangeSpec) -> Answer:
         timeout = max(0.05, spec.timeout)
-        headers = {**spec.headers, "Accept": "application/json"}
+        headers = {**spec.headers, **ACCEPT}
         headers["Authorization"] = self._authorization
         sent = self._clock.monotonic()
         deadline = sent + timeout
@@ -219,7 +264,8 @@ class AsyncProviderClient:
             raise failed(spec, timed_out=False) from None
         try:
             reader = BodyReader(response.headers, deadline, self._clock)
-            async for chunk in response.aiter_bytes():
+            # As sent: the shared reader undoes gzip itself, within the size limit.
+            async for chunk in response.aiter_raw():
                 reader.add(chunk)
             raw = reader.body()
         except TransportError:
@@ -295,19 +341,27 @@ class AsyncProviderClient:
     # -- closing -----------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close every loop's client: this loop's gracefully, the others as :meth:`close` does."""
+        """Close every loop's clients: this loop's gracefully; never blocks this loop."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            entry = self._clients.pop(loop, None)
-        if entry is not None:
-            try:
+            entries, self._clients = self._clients, {}
+        waits: list[asyncio.Future[Any]] = []
+        for other, entry in entries.items():
+            if other is loop:
                 await entry.aclose()
-            except Exception:
-                log.warning("closing the async HTTP client failed", exc_info=True)
-        self.close()
+            else:
+                future = self._close_on(other, entry, loop)
+                if future is not None:
+                    waits.append(asyncio.wrap_future(future))
+        if waits:
+            await asyncio.wait(waits, timeout=_CLOSE_WAIT)
 
     def close(self) -> None:
-        """Release every socket: closed loops' directly, live loops' through their own loop."""
+        """Release every socket: closed loops' directly, live loops' through their own loop.
+
+        Called from a coroutine it never blocks its loop: that loop's and other
+        running loops' clients are asked to close, not waited for.
+        """
         with self._lock:
             entries, self._clients = self._clients, {}
         try:
@@ -316,23 +370,26 @@ class AsyncProviderClient:
             here = None
         for loop, entry in entries.items():
             try:
-                self._close_on(loop, entry, here)
+                future = self._close_on(loop, entry, here)
+                if future is not None and here is None:
+                    with contextlib.suppress(Exception):
+                        future.result(_CLOSE_WAIT)
             except Exception:
                 log.warning("closing the async HTTP client failed", exc_info=True)
 
     @staticmethod
     def _close_on(
         loop: asyncio.AbstractEventLoop, entry: _LoopClient, here: asyncio.AbstractEventLoop | None
-    ) -> None:
+    ) -> concurrent.futures.Future[None] | None:
+        """Close ``entry`` as its loop allows; a future when that loop does it in its thread."""
         if loop.is_closed():
             entry.force_close()
         elif loop is here:
-            # close() called from a coroutine on this very loop: it cannot wait here.
             task = loop.create_task(entry.aclose())
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
         elif loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(entry.aclose(), loop)
-            with contextlib.suppress(Exception):
-                future.result(_CLOSE_WAIT)
-        else:
+            return asyncio.run_coroutine_threadsafe(entry.aclose(), loop)
+        elif here is None:
             loop.run_until_complete(entry.aclose())
+        # else: an idle loop, and we are inside another: it closes them when it ends.
+        return None

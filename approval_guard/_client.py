@@ -31,7 +31,7 @@ from . import _threads
 from ._answer import MAX_ANSWER_BYTES, Answer, TransportError
 from ._backoff import MAX_RETRY_AFTER, RetryPolicy, parse_retry_after
 from ._clock import Clock
-from ._exchange import USER_AGENT, BodyReader, ExchangeSpec, api_call, failed, interpret
+from ._exchange import ACCEPT, USER_AGENT, BodyReader, ExchangeSpec, api_call, failed, interpret
 from ._json import load_answer
 from ._scrub import Scrubber
 
@@ -146,7 +146,7 @@ class ProviderClient:
         (the sync driver runs this in a helper thread it stops waiting for);
         the body is still refused once its deadline passes.
         """
-        headers = {**spec.headers, "Accept": "application/json"}
+        headers = {**spec.headers, **ACCEPT}
         timeout = spec.timeout
         connect_timeout = min(5.0, max(0.05, timeout))
         read_timeout = max(0.05, timeout)
@@ -171,8 +171,15 @@ class ProviderClient:
             except Exception:  # requests' or not: whatever came, it is no answer
                 raise failed(spec, timed_out=False) from None
             try:
+                if response.status_code < 200:
+                    # An interim answer left as final: this connection is not trusted again.
+                    raise TransportError(
+                        "garbage",
+                        f"{spec.what}: an interim HTTP {response.status_code} came as the answer",
+                    )
                 reader = BodyReader(response.headers, deadline, self._clock)
-                for chunk in response.iter_content(chunk_size=8192):
+                # As sent: the shared reader undoes gzip itself, within the size limit.
+                for chunk in response.raw.stream(8192, decode_content=False):
                     reader.add(chunk)
                 raw = reader.body()
             except TransportError:

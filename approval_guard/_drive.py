@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -38,8 +37,6 @@ Perform = Callable[[ExchangeSpec], Answer]
 APerform = Callable[[ExchangeSpec], Awaitable[Answer]]
 #: Exchanges left to finish after their call stopped waiting (kept from the GC).
 _orphans: set[asyncio.Future[Any]] = set()
-#: Set in a tracked exchange's task when the loop's end cancelled it.
-_ENDING: contextvars.ContextVar[bool] = contextvars.ContextVar("ag_ending", default=False)
 
 
 def _timed_out() -> TransportError:
@@ -182,11 +179,6 @@ def start_exchange(op: Exchange, perform: APerform) -> asyncio.Future[Answer]:
             except asyncio.TimeoutError:
                 raise _timed_out() from None
             return answer
-        except asyncio.CancelledError:
-            # Only the loop's own end cancels a tracked exchange (the driver leaves it to
-            # finish): late work it asks for must not be a task of that loop.
-            _ENDING.set(op.tracker is not None)
-            raise
         finally:
             if op.tracker is not None:
                 op.tracker.end(answer)
@@ -330,7 +322,12 @@ def _no_invoke(op: Invoke) -> Any:
 
 
 def late_sync(perform: Perform, clock: Clock, timings: Timings | None) -> Callable[[Late], None]:
-    """Late work (withdrawing a request made after its call ended) in a helper thread."""
+    """Late work (withdrawing a request made after its call ended) in a helper thread.
+
+    For async tools too: late work is rare and comes after the call has returned,
+    when its event loop may be ending (``asyncio.run`` destroys a task made
+    while it shuts down), so it never depends on that loop.
+    """
 
     def spawn(make: Late) -> None:
         def drive() -> None:
@@ -344,44 +341,3 @@ def late_sync(perform: Perform, clock: Clock, timings: Timings | None) -> Callab
     return spawn
 
 
-def late_async(
-    perform: APerform,
-    fallback: Callable[[Late], None],
-    clock: Clock,
-    timings: Timings | None,
-) -> Callable[[Late], None]:
-    """Late work as a task on the calling loop; ``fallback`` (a thread) once that loop ends.
-
-    ``asyncio.run`` cancels every task left when its coroutine returns: late work
-    cut short that way, or asked for by an exchange cut short that way, is done
-    again from the start by ``fallback`` (a cancel is idempotent).
-    """
-    loop = asyncio.get_running_loop()
-
-    async def drive(make: Late) -> None:
-        try:
-            await drive_async(make(), _no_invoke, clock, None, perform=perform, timings=timings)
-        except asyncio.CancelledError:
-            fallback(make)
-        except BaseException:
-            log.exception("late work failed")
-
-    def spawn(make: Late) -> None:
-        try:
-            if _ENDING.get() or loop.is_closed():
-                fallback(make)
-            elif _running() is loop:
-                _orphan(asyncio.ensure_future(drive(make)))
-            else:
-                loop.call_soon_threadsafe(lambda: _orphan(asyncio.ensure_future(drive(make))))
-        except Exception:  # the loop closed meanwhile
-            fallback(make)
-
-    return spawn
-
-
-def _running() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ from ._scrub import Scrubber, safe_text
 from ._wire import QUOTE_LIMIT, parse_http_date
 
 __all__ = [
+    "ACCEPT",
     "USER_AGENT",
     "BodyReader",
     "ExchangeSpec",
@@ -38,6 +40,8 @@ __all__ = [
 ]
 
 USER_AGENT = "approval-guard/0.1"
+#: Sent by both transports: JSON, and only the encodings the shared reader undoes.
+ACCEPT = {"Accept": "application/json", "Accept-Encoding": "gzip, deflate"}
 _JSON = {"Content-Type": "application/json"}
 
 
@@ -100,7 +104,13 @@ def api_call(
 
 
 class BodyReader:
-    """An answer's body as it arrives, refused when over 1 MiB or past its deadline."""
+    """An answer's body as it arrives, refused when over 1 MiB or past its deadline.
+
+    It is given the bytes as they came off the wire and undoes one layer of
+    ``gzip`` or ``deflate`` itself, never producing more than the 1 MiB
+    allowed (a few KiB of compressed zeros cannot become gigabytes); any other
+    encoding, or more than one, is refused.
+    """
 
     def __init__(self, headers: Headers, deadline: float, clock: Clock) -> None:
         declared = (headers.get("Content-Length") or "").strip(" \t")
@@ -111,20 +121,45 @@ class BodyReader:
             and (len(declared) > 12 or int(declared) > MAX_ANSWER_BYTES)
         ):
             raise TransportError("too_large", "the provider's answer declares over 1 MiB; refused")
+        encoding = (headers.get("Content-Encoding") or "").strip(" \t").lower()
+        self._zlib: Any = None
+        if encoding in ("gzip", "x-gzip"):
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS)
+        elif encoding not in ("", "identity"):
+            raise TransportError("garbage", "the provider's answer has an encoding not asked for")
         self._deadline = deadline
         self._clock = clock
         self._chunks: list[bytes] = []
         self._size = 0
 
     def add(self, chunk: bytes) -> None:
+        """Take the next bytes as sent (still encoded)."""
         if self._clock.monotonic() > self._deadline:
             raise TransportError("timeout", "the provider's answer did not finish in time")
-        self._size += len(chunk)
+        if self._zlib is None:
+            self._keep(chunk)
+            return
+        try:
+            while chunk:
+                self._keep(self._zlib.decompress(chunk, MAX_ANSWER_BYTES - self._size + 1))
+                chunk = self._zlib.unconsumed_tail
+        except zlib.error:
+            raise TransportError("garbage", "the provider's answer does not decompress") from None
+
+    def _keep(self, data: bytes) -> None:
+        self._size += len(data)
         if self._size > MAX_ANSWER_BYTES:
             raise TransportError("too_large", "the provider's answer is over 1 MiB; refused")
-        self._chunks.append(chunk)
+        if data:
+            self._chunks.append(data)
 
     def body(self) -> bytes:
+        if self._zlib is not None:
+            if not self._zlib.eof and self._size:
+                raise TransportError("garbage", "the provider's answer is cut off")
+            self._keep(self._zlib.flush())
         return b"".join(self._chunks)
 
 
@@ -158,6 +193,9 @@ def interpret(
     guarded call raise, and the message names no header value (one could
     hold an echoed secret).
     """
+    if status < 200:
+        # An interim answer (103 Early Hints) is not the answer: the real one is lost.
+        raise TransportError("garbage", f"{spec.what}: an interim HTTP {status} came as the answer")
     try:
         return _interpret(spec, status, headers, raw, sent, received, scrub, clock)
     except TransportError:

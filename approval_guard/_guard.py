@@ -22,7 +22,7 @@ from ._backoff import RetryPolicy
 from ._client import ProviderClient, check_base_url
 from ._clock import Clock, SystemClock
 from ._decorator import Decorator
-from ._drive import APerform, drive_async, drive_sync, late_async, late_sync, threaded
+from ._drive import APerform, drive_async, drive_sync, late_sync, threaded
 from ._duration import DurationLike, format_duration
 from ._events import (
     NO_EVENTS,
@@ -485,8 +485,7 @@ class Guard:
                 _finished(emit, span, spec, "skipped", None)
                 return value
         perform = self._async_transport()
-        spawn = late_async(perform, self._late_sync, self._clock, self._timings)
-        gen, abandon = self._rules(spec, args, kwargs, bound, emit, started, spawn)
+        gen, abandon = self._rules(spec, args, kwargs, bound, emit, started)
         if isinstance(gen, NotRun):
             return self._not_run(spec, gen, emit, span)
 

@@ -57,9 +57,8 @@ def guarded_call(
 ) -> CallGen:
     """The rules of one call, as a generator of operations for a driver.
 
-    ``spawn`` drives late work in the background: the driver's ``late_sync`` or
-    ``late_async`` (a request whose create was answered after the call ended is
-    withdrawn there).
+    ``spawn`` drives late work in the background, ``_drive.late_sync``: a request
+    whose create was answered after the call ended is withdrawn there.
     """
     call = CallState(plan, ledger, clock, policy, abandon, timings or _DEFAULT_TIMINGS, spawn, emit)
     return _run(call)
