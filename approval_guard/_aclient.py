@@ -306,13 +306,16 @@ class AsyncProviderClient:
         if self._transport is not None:
             return _Shard(httpx.AsyncClient(transport=self._transport), None)
         backend = _TrackingBackend()
-        transport = httpx.AsyncHTTPTransport(limits=_LIMITS, trust_env=self._https, retries=0)
+        # One TLS context for every shard: making one loads the CA bundle (about 20 ms).
+        transport = httpx.AsyncHTTPTransport(
+            verify=self._tls(), limits=_LIMITS, trust_env=self._https, retries=0
+        )
         tracked: _TrackingBackend | None = None
         if isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
             # httpx does not take a network backend; its pool is rebuilt with one that
             # remembers sockets. Without it, a closed loop's sockets wait for the GC.
             transport._pool = httpcore.AsyncConnectionPool(
-                ssl_context=self._ssl(),
+                ssl_context=self._tls(),
                 max_connections=_LIMITS.max_connections,
                 max_keepalive_connections=_LIMITS.max_keepalive_connections,
                 keepalive_expiry=_LIMITS.keepalive_expiry,
@@ -330,10 +333,8 @@ class AsyncProviderClient:
         )
         return _Shard(client, tracked)
 
-    def _ssl(self) -> ssl.SSLContext | None:
-        """One TLS context for every shard (loading the CA bundle takes milliseconds)."""
-        if not self._https:
-            return None
+    def _tls(self) -> ssl.SSLContext:
+        """The TLS context of every shard, made once (plain http never uses it)."""
         if self._ssl_context is None:
             self._ssl_context = _ssl_context()
         return self._ssl_context
