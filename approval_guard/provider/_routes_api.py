@@ -121,9 +121,15 @@ async def _create(ctx: Context, request: Request, credential: Credential, key: s
         raise bad("'editable' must be a list of argument names")
     requested_by = obj.get("requested_by")
     if requested_by is not None and (
-        not isinstance(requested_by, str) or not 1 <= len(requested_by) <= MAX_REQUESTED_BY_CHARS
+        not isinstance(requested_by, str)
+        or not 1 <= len(requested_by) <= MAX_REQUESTED_BY_CHARS
+        or not requested_by.isprintable()
+        or requested_by != requested_by.strip()
     ):
-        raise bad(f"'requested_by' must be a string of 1 to {MAX_REQUESTED_BY_CHARS} characters")
+        raise bad(
+            f"'requested_by' must be 1 to {MAX_REQUESTED_BY_CHARS} printable characters, "
+            "with no space at either end"
+        )
     required = ctx.rules.for_tool(tool).approvals_required
     source = client_source(request)
     try:

@@ -6,6 +6,7 @@ and the review page's backend (which shows why a reviewer may not decide).
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime, timedelta, timezone
 
 from approval_guard._duration import format_duration
@@ -38,10 +39,22 @@ def refusal(
         status == APPROVED
         and not rule.self_approval
         and request.requested_by is not None
-        and reviewer.name == request.requested_by
+        and same_person(reviewer.name, request.requested_by)
     ):
         return f"{reviewer.name} asked for this request and may not approve it themselves"
     return None
+
+
+def _person(name: str) -> str:
+    """A name as compared: compatibility forms folded, case ignored, invisible characters gone."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    kept = "".join(ch for ch in folded if ch.isprintable() and unicodedata.category(ch) != "Cf")
+    return " ".join(kept.split())
+
+
+def same_person(reviewer_name: str, requested_by: str) -> bool:
+    """Whether ``requested_by`` names this reviewer ("Alice", fullwidth "alice" all do)."""
+    return _person(reviewer_name) == _person(requested_by)
 
 
 def approval_expiry(

@@ -38,6 +38,8 @@ else:  # pragma: no cover - 3.10
 #: The most distinct approvals a rule may require.
 MAX_APPROVALS = 10
 WEBHOOK_FORMATS = ("standard", "slack")
+#: The longest an approval may be made to stay valid (the API's own limit on a request).
+MAX_VALID_FOR = 24 * 3600
 _KEYS = ("approvers", "approvals_required", "self_approval", "max_valid_for", "webhooks")
 _WEBHOOK_KEYS = ("url", "secret", "format")
 _TOML_LINE = re.compile(r"at line (\d+)")
@@ -103,16 +105,32 @@ class _Lines:
             stripped = line.strip()
             if stripped.startswith("[") and _header_path(stripped) == path:
                 return number
+        # No header of its own: `name = {...}` in its parent table, or a dotted key.
+        if path:
+            name = re.escape(path[-1])
+            dotted = r"\.".join(rf"[\"']?{re.escape(part)}[\"']?" for part in path)
+            inline = re.compile(rf"^\s*[\"']?{name}[\"']?\s*(=|\.)")
+            anywhere = re.compile(rf"^\s*{dotted}\s*(=|\.)")
+            parent = self.of_table(*path[:-1]) if len(path) > 1 else 1
+            for number, line in enumerate(self.lines, 1):
+                if anywhere.match(line) or (number >= parent and inline.match(line)):
+                    return number
         return 1
 
     def of_key(self, path: tuple[str, ...], key: str) -> int:
         start = self.of_table(*path) if path else 1
-        pattern = re.compile(rf"^\s*(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*=")
+        word = rf"(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})"
+        pattern = re.compile(rf"^\s*{word}\s*=")
+        # On the table's own line (an inline table), or a dotted key below it.
+        same_line = re.compile(rf"[{{,]\s*{word}\s*=")
+        if start <= len(self.lines) and same_line.search(self.lines[start - 1]):
+            return start
+        dotted = re.compile(rf"\.{word}\s*=")
         for number in range(start, len(self.lines) + 1):
             line = self.lines[number - 1]
             if number > start and line.strip().startswith("["):
                 break
-            if pattern.match(line):
+            if pattern.match(line) or (number > start and dotted.search(line)):
                 return number
         return start
 
@@ -222,9 +240,19 @@ def _rule(
         if (
             not isinstance(value, list)
             or not value
-            or not all(isinstance(role, str) and role.strip() for role in value)
+            or not all(
+                isinstance(role, str)
+                and 1 <= len(role) <= 64
+                and role.isprintable()
+                and not any(ch.isspace() for ch in role)
+                for role in value
+            )
         ):
-            raise fail(at("approvers"), f"{where}.approvers must be a non-empty list of role names")
+            raise fail(
+                at("approvers"),
+                f"{where}.approvers must be a non-empty list of role names "
+                "(1 to 64 printable characters without spaces, as `reviewers add --role`)",
+            )
         changes["approvers"] = tuple(value)
     if "approvals_required" in table:
         value = table["approvals_required"]
@@ -247,10 +275,10 @@ def _rule(
             seconds = parse_duration_string(value) if isinstance(value, str) else 0
         except ValueError:
             seconds = 0
-        if seconds <= 0:
+        if not 0 < seconds <= MAX_VALID_FOR:
             raise fail(
                 at("max_valid_for"),
-                f'{where}.max_valid_for must be a positive duration such as "15m" or "1h"',
+                f'{where}.max_valid_for must be a duration from 1s to 24h, such as "15m"',
             )
         changes["max_valid_for"] = seconds
     if "webhooks" in table:

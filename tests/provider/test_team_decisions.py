@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import requests
 
 from approval_guard._wire import parse_timestamp as _parse
@@ -118,6 +119,19 @@ def test_requested_by_is_part_of_the_idempotency_body(team: Team) -> None:
     assert 400 == too_long.status_code and "invalid_request" == error_type(too_long)
     wrong = team.instance.create(body={**body, "requested_by": 5})
     assert 400 == wrong.status_code
+    for hostile in ("\u0000alice", "alice ", " ", "a\nb", "alice\u200b"):
+        refused = team.instance.create(body={**body, "requested_by": hostile})
+        assert 400 == refused.status_code, hostile
+
+
+@pytest.mark.parametrize("spelling", ["Alice", "ALICE", "\uff41\uff4c\uff49\uff43\uff45"])
+def test_the_requester_is_recognised_however_their_name_is_spelled(
+    team: Team, spelling: str
+) -> None:
+    """self_approval = false holds for the same name in another case or compatibility form."""
+    created = _refund(team, requested_by=spelling)
+    refused = team.reviewer("alice").decide(created["id"], {"status": "approved"})
+    assert 403 == refused.status_code, (spelling, refused.text)
 
 
 def test_max_valid_for_refuses_a_longer_approval_and_caps_the_default(team: Team) -> None:
