@@ -245,8 +245,10 @@ class FakeProvider:
                 if request.method == method and pattern.fullmatch(url):
                     shim = _Request(request.method, url, request.headers, request.content)
                     status, headers, body = callback(shim)
-                    return httpx.Response(status, headers=headers, content=body)
-            return httpx.Response(404, content=_err("not_found", "no such route"))
+                    data = body.encode() if isinstance(body, str) else body
+                    return httpx.Response(status, headers=headers, stream=httpx.ByteStream(data))
+            missing = _err("not_found", "no such route").encode()
+            return httpx.Response(404, stream=httpx.ByteStream(missing))
 
         client = AsyncProviderClient(
             BASE, guard._credential, clock=guard._clock, transport=httpx.MockTransport(handle)
