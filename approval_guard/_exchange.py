@@ -197,7 +197,28 @@ def interpret(
         # An interim answer (103 Early Hints) is not the answer: the real one is lost.
         raise TransportError("garbage", f"{spec.what}: an interim HTTP {status} came as the answer")
     try:
-        return _interpret(spec, status, headers, raw, sent, received, scrub, clock)
+        date = parse_http_date(headers.get("Date"))
+        sample = ClockSample(sent=sent, received=received, date=date)
+        try:
+            decoded = spec.decode(raw) if raw else None
+        except ValueError:
+            decoded = None
+            if 200 <= status < 300:
+                raise TransportError(
+                    "garbage", f"{spec.what}: HTTP {status} with a body that is not JSON"
+                ) from None
+        if 200 <= status < 300 and not isinstance(decoded, dict):
+            raise TransportError("garbage", f"{spec.what}: the answer is not a JSON object")
+        provider_request_id = headers.get("X-Request-ID")
+        if provider_request_id is not None:
+            provider_request_id = safe_text(scrub.text(provider_request_id), QUOTE_LIMIT)
+        return Answer(
+            status=status,
+            body=scrub.body(raw, decoded),
+            provider_request_id=provider_request_id,
+            sample=sample,
+            retry_after=parse_retry_after(headers.get("Retry-After"), date, clock.now()),
+        )
     except TransportError:
         raise
     except Exception as exc:
@@ -206,36 +227,3 @@ def interpret(
             f"{spec.what}: HTTP {status} answer could not be read ({type(exc).__name__})",
         ) from None
 
-
-def _interpret(
-    spec: ExchangeSpec,
-    status: int,
-    headers: Headers,
-    raw: bytes,
-    sent: float,
-    received: float,
-    scrub: Scrubber,
-    clock: Clock,
-) -> Answer:
-    date = parse_http_date(headers.get("Date"))
-    sample = ClockSample(sent=sent, received=received, date=date)
-    try:
-        decoded = spec.decode(raw) if raw else None
-    except ValueError:
-        decoded = None
-        if 200 <= status < 300:
-            raise TransportError(
-                "garbage", f"{spec.what}: HTTP {status} with a body that is not JSON"
-            ) from None
-    if 200 <= status < 300 and not isinstance(decoded, dict):
-        raise TransportError("garbage", f"{spec.what}: the answer is not a JSON object")
-    provider_request_id = headers.get("X-Request-ID")
-    if provider_request_id is not None:
-        provider_request_id = safe_text(scrub.text(provider_request_id), QUOTE_LIMIT)
-    return Answer(
-        status=status,
-        body=scrub.body(raw, decoded),
-        provider_request_id=provider_request_id,
-        sample=sample,
-        retry_after=parse_retry_after(headers.get("Retry-After"), date, clock.now()),
-    )

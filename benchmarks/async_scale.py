@@ -32,6 +32,7 @@ from ._common import (
     rss_bytes,
 )
 from ._reference import BareClient
+from .latency import _floor_sample
 
 KIB = 1024
 #: Calls are started in waves of this many (a burst of 10,000 creates at once would
@@ -176,36 +177,18 @@ def _latency(samples: int) -> tuple[list[float], list[float]]:
             future.result(10)
             return starts[n] - decided
 
-        def floor_sample(n: int) -> float:
-            request_id = bare.create("bench_floor", {"n": n})
-            done: list[float] = []
-
-            def wait() -> None:
-                if bare.long_poll(request_id).get("status") == "approved":
-                    done.append(time.perf_counter())
-
-            thread = threading.Thread(target=wait)
-            thread.start()
-            if not provider.wait_for_polls(1, timeout=10):
-                raise RuntimeError("the bare client never started a long poll")
-            time.sleep(SETTLE)
-            decided = time.perf_counter()
-            provider.approve(request_id)
-            thread.join(10)
-            return done[0] - decided
-
         for n in range(-3, 0):
             guard_sample(n)
-            floor_sample(n)
+            _floor_sample(provider, bare, n)
         guarded: list[float] = []
         floor: list[float] = []
         for n in range(samples):
             if n % 2:
-                floor.append(floor_sample(n))
+                floor.append(_floor_sample(provider, bare, n))
                 guarded.append(guard_sample(n))
             else:
                 guarded.append(guard_sample(n))
-                floor.append(floor_sample(n))
+                floor.append(_floor_sample(provider, bare, n))
         bare.close()
         asyncio.run_coroutine_threadsafe(guard.aclose(), loop).result(10)
     loop.call_soon_threadsafe(loop.stop)

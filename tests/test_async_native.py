@@ -11,7 +11,6 @@ import contextlib
 import gc
 import gzip
 import logging
-import os
 import socket
 import sys
 import threading
@@ -31,21 +30,11 @@ from approval_guard._answer import TransportError
 from approval_guard._client import ProviderClient
 from approval_guard._clock import SystemClock
 from approval_guard.testing import LocalProvider
+from benchmarks._common import open_sockets as _open_sockets
 from tests.test_hardening import DrippingProvider
 from tests.test_hardening import dripping as dripping  # a fixture
 
 SECRET = "agi_native_secret_value"
-
-
-def _open_sockets() -> int:
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                count += 1
-        except OSError:
-            pass
-    return count
 
 
 def _eventually(check: Callable[[], bool], within: float) -> bool:

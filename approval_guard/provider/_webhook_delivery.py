@@ -20,15 +20,14 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
-from typing import Protocol
+from datetime import timedelta
 
 import anyio
 import httpx
 from starlette.concurrency import run_in_threadpool
 
 from approval_guard.provider._models import StoreClosedError
+from approval_guard.provider._protocol import StoreProtocol
 from approval_guard.provider._sql_audit import SYSTEM
 from approval_guard.provider._sql_outbox import DELIVERED, GIVEN_UP, PENDING_DELIVERY, OutboxItem
 from approval_guard.provider._webhook_payloads import render_body
@@ -49,35 +48,6 @@ IDLE_SECONDS = 5.0
 MIN_REST = 0.02
 
 
-class OutboxStore(Protocol):
-    """What the deliverer needs of a store (both SQL stores have it)."""
-
-    def now(self) -> datetime: ...
-
-    def claim_webhooks(
-        self, *, owner: str, urls: Sequence[str], limit: int, lease: float
-    ) -> list[OutboxItem]: ...
-
-    def settle_webhook(
-        self,
-        item_id: str,
-        *,
-        owner: str,
-        attempt: int,
-        at: datetime,
-        status_code: int | None,
-        error: str | None,
-        state: str,
-        next_attempt_at: datetime | None,
-    ) -> bool: ...
-
-    def release_webhooks(self, *, owner: str) -> None: ...
-
-    def next_webhook_due(self, *, urls: Sequence[str]) -> datetime | None: ...
-
-    def subscribe(self, callback: Callable[[int, tuple[str, ...]], None]) -> Callable[[], None]: ...
-
-
 def _error_text(exc: BaseException, url: str) -> str:
     """What an attempt's failure was, without the URL (whose path or query may be a secret)."""
     text = str(exc).replace(url, display_url(url)).strip()
@@ -89,7 +59,7 @@ class Deliverer:
 
     def __init__(
         self,
-        store: OutboxStore,
+        store: StoreProtocol,
         settings: WebhookSettings,
         *,
         client: httpx.AsyncClient | None = None,
