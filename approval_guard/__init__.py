@@ -12,9 +12,7 @@
     out = issue_refund("payment_123", 4900)   # the tool's result, or an ag.NotRun
 """
 
-from ._clock import Clock, SystemClock
-from ._default import requires_approval
-from ._events import (
+from approval_guard._call.events import (
     ApprovalSkipped,
     ArgumentsEdited,
     CallNotRun,
@@ -25,13 +23,15 @@ from ._events import (
     ToolFinished,
     ToolStarted,
 )
-from ._guard import Guard
-from ._harness import HarnessCall, harness_call
-from ._ledger import Execution, Ledger, MemoryLedger
-from ._ledger_pg import PostgresLedger
-from ._ledger_sqlite import SQLiteLedger
-from ._outcome import NotRun, Reason
-from .exceptions import (
+from approval_guard._call.outcome import NotRun, Reason
+from approval_guard._codec.clock import Clock, SystemClock
+from approval_guard._default import requires_approval
+from approval_guard._guard import Guard
+from approval_guard._harness import HarnessCall, harness_call
+from approval_guard._ledger.memory import Execution, Ledger, MemoryLedger
+from approval_guard._ledger.postgres import PostgresLedger
+from approval_guard._ledger.sqlite import SQLiteLedger
+from approval_guard.exceptions import (
     ApprovalGuardError,
     ArgumentSerializationError,
     ConfigurationError,

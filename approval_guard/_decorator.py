@@ -6,13 +6,13 @@ import functools
 from collections.abc import Callable, Collection, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
-from ._duration import DurationLike
-from ._outcome import NotRun, Reason
-from ._plan import check_when, make_spec
-from .exceptions import ConfigurationError
+from approval_guard._call.outcome import NotRun, Reason
+from approval_guard._codec.duration import DurationLike
+from approval_guard._options.spec import check_when, make_spec
+from approval_guard.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
-    from ._guard import Guard
+    from approval_guard._guard import Guard
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -6,12 +6,12 @@ import threading
 from collections.abc import Callable, Collection, Coroutine, Mapping
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ._decorator import Decorator
-from ._duration import DurationLike
-from ._env import ENV_REQUESTED_BY, default_guard_settings
-from ._guard import Guard
-from ._outcome import NotRun, Reason
-from ._plan import check_requested_by
+from approval_guard._call.outcome import NotRun, Reason
+from approval_guard._codec.duration import DurationLike
+from approval_guard._decorator import Decorator
+from approval_guard._env import ENV_REQUESTED_BY, default_guard_settings
+from approval_guard._guard import Guard
+from approval_guard._options.spec import check_requested_by
 
 P = ParamSpec("P")
 R = TypeVar("R")

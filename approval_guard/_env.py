@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from .exceptions import ConfigurationError
+from approval_guard.exceptions import ConfigurationError
 
 ENV_URL = "APPROVAL_GUARD_URL"
 ENV_CREDENTIAL = "APPROVAL_GUARD_CREDENTIAL"

@@ -16,15 +16,9 @@ from collections.abc import Callable, Collection, Coroutine, Mapping
 from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar, overload
 
-from . import _harness
-from ._advice import advice_for
-from ._backoff import RetryPolicy
-from ._client import ProviderClient, check_base_url
-from ._clock import Clock, SystemClock
-from ._decorator import Decorator
-from ._drive import APerform, drive_async, drive_sync, late_sync, threaded
-from ._duration import DurationLike, format_duration
-from ._events import (
+from approval_guard import _harness
+from approval_guard._call.backoff import RetryPolicy
+from approval_guard._call.events import (
     NO_EVENTS,
     ApprovalSkipped,
     CallNotRun,
@@ -33,11 +27,23 @@ from ._events import (
     ToolStarted,
     check_on_event,
 )
-from ._ledger import Ledger, LegacyLedger, ProviderLedger, default_worker, process_ledger
-from ._ops import CallGen, CallPlan, Invoke, Ran, Timings
-from ._otel import CallSpan, call_span, tracing
-from ._outcome import NotRun, Reason
-from ._plan import (
+from approval_guard._call.ops import CallGen, CallPlan, Invoke, Ran, Timings
+from approval_guard._call.outcome import NotRun, Reason
+from approval_guard._call.rules import guarded_call
+from approval_guard._codec.clock import Clock, SystemClock
+from approval_guard._codec.duration import DurationLike, format_duration
+from approval_guard._codec.serialize import to_json_value
+from approval_guard._decorator import Decorator
+from approval_guard._ledger.memory import (
+    Ledger,
+    LegacyLedger,
+    ProviderLedger,
+    default_worker,
+    process_ledger,
+)
+from approval_guard._options.advice import advice_for
+from approval_guard._options.redact import check_key, new_key, redact
+from approval_guard._options.spec import (
     CallSettings,
     ToolSpec,
     check_requested_by,
@@ -45,11 +51,11 @@ from ._plan import (
     plan_call,
     provider_scope,
 )
-from ._plan import seconds_option as _seconds
-from ._redact import check_key, new_key, redact
-from ._serialize import to_json_value
-from ._wait import guarded_call
-from .exceptions import ConfigurationError
+from approval_guard._options.spec import seconds_option as _seconds
+from approval_guard._otel import CallSpan, call_span, tracing
+from approval_guard._transport.drive import APerform, drive_async, drive_sync, late_sync, threaded
+from approval_guard._transport.sync_client import ProviderClient, check_base_url
+from approval_guard.exceptions import ConfigurationError
 
 __all__ = ["Guard"]
 
@@ -200,7 +206,7 @@ class Guard:
         with self._async_lock:
             if self._aperform is None:
                 try:
-                    from ._aclient import AsyncProviderClient
+                    from approval_guard._transport.async_client import AsyncProviderClient
                 except ImportError:
                     log.warning(
                         "httpx is not installed, so async tools wait in helper threads "

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 
 import attrs
 
-from ._duration import DurationLike
-from ._plan import check_key, check_requested_by, seconds_option
-from .exceptions import ConfigurationError
+from approval_guard._codec.duration import DurationLike
+from approval_guard._options.spec import check_key, check_requested_by, seconds_option
+from approval_guard.exceptions import ConfigurationError
 
 
 @attrs.frozen

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from ._events import (
+from approval_guard._call.events import (
     ApprovalSkipped,
     ArgumentsEdited,
     CallNotRun,

@@ -44,7 +44,7 @@ def approval_provider() -> Iterator[LocalProvider]:
 def guard(approval_provider: LocalProvider) -> Any:
     """An ``approval_guard.Guard`` pointed at ``approval_provider`` with test-sized limits."""
     # Imported lazily: the plugin must load even where Guard cannot be imported.
-    from approval_guard import Guard  # type: ignore[attr-defined,unused-ignore]
+    from approval_guard import Guard
 
     return Guard(
         base_url=approval_provider.url,

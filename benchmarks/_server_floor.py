@@ -1,7 +1,7 @@
 """The floor of the stack: bare Starlette long polls on uvicorn (h11), no store, no auth.
 
 ``python -m benchmarks._server_floor [--port 0]`` prints one JSON line
-``{"url": ...}`` once it is serving, as ``approval_guard.provider._server``
+``{"url": ...}`` once it is serving, as ``approval_guard.provider.serving.process``
 does, so the server benchmark drives both with the same clients:
 
 - ``POST /v1/requests`` parses the JSON body and answers 201 with a new id;

@@ -28,7 +28,7 @@ from ._server_process import ROOT, ServerProcess
 
 POSTGRES_SCRIPT = ROOT / ".ci" / "postgres.sh"
 #: The provider's bare entry point (as tests/provider/test_provider_durability.py starts it).
-PROVIDER = ["-c", "from approval_guard.provider._server import _run_from_args; _run_from_args()"]
+PROVIDER = ["-m", "approval_guard.provider.serving.process"]
 
 
 class Skip(Exception):

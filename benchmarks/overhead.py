@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 import approval_guard as ag
-from approval_guard._answer import Answer
-from approval_guard._clock import ClockSample, SystemClock
-from approval_guard._exchange import ExchangeSpec
+from approval_guard._codec.clock import ClockSample, SystemClock
+from approval_guard._transport.answer import Answer
+from approval_guard._transport.exchange import ExchangeSpec
 
 from ._common import Result, median
 

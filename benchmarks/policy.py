@@ -15,7 +15,7 @@ from typing import Any
 
 import approval_guard as ag
 from approval_guard import _otel
-from approval_guard._clock import SystemClock
+from approval_guard._codec.clock import SystemClock
 
 from ._common import Result, median
 from .overhead import InstantApprover, refund

@@ -1,6 +1,6 @@
 """7. The provider as a server: waiting polls, creates and decisions, beside the bare floor.
 
-Everything runs against ``python -m approval_guard.provider._server`` (whatever
+Everything runs against ``python -m approval_guard.provider.serving.process`` (whatever
 HTTP layer it serves today) in a child process, with the clients in other
 processes; beside it, in the same run, the floor of the stack (a bare
 Starlette long poll on uvicorn, ``_server_floor.py``) takes the same load.
@@ -21,7 +21,7 @@ from ._server_process import ServerProcess
 
 KIB = 1024
 #: The provider's bare entry point (as tests/provider/test_provider_durability.py starts it).
-PROVIDER = ["-c", "from approval_guard.provider._server import _run_from_args; _run_from_args()"]
+PROVIDER = ["-m", "approval_guard.provider.serving.process"]
 FLOOR = ["-m", "benchmarks._server_floor"]
 #: Reviewer connections deciding at once; creators likewise.
 REVIEWERS = 8

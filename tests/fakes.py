@@ -18,8 +18,8 @@ from typing import Any
 
 import responses
 
-from approval_guard._duration import format_duration, parse_duration_string
-from approval_guard._wire import format_http_date, format_timestamp
+from approval_guard._codec.duration import format_duration, parse_duration_string
+from approval_guard._codec.wire import format_http_date, format_timestamp
 
 BASE = "https://approvals.example.com"
 EPOCH = datetime(2026, 9, 16, 12, 0, 0, tzinfo=timezone.utc)
@@ -231,7 +231,7 @@ class FakeProvider:
         """Route ``guard``'s async tools (httpx, not requests) to this fake provider too."""
         import httpx
 
-        from approval_guard._aclient import AsyncProviderClient
+        from approval_guard._transport.async_client import AsyncProviderClient
 
         routes: list[tuple[str, re.Pattern[str], Callable[[Any], Any]]] = [
             ("POST", re.compile(rf"{re.escape(BASE)}/v1/requests"), self.on_create),

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 import approval_guard as ag
-from approval_guard import _exchange as exchange
-from approval_guard._aclient import KEEP_ALIVE, AsyncProviderClient
-from approval_guard._answer import TransportError
-from approval_guard._client import ProviderClient
-from approval_guard._clock import SystemClock
+from approval_guard._codec.clock import SystemClock
+from approval_guard._transport import exchange
+from approval_guard._transport.answer import TransportError
+from approval_guard._transport.async_client import KEEP_ALIVE, AsyncProviderClient
+from approval_guard._transport.sync_client import ProviderClient
 from approval_guard.testing import LocalProvider
 from benchmarks._common import open_sockets as _open_sockets
 from tests.test_hardening import DrippingProvider
@@ -276,7 +276,7 @@ def test_without_httpx_async_tools_still_run_in_threads(
     provider: LocalProvider, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """No ``async`` extra: the same rules, each exchange in a helper thread, and a warning."""
-    monkeypatch.setitem(sys.modules, "approval_guard._aclient", None)
+    monkeypatch.setitem(sys.modules, "approval_guard._transport.async_client", None)
     guard = _direct_guard(provider)
 
     @guard.requires_approval(timeout="1m")

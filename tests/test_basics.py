@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import approval_guard as ag
-from approval_guard._duration import canonical, format_duration, parse_duration_string
-from approval_guard._serialize import bind, dumps, to_json_value
+from approval_guard._codec.duration import canonical, format_duration, parse_duration_string
+from approval_guard._codec.serialize import bind, dumps, to_json_value
 
 BASE = "https://approvals.example.com"
 
@@ -314,7 +314,7 @@ def test_timestamp_parsing_agrees_with_rfc3339(moment: datetime, form: str) -> N
     """The fast path and the general parser read every RFC 3339 form the same way."""
     from dateutil.parser import isoparse
 
-    from approval_guard._wire import parse_timestamp
+    from approval_guard._codec.wire import parse_timestamp
 
     text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z" if (
         form == "ms"
@@ -336,7 +336,7 @@ def _varied(a: int, *rest: int, key: str = "k", **more: Any) -> None: ...
 )
 def test_fast_binding_agrees_with_inspect(fn: Any, args: tuple[Any, ...], kwargs: Any) -> None:
     """The fast binder gives what inspect gives, including the same TypeError for a bad call."""
-    from approval_guard._serialize import binder
+    from approval_guard._codec.serialize import binder
 
     sig = inspect.signature(fn)
     try:

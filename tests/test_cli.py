@@ -22,8 +22,8 @@ import requests
 
 import approval_guard as ag
 from approval_guard import _env
-from approval_guard._duration import format_time_left
-from approval_guard._wire import parse_timestamp
+from approval_guard._codec.duration import format_time_left
+from approval_guard._codec.wire import parse_timestamp
 from approval_guard.cli import main
 from approval_guard.cli._demo import load_refund_example
 from approval_guard.cli._output import LiveLine
@@ -673,18 +673,15 @@ def test_the_cli_has_no_http_client_of_its_own(path: Path) -> None:
     }
 
 
-def test_the_console_script_and_the_old_address_run_the_same_main() -> None:
-    """The approval-guard script names approval_guard.cli:main; the old path re-exports it."""
+def test_the_console_script_runs_the_cli_main() -> None:
+    """The approval-guard script names approval_guard.cli:main."""
     tomllib = pytest.importorskip("tomllib")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "scripts"
     ]
     module_name, _, attribute = scripts["approval-guard"].partition(":")
 
-    from approval_guard.provider import _cli as old_address
-
     assert main is getattr(importlib.import_module(module_name), attribute)
-    assert main is old_address.main
 
 
 @pytest.mark.parametrize(

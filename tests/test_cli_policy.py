@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from approval_guard._json import canonical_json
+from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
 from tests.provider.helpers import create_from_text
 from tests.test_cli import ENV_NAMES, cli, run

@@ -26,12 +26,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import approval_guard as ag
-from approval_guard import _exchange as exchange
-from approval_guard._answer import TransportError
-from approval_guard._client import ProviderClient
-from approval_guard._clock import SystemClock
-from approval_guard._scrub import SECRET_WORDS, Scrubber, scrub_text
-from approval_guard._wire import format_http_date, format_timestamp
+from approval_guard._codec.clock import SystemClock
+from approval_guard._codec.wire import format_http_date, format_timestamp
+from approval_guard._transport import exchange
+from approval_guard._transport.answer import TransportError
+from approval_guard._transport.scrub import SECRET_WORDS, Scrubber, scrub_text
+from approval_guard._transport.sync_client import ProviderClient
 from approval_guard.testing import LocalProvider, approve_after
 from tests.test_integration import make_guard, refund_tool
 

@@ -17,13 +17,9 @@ from dateutil.tz import tzutc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from approval_guard._convert import (
-    Converter,
-    EditError,
-    editable_converters,
-)
-from approval_guard._json import JSONNumber, load_json
-from approval_guard._serialize import MAX_DEPTH, to_json_value
+from approval_guard._codec.exact_json import JSONNumber, load_json
+from approval_guard._codec.serialize import MAX_DEPTH, to_json_value
+from approval_guard._options.convert import Converter, EditError, editable_converters
 from approval_guard.exceptions import ArgumentSerializationError, ConfigurationError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 import approval_guard as ag
-from approval_guard._duration import (
+from approval_guard._codec.duration import (
     check_duration_text,
     format_age,
     format_time_left,

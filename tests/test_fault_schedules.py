@@ -87,8 +87,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import approval_guard as ag
-from approval_guard._json import canonical_json
-from approval_guard._wire import (
+from approval_guard._codec.exact_json import canonical_json
+from approval_guard._codec.wire import (
     APPROVED,
     CANCELLED,
     DENIED,
@@ -96,7 +96,7 @@ from approval_guard._wire import (
     ApprovalRequest,
     format_http_date,
 )
-from approval_guard.provider._store import InvalidEdit, NotPendingError
+from approval_guard.provider.store.models import InvalidEdit, NotPendingError
 from approval_guard.testing import LocalProvider, Timings
 
 BATCH = 30  # schedules per hypothesis example, run at once on BATCH providers

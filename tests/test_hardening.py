@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 import approval_guard as ag
-import approval_guard._ops as ops_module
-import approval_guard._wait as wait_module
-from approval_guard._serialize import to_json_value
-from approval_guard._verdict import same_json
-from approval_guard._wire import format_http_date, format_timestamp
+import approval_guard._call.ops as ops_module
+import approval_guard._call.rules as wait_module
+from approval_guard._call.verdict import same_json
+from approval_guard._codec.serialize import to_json_value
+from approval_guard._codec.wire import format_http_date, format_timestamp
 from approval_guard.testing import LocalProvider, approve_after, deny_after
 from tests.test_integration import ctrl_c_during, finish, in_thread, make_guard, refund_tool
 
@@ -291,7 +291,7 @@ def test_pydantic_fields_excluded_from_dumps_are_still_shown() -> None:
 
 def test_a_date_header_at_the_end_of_time_fails_closed() -> None:
     """A Date so far ahead that the arithmetic overflows: not valid, no exception."""
-    from approval_guard._clock import ClockSample, still_valid
+    from approval_guard._codec.clock import ClockSample, still_valid
 
     sample = ClockSample(sent=0.0, received=0.0,
                          date=datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc))

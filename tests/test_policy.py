@@ -25,7 +25,7 @@ import pytest
 import requests
 
 import approval_guard as ag
-from approval_guard._json import canonical_json
+from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider, approve_after, deny_after
 from tests.test_integration import make_guard
 
@@ -845,7 +845,7 @@ def test_an_edited_number_is_run_exactly_or_not_at_all(
     p: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """A JSON number reaches a Decimal exactly; one a float cannot hold never runs rounded."""
-    from approval_guard._json import JSONNumber
+    from approval_guard._codec.exact_json import JSONNumber
 
     got: list[Any] = []
 
@@ -917,7 +917,7 @@ def test_a_marker_digests_the_values_canonical_json(value: Any) -> None:
     """The scalar fast path gives the digest of the value's canonical JSON, like any value."""
     import hmac as _hmac
 
-    from approval_guard._redact import marker
+    from approval_guard._options.redact import marker
 
     key = b"k" * 32
     text = canonical_json(value).encode("utf-8")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import approval_guard as ag
-from approval_guard._json import canonical_json
+from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
 from tests.test_integration import finish, in_thread, make_guard
 from tests.test_review_page import TIMEOUT_MS

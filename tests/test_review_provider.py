@@ -133,7 +133,7 @@ def test_the_cli_reads_arguments_as_deep_as_the_provider_accepts(
     provider: LocalProvider, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     """A request nested to the provider's limit does not make list or show unreadable."""
-    from approval_guard.provider._store import MAX_JSON_DEPTH
+    from approval_guard._codec.exact_json import MAX_JSON_DEPTH
 
     request_id = create_raw(provider, nested_arguments(MAX_JSON_DEPTH))
     argv = ["list"] if command == "list" else ["show", request_id]

@@ -14,11 +14,11 @@ import pytest
 import responses
 
 import approval_guard as ag
-from approval_guard._answer import Answer
-from approval_guard._backoff import RetryPolicy
-from approval_guard._clock import ClockSample, plausibly_expired, still_valid
-from approval_guard._exchange import ExchangeSpec
-from approval_guard._wire import format_http_date
+from approval_guard._call.backoff import RetryPolicy
+from approval_guard._codec.clock import ClockSample, plausibly_expired, still_valid
+from approval_guard._codec.wire import format_http_date
+from approval_guard._transport.answer import Answer
+from approval_guard._transport.exchange import ExchangeSpec
 from approval_guard.testing import LocalProvider, approve_after
 from tests.conftest import SECRET
 from tests.fakes import BASE, FakeProvider, ManualClock

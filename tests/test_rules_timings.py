@@ -12,10 +12,10 @@ import pytest
 import responses
 
 import approval_guard as ag
-from approval_guard._client import RetryPolicy
-from approval_guard._clock import SystemClock, sleep_async
-from approval_guard._ops import Op, Sleep
-from approval_guard._retry import Again, GaveUp, retrying
+from approval_guard._call.ops import Op, Sleep
+from approval_guard._call.retry import Again, GaveUp, retrying
+from approval_guard._codec.clock import SystemClock, sleep_async
+from approval_guard._transport.sync_client import RetryPolicy
 from approval_guard.testing import LocalProvider, Timings, approve_after
 from tests.conftest import SECRET
 from tests.fakes import BASE, FakeProvider, ManualClock

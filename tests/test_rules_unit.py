@@ -14,8 +14,8 @@ import pytest
 import requests
 
 import approval_guard as ag
-from approval_guard._answer import MAX_ANSWER_BYTES
-from approval_guard._wire import format_http_date
+from approval_guard._codec.wire import format_http_date
+from approval_guard._transport.answer import MAX_ANSWER_BYTES
 from tests.conftest import SECRET
 from tests.fakes import BASE, FakeProvider, ManualClock
 

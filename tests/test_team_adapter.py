@@ -329,8 +329,8 @@ def test_the_default_guard_takes_requested_by_from_the_environment(
 
 def test_local_provider_rules_bind_its_own_approve_too() -> None:
     """LocalProvider(rules=Rules): the testing reviewer's approval counts as one of two."""
-    from approval_guard.provider._models import AlreadyApproved
-    from approval_guard.provider._rules import parse_rules
+    from approval_guard.provider.rules.config import parse_rules
+    from approval_guard.provider.store.models import AlreadyApproved
 
     with LocalProvider(rules=parse_rules(RULES)) as provider:
         assert 2 == provider.server.rules.for_tool("issue_refund").approvals_required
@@ -352,7 +352,7 @@ def test_a_providers_decided_by_is_bounded_and_scrubbed_before_anyone_reads_it(
     fake: FakeProvider, unit_guard: ag.Guard, clock: Any
 ) -> None:
     """Control characters become spaces, a secret-shaped part is starred, the length is bounded."""
-    from approval_guard._wire import NAMES_LIMIT, format_timestamp
+    from approval_guard._codec.wire import NAMES_LIMIT, format_timestamp
 
     name = "bob\x1b[2J\u202e token=agi_leaked_1234 " + "x" * 2000
     decision = {

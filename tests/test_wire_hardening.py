@@ -9,10 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from approval_guard._answer import TransportError
-from approval_guard._backoff import MAX_RETRY_AFTER, parse_retry_after
-from approval_guard._scrub import safe_text, scrub_text
-from approval_guard._wire import (
+from approval_guard._call.backoff import MAX_RETRY_AFTER, parse_retry_after
+from approval_guard._codec.wire import (
     MESSAGE_LIMIT,
     WireError,
     format_http_date,
@@ -21,6 +19,8 @@ from approval_guard._wire import (
     parse_request,
     parse_timestamp,
 )
+from approval_guard._transport.answer import TransportError
+from approval_guard._transport.scrub import safe_text, scrub_text
 
 NOW = datetime(2026, 9, 16, 12, 0, 0, tzinfo=timezone.utc)
 MOMENTS = st.datetimes(

@@ -41,8 +41,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from ._output import PROG, CliError, say
-from ._parser import build_parser
+from approval_guard.cli._output import PROG, CliError, say
+from approval_guard.cli._parser import build_parser
 
 __all__ = ["main"]
 

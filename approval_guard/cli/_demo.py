@@ -16,11 +16,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from approval_guard import _duration, _wire
-
-from ._output import PROG, CliError, LiveLine, pretty_json, safe, say, time_left
-from ._reviewer_client import ReviewerClient
-from ._signals import interrupt, on_sigterm
+from approval_guard._codec import duration as _duration
+from approval_guard._codec import wire as _wire
+from approval_guard.cli._output import PROG, CliError, LiveLine, pretty_json, safe, say, time_left
+from approval_guard.cli._reviewer_client import ReviewerClient
+from approval_guard.cli._signals import interrupt, on_sigterm
 
 #: The demo's refund, as an agent might ask for it.
 DEMO_ARGUMENTS: dict[str, Any] = {"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}

@@ -21,17 +21,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from approval_guard._duration import format_age
-from approval_guard._json import dump_json
-from approval_guard._ledger import Execution, Ledger
-from approval_guard._ledger_sqlite import SQLiteLedger
-from approval_guard._wire import format_timestamp
+from approval_guard._codec.duration import format_age
+from approval_guard._codec.exact_json import dump_json
+from approval_guard._codec.wire import format_timestamp
+from approval_guard._ledger.memory import Execution, Ledger
+from approval_guard._ledger.sqlite import SQLiteLedger
+from approval_guard.cli._output import PROG, say
 from approval_guard.exceptions import ApprovalGuardError
 
-from ._output import PROG, say
-
 if TYPE_CHECKING:
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
 # A row younger than this may belong to a call whose approval is still valid, or
 # that is running now; deleting it would let a retry run the tool a second time.
@@ -47,7 +46,7 @@ def _open(args: argparse.Namespace) -> SQLiteLedger | PostgresLedger:
         if not Path(args.db).is_file():
             raise ApprovalGuardError(f"no such ledger file: {args.db}")
         return SQLiteLedger(args.db)
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     return PostgresLedger(args.dsn, table=args.table)
 

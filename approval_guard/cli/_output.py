@@ -1,7 +1,7 @@
 """What the command writes to the terminal: every line a person reads from it.
 
 Tool names and arguments come from a model, so everything the provider sends
-goes through :func:`safe` (``approval_guard._display``) before it is printed;
+goes through :func:`safe` (``approval_guard._codec.display``) before it is printed;
 numbers are printed exactly as stored, and a guard's redaction marker as
 ``\u2039redacted 1a2b3c4d5e6f\u203a``, as the review page shows it. ``--json``
 output is the provider's JSON, markers and all, and never goes through here.
@@ -15,10 +15,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TextIO
 
-from approval_guard._display import escape, escape_lines, with_markers_shown
-from approval_guard._duration import format_time_left
-from approval_guard._json import dump_json
-from approval_guard._now import utcnow
+from approval_guard._codec.display import escape, escape_lines, with_markers_shown
+from approval_guard._codec.duration import format_time_left
+from approval_guard._codec.exact_json import dump_json
+from approval_guard._codec.now import utcnow
 
 PROG = "approval-guard"
 

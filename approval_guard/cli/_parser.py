@@ -12,7 +12,8 @@ import os
 from collections.abc import Mapping
 from datetime import timedelta
 
-from approval_guard import _duration, _wire
+from approval_guard._codec import duration as _duration
+from approval_guard._codec import wire as _wire
 from approval_guard._env import (
     ENV_CREDENTIAL,
     ENV_REVIEWER_TOKEN,
@@ -21,10 +22,9 @@ from approval_guard._env import (
     ENV_SERVE_REVIEWER_TOKEN,
     ENV_URL,
 )
-
-from . import _demo, _ledger, _review, _serve, _webhooks
-from ._output import PROG
-from ._team import add_team_commands
+from approval_guard.cli import _demo, _ledger, _review, _serve, _webhooks
+from approval_guard.cli._output import PROG
+from approval_guard.cli._team import add_team_commands
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 

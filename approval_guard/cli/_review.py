@@ -10,12 +10,11 @@ import argparse
 from contextlib import closing
 from typing import Any
 
-from approval_guard import _wire
-from approval_guard._display import redacted_paths
+from approval_guard._codec import wire as _wire
+from approval_guard._codec.display import redacted_paths
+from approval_guard._codec.exact_json import dump_json, load_json
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
-from approval_guard._json import dump_json, load_json
-
-from ._output import (
+from approval_guard.cli._output import (
     PROG,
     CliError,
     UsageError,
@@ -27,7 +26,7 @@ from ._output import (
     time_left,
     usage_failed,
 )
-from ._reviewer_client import ReviewerClient, Team
+from approval_guard.cli._reviewer_client import ReviewerClient, Team
 
 
 def _reviewer(args: argparse.Namespace) -> ReviewerClient:

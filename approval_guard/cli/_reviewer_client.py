@@ -7,11 +7,11 @@ from typing import Any
 
 import attrs
 
-from approval_guard import _client, _wire
-from approval_guard._clock import SystemClock
-from approval_guard._json import MAX_JSON_DEPTH, load_json
-
-from ._output import PROG, CliError, safe
+from approval_guard._codec import wire as _wire
+from approval_guard._codec.clock import SystemClock
+from approval_guard._codec.exact_json import MAX_JSON_DEPTH, load_json
+from approval_guard._transport import sync_client as _client
+from approval_guard.cli._output import PROG, CliError, safe
 
 HTTP_TIMEOUT = 10.0
 
@@ -67,7 +67,8 @@ class Reviewed:
 class ReviewerClient:
     """The provider's API as the CLI uses it; every failure becomes a :class:`CliError`.
 
-    It sends through the library's one HTTP client, ``approval_guard._client.ProviderClient``
+    It sends through the library's one HTTP client,
+    ``approval_guard._transport.sync_client.ProviderClient``
     (Bearer set as requests' auth so no ``.netrc`` replaces it, no environment
     proxy for plain http, bounded answers); ``credential`` never appears in a message.
     """

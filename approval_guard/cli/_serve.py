@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
-
-from ._output import PROG, CliError, UsageError, say
-from ._signals import on_sigterm
+from approval_guard.cli._output import PROG, CliError, UsageError, say
+from approval_guard.cli._signals import on_sigterm
 
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens, StoreProtocol
-    from approval_guard.provider._rules import Rules
+    from approval_guard.provider.rules.config import Rules
 
 DEFAULT_PORT = 8765
 
@@ -48,12 +47,12 @@ def _serve_banner(
     say(f"{PROG}: provider listening on {url} (database: {db})")
     targets = getattr(args, "webhooks", None) or ()
     if targets:
-        from approval_guard.provider._webhooks import display_url
+        from approval_guard.provider.webhooks.signing import display_url
 
         shown = ", ".join(display_url(item["url"]) for item in targets)
         say(f"Webhooks: posting each request's events to {shown}")
     if rules is not None:
-        from approval_guard.provider._webhooks import display_url
+        from approval_guard.provider.webhooks.signing import display_url
 
         scoped = {
             f"{display_url(hook_url)} ({name})"
@@ -101,7 +100,7 @@ def _load_rules(args: argparse.Namespace) -> Rules | None:
     """``--rules FILE`` read now: a bad file stops ``serve`` before it binds (exit code 2)."""
     if not getattr(args, "rules", None):
         return None
-    from approval_guard.provider._rules import RulesError, load_rules
+    from approval_guard.provider.rules.config import RulesError, load_rules
 
     try:
         return load_rules(args.rules)
@@ -143,7 +142,7 @@ def add_webhook_options(serve: argparse.ArgumentParser) -> None:
     """``--webhook URL [--webhook-secret S] [--webhook-format F]``... and ``--public-url``."""
     # The provider's own module holds them (its bare runner takes them too); it needs
     # neither starlette nor httpx to be imported.
-    from approval_guard.provider._webhook_settings import add_webhook_arguments
+    from approval_guard.provider.webhooks.settings import add_webhook_arguments
 
     add_webhook_arguments(serve)
 
@@ -157,7 +156,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _check_transport(args)
     rules = _load_rules(args)
-    from approval_guard.provider._webhook_settings import targets_from_args
+    from approval_guard.provider.webhooks.settings import targets_from_args
 
     targets = targets_from_args(args)
     rule_hooks = rules is not None and any(

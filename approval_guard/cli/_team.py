@@ -14,10 +14,9 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from approval_guard._duration import parse_age
-from approval_guard._wire import format_timestamp
-
-from ._output import CliError, safe, say
+from approval_guard._codec.duration import parse_age
+from approval_guard._codec.wire import format_timestamp
+from approval_guard.cli._output import CliError, safe, say
 
 if TYPE_CHECKING:
     from approval_guard.provider import StoreProtocol
@@ -25,9 +24,8 @@ if TYPE_CHECKING:
 
 @contextlib.contextmanager
 def _store(args: argparse.Namespace) -> Iterator[StoreProtocol]:
-    from approval_guard.provider._store import open_store
-
-    from ._serve import safe_dsn_error
+    from approval_guard.cli._serve import safe_dsn_error
+    from approval_guard.provider.store.opening import open_store
 
     try:
         store = open_store(db=args.db, dsn=args.dsn)
@@ -46,7 +44,7 @@ def _store(args: argparse.Namespace) -> Iterator[StoreProtocol]:
 
 def cmd_reviewers_add(args: argparse.Namespace) -> int:
     """``reviewers add NAME [--role ROLE ...]``: prints the new token as the last word."""
-    from approval_guard.provider._store import ReviewerNameError
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
 
     with _store(args) as store:
         try:
@@ -100,7 +98,7 @@ def cmd_reviewers_remove(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """``audit [--since 1h] [--json]``: the audit trail, oldest first."""
-    from approval_guard.provider._render import audit_json
+    from approval_guard.provider.http.render import audit_json
 
     with _store(args) as store:
         since = None if args.since is None else store.now() - args.since

@@ -17,14 +17,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from approval_guard._json import dump_json
-from approval_guard._wire import format_timestamp
-
-from ._output import CliError, safe, say
-from ._serve import safe_dsn_error
+from approval_guard._codec.exact_json import dump_json
+from approval_guard._codec.wire import format_timestamp
+from approval_guard.cli._output import CliError, safe, say
+from approval_guard.cli._serve import safe_dsn_error
 
 if TYPE_CHECKING:
-    from approval_guard.provider._sql_outbox import OutboxItem
+    from approval_guard.provider.store.sql.outbox import OutboxItem
 
 
 def _item_json(item: OutboxItem, display_url: Any) -> dict[str, Any]:
@@ -58,8 +57,8 @@ def _item_json(item: OutboxItem, display_url: Any) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace) -> int:
     """``webhooks list``: every outbox row, newest event first; 1 if the store cannot be read."""
     try:
-        from approval_guard.provider._store import open_store
-        from approval_guard.provider._webhooks import display_url
+        from approval_guard.provider.store.opening import open_store
+        from approval_guard.provider.webhooks.signing import display_url
     except ImportError as exc:  # pragma: no cover - the store needs only the core
         raise CliError(str(exc)) from None
     if args.db is not None and not Path(args.db).is_file():

@@ -15,26 +15,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from approval_guard.provider._limits import DEFAULT_POLL_CAP, MAX_BODY_BYTES
-from approval_guard.provider._pg import PostgresStore
-from approval_guard.provider._store import (
+from approval_guard.provider.http.limits import DEFAULT_POLL_CAP, MAX_BODY_BYTES
+from approval_guard.provider.store.models import (
     Credential,
     FirstStartTokens,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
     NotPendingError,
-    Store,
     StoreClosedError,
     StoreError,
-    StoreProtocol,
-    open_store,
 )
-from approval_guard.provider._webhooks import WebhookSignatureError, WebhookTarget
-from approval_guard.provider._webhooks import new_secret as new_webhook_secret
-from approval_guard.provider._webhooks import verify as verify_webhook
+from approval_guard.provider.store.opening import Store, open_store
+from approval_guard.provider.store.postgres import PostgresStore
+from approval_guard.provider.store.protocol import StoreProtocol
+from approval_guard.provider.webhooks.signing import WebhookSignatureError, WebhookTarget
+from approval_guard.provider.webhooks.signing import new_secret as new_webhook_secret
+from approval_guard.provider.webhooks.signing import verify as verify_webhook
 
 if TYPE_CHECKING:
-    from approval_guard.provider._lifecycle import ProviderServer
+    from approval_guard.provider.serving.lifecycle import ProviderServer
     from approval_guard.testing._faults import Fault, FaultRecord, Faults, Stats
 
 
@@ -46,7 +45,7 @@ def __getattr__(name: str) -> Any:
     # importing a store or an error type must not import them.
     if name == "ProviderServer":
         try:
-            from approval_guard.provider._lifecycle import ProviderServer
+            from approval_guard.provider.serving.lifecycle import ProviderServer
         except ImportError as exc:
             raise ImportError(
                 "the provider's server needs the `server` extra: "

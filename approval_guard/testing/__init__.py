@@ -42,22 +42,22 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from approval_guard._duration import to_timedelta
-from approval_guard._now import utcnow
-from approval_guard._ops import Timings
-from approval_guard._policies import Policy, Validity, approve_after, deny_after
-from approval_guard._wire import APPROVED, DENIED, PENDING, ApprovalRequest
-from approval_guard.provider._rules import Rules
-from approval_guard.provider._server import DEFAULT_POLL_CAP, ProviderServer
-from approval_guard.provider._store import (
+from approval_guard._call.ops import Timings
+from approval_guard._codec.duration import to_timedelta
+from approval_guard._codec.now import utcnow
+from approval_guard._codec.wire import APPROVED, DENIED, PENDING, ApprovalRequest
+from approval_guard.provider.http.limits import DEFAULT_POLL_CAP
+from approval_guard.provider.rules.config import Rules
+from approval_guard.provider.serving.lifecycle import ProviderServer
+from approval_guard.provider.store.models import (
     INSTANCE,
     REVIEWER,
     Credential,
     History,
     NotPendingError,
-    Store,
     StoreClosedError,
 )
+from approval_guard.provider.store.opening import Store
 from approval_guard.testing._faults import (
     EXCHANGES,
     FAULT_KINDS,
@@ -66,6 +66,7 @@ from approval_guard.testing._faults import (
     Faults,
     Stats,
 )
+from approval_guard.testing._policies import Policy, Validity, approve_after, deny_after
 from approval_guard.testing._proxy import FaultProxy
 
 logger = logging.getLogger("approval_guard.provider")
@@ -90,7 +91,7 @@ class LocalProvider:
     :param poll_cap: the most a long poll waits, in seconds.
     :param rules: per-tool review rules (who may decide, how many must approve,
         ``self_approval``, ``max_valid_for``): a rules file's path or a
-        :class:`~approval_guard.provider._rules.Rules`, as ``serve --rules``.
+        :class:`~approval_guard.provider.rules.config.Rules`, as ``serve --rules``.
         :meth:`approve` and :meth:`deny` keep them too, as the testing reviewer
         (named ``testing reviewer``, no roles): with ``approvers`` set, or
         several approvals required, decide as named reviewers instead

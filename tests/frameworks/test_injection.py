@@ -10,7 +10,7 @@ from typing import Annotated, Any, Generic, TypeVar, Union
 import pytest
 
 import approval_guard as ag
-from approval_guard._inject import injected_parameters
+from approval_guard._options.inject import injected_parameters
 
 T = TypeVar("T")
 

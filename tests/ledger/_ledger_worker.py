@@ -40,14 +40,14 @@ from typing import Any
 
 def make_ledger(spec: dict[str, Any]) -> Any:
     """The ledger a spec describes (the same function lives in conftest.py)."""
-    from approval_guard._ledger import MemoryLedger
-    from approval_guard._ledger_sqlite import SQLiteLedger
+    from approval_guard._ledger.memory import MemoryLedger
+    from approval_guard._ledger.sqlite import SQLiteLedger
 
     if spec["kind"] == "memory":
         return MemoryLedger()  # this process's own record: shared with nobody
     if spec["kind"] == "sqlite":
         return SQLiteLedger(spec["path"])
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     return PostgresLedger(spec["dsn"], table=spec["table"])
 

@@ -18,8 +18,8 @@ from typing import Any
 import attrs
 import pytest
 
-from approval_guard._ledger import Ledger, MemoryLedger
-from approval_guard._ledger_sqlite import SQLiteLedger
+from approval_guard._ledger.memory import Ledger, MemoryLedger
+from approval_guard._ledger.sqlite import SQLiteLedger
 
 WORKER_SCRIPT = Path(__file__).resolve().with_name("_ledger_worker.py")
 
@@ -44,7 +44,7 @@ def make_ledger(spec: dict[str, Any]) -> Ledger:
     """Build a ledger from a spec (the same function lives in ``_worker.py``)."""
     if spec["kind"] == "sqlite":
         return SQLiteLedger(spec["path"])
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     return PostgresLedger(spec["dsn"], table=spec["table"])
 
@@ -68,7 +68,7 @@ def _postgres_backend(dsn: str) -> Iterator[Backend]:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     # A table per test: tests stay independent and may run against a shared server.
     table = f"ag_test_{uuid.uuid4().hex[:16]}"
@@ -225,7 +225,7 @@ def tool_runs(tmp_path: Path) -> list[str]:
 
 def provider_rows(ledger: Any, provider: Any) -> Any:
     """``ledger`` as a Guard on ``provider`` sees it: rows by that provider's request ids."""
-    from approval_guard._ledger import ProviderLedger
-    from approval_guard._plan import provider_scope as _provider_scope
+    from approval_guard._ledger.memory import ProviderLedger
+    from approval_guard._options.spec import provider_scope as _provider_scope
 
     return ProviderLedger(ledger, _provider_scope(provider.url))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from approval_guard._ledger import (
+from approval_guard._ledger.memory import (
     FINISHED,
     STARTED,
     Execution,
@@ -24,7 +24,7 @@ from approval_guard._ledger import (
     ProviderLedger,
     claim_accepts_digest,
 )
-from approval_guard._ledger_sqlite import SQLiteLedger
+from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.cli import _ledger as cli_ledger
 from approval_guard.exceptions import LedgerError
 from tests.ledger.test_ledger_cli import run
@@ -171,7 +171,7 @@ def test_claim_accepts_digest_for_every_ledger_of_this_package(tmp_path: Path) -
     sqlite = SQLiteLedger(tmp_path / "l.sqlite3")
     ledgers: list[object] = [MemoryLedger(), sqlite, ProviderLedger(MemoryLedger(), PROVIDER)]
     try:
-        from approval_guard._ledger_pg import PostgresLedger
+        from approval_guard._ledger.postgres import PostgresLedger
     except ImportError:  # without the postgres extra
         pass
     else:
@@ -416,7 +416,7 @@ def test_an_old_postgres_table_gains_the_column_and_keeps_its_rows(
     pg_dsn: str, old_pg_table: str
 ) -> None:
     """First use of an old table adds arguments_digest; its old row reads with no digest."""
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     assert "arguments_digest" not in _pg_columns(pg_dsn, old_pg_table)
     ledger = PostgresLedger(pg_dsn, table=old_pg_table)
@@ -465,7 +465,7 @@ def test_an_old_postgres_table_a_role_cannot_alter_fails_closed_with_the_fix(
     import psycopg
     from psycopg.conninfo import make_conninfo
 
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     role, password = f"ag_dml_{uuid.uuid4().hex[:12]}", uuid.uuid4().hex
     with psycopg.connect(pg_dsn, autocommit=True) as conn:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from approval_guard._ledger import FINISHED, STARTED
-from approval_guard._ledger_pg import redact_dsn
-from approval_guard._ledger_sqlite import SQLiteLedger
+from approval_guard._ledger.memory import FINISHED, STARTED
+from approval_guard._ledger.postgres import redact_dsn
+from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.exceptions import ConfigurationError, LedgerError
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def test_redact_dsn_replaces_any_password(expected: str, dsn: str) -> None:
 
 def test_postgres_ledger_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without psycopg, making a PostgresLedger says which extra to install."""
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     monkeypatch.setitem(sys.modules, "psycopg", None)
 
@@ -76,7 +76,7 @@ def test_postgres_ledger_without_psycopg_names_the_extra(monkeypatch: pytest.Mon
 def test_postgres_ledger_rejects_bad_options(kwargs: dict[str, Any], match: str) -> None:
     """A bad table name or timeout raises ConfigurationError when the ledger is made."""
     pytest.importorskip("psycopg")
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     with pytest.raises(ConfigurationError, match=match):
         PostgresLedger("postgresql://app:s3cret@db/agents", **kwargs)
@@ -85,7 +85,7 @@ def test_postgres_ledger_rejects_bad_options(kwargs: dict[str, Any], match: str)
 def test_malformed_dsn_error_does_not_quote_the_dsn() -> None:
     """A DSN that cannot be parsed is refused without echoing any of it."""
     pytest.importorskip("psycopg")
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     secret = uuid.uuid4().hex  # not a literal: tracebacks quote source lines
     dsn = f"host=db password={secret} junk"
@@ -100,7 +100,7 @@ def test_malformed_dsn_error_does_not_quote_the_dsn() -> None:
 def test_unreachable_server_raises_ledger_error_without_the_password() -> None:
     """Claiming against a server that is not there raises LedgerError, password withheld."""
     pytest.importorskip("psycopg")
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     secret = uuid.uuid4().hex  # not a literal: tracebacks quote source lines
     ledger = PostgresLedger(f"postgresql://app:{secret}@127.0.0.1:1/agents", connect_timeout=2)
@@ -166,7 +166,7 @@ def test_first_use_from_many_workers_at_once_creates_the_table_once(pg_dsn: str)
     """Eight ledgers creating the same missing table at once all succeed; one claim wins."""
     import psycopg
 
-    from approval_guard._ledger_pg import PostgresLedger
+    from approval_guard._ledger.postgres import PostgresLedger
 
     table = f"ag_test_{uuid.uuid4().hex[:16]}"
     ledgers = [PostgresLedger(pg_dsn, table=table) for _ in range(8)]

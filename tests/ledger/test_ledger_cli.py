@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from approval_guard._duration import format_age, parse_age
-from approval_guard._ledger_sqlite import SQLiteLedger
+from approval_guard._codec.duration import format_age, parse_age
+from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.cli._parser import add_ledger_commands as register
 
 if TYPE_CHECKING:

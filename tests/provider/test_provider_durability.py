@@ -21,7 +21,7 @@ from approval_guard.provider import ProviderServer, Store
 from approval_guard.testing import LocalProvider
 from tests.provider.helpers import Api, in_thread
 
-_LAUNCH = "from approval_guard.provider._server import _run_from_args; _run_from_args()"
+_LAUNCH = "approval_guard.provider.serving.process"
 
 
 class ProviderProcess:
@@ -34,7 +34,7 @@ class ProviderProcess:
 
     def start(self) -> str:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCH, "--db", str(self.db)],
+            [sys.executable, "-m", _LAUNCH, "--db", str(self.db)],
             stdout=subprocess.PIPE,
             text=True,
         )

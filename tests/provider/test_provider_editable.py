@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 import requests
 
-from approval_guard.provider._server import ProviderServer
-from approval_guard.provider._store import MAX_EDITABLE, load_json
+from approval_guard._codec.exact_json import load_json
+from approval_guard.provider.serving.lifecycle import ProviderServer
+from approval_guard.provider.store.checks import MAX_EDITABLE
 from approval_guard.testing import LocalProvider
 from tests.provider.helpers import REFUND, Api, error_type
 

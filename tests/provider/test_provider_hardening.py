@@ -18,14 +18,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from approval_guard._display import escape
-from approval_guard.provider._store import (
-    MAX_JSON_DEPTH,
-    InvalidJSON,
-    JSONNumber,
-    Store,
-    load_json,
-)
+from approval_guard._codec.display import escape
+from approval_guard._codec.exact_json import MAX_JSON_DEPTH, InvalidJSON, JSONNumber, load_json
+from approval_guard.provider.store.opening import Store
 from approval_guard.testing import LocalProvider
 from tests.provider.helpers import Api, error_type
 

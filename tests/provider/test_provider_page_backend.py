@@ -10,7 +10,7 @@ import re
 import pytest
 import requests
 
-from approval_guard.provider._server import CONTENT_SECURITY_POLICY
+from approval_guard.provider.http.limits import CONTENT_SECURITY_POLICY
 from approval_guard.testing import LocalProvider
 from tests.provider.helpers import Api, error_type
 

@@ -36,6 +36,9 @@ def server() -> Iterator[ProviderServer]:
         yield running
 
 
+BARE_PROVIDER = [sys.executable, "-m", "approval_guard.provider.serving.process"]
+
+
 def _tokens(server: ProviderServer) -> tuple[str, str]:
     tokens = server.first_start_tokens
     assert tokens is not None
@@ -280,7 +283,7 @@ def test_sigterm_answers_waiting_polls_with_the_current_state_and_loses_nothing(
     instance = store.create_credential("instance", "test")
     store.close()
     process = subprocess.Popen(
-        [sys.executable, "-m", "approval_guard.provider._server", "--db", str(db), "--port", "0"],
+        [*BARE_PROVIDER, "--db", str(db), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

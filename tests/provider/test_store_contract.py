@@ -24,7 +24,7 @@ from approval_guard.provider import (
     StoreClosedError,
     StoreProtocol,
 )
-from approval_guard.provider._store import InvalidEdit
+from approval_guard.provider.store.models import InvalidEdit
 
 REFUND = {"payment_id": "p_1", "amount": 4900, "currency": "GBP"}
 
@@ -131,7 +131,7 @@ def test_create_replay_and_a_reused_key(store: StoreProtocol) -> None:
 
 def test_exact_numbers_and_editable_names_are_kept(store: StoreProtocol) -> None:
     instance, reviewer = _people(store)
-    from approval_guard.provider._store import load_json
+    from approval_guard._codec.exact_json import load_json
 
     arguments = load_json('{"amount": 1e400, "big": 9007199254740993, "currency": "GBP"}')
     made = store.create_request(

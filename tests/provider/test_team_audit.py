@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from approval_guard.provider import Store
-from approval_guard.provider._models import INSTANCE, REVIEWER
+from approval_guard.provider.store.models import INSTANCE, REVIEWER
 
 
 class Clock:

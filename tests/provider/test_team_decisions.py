@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from approval_guard._wire import parse_timestamp as _parse
+from approval_guard._codec.wire import parse_timestamp as _parse
 from tests.provider.helpers import REFUND, error_type
 from tests.provider.team_helpers import Team, team_fixture  # noqa: F401 (the fixture)
 

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from approval_guard.provider import PostgresStore, ProviderServer
-from approval_guard.provider._rules import parse_rules
+from approval_guard.provider.rules.config import parse_rules
 from tests.provider.helpers import REFUND, Api
 from tests.provider.team_helpers import RULES
 

@@ -12,7 +12,7 @@ import requests
 
 from approval_guard.cli import main
 from approval_guard.provider import ProviderServer, Store
-from approval_guard.provider._limits import SESSION_COOKIE
+from approval_guard.provider.http.limits import SESSION_COOKIE
 from tests.provider.helpers import Api
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from approval_guard.cli import main
 from approval_guard.provider import ProviderServer
-from approval_guard.provider._rules import DEFAULT_RULE, RulesError, load_rules, parse_rules
+from approval_guard.provider.rules.config import DEFAULT_RULE, RulesError, load_rules, parse_rules
 
 SECRET = "whsec_dG9wc2VjcmV0LWtleS0xMjM0NTY="
 GOOD = """\

@@ -17,8 +17,8 @@ import pytest
 
 from approval_guard.cli import main
 from approval_guard.provider import ProviderServer, WebhookTarget
-from approval_guard.provider._rules import RulesError, parse_rules
-from approval_guard.provider._webhooks import (
+from approval_guard.provider.rules.config import RulesError, parse_rules
+from approval_guard.provider.webhooks.signing import (
     WebhookSignatureError,
     display_url,
     new_secret,

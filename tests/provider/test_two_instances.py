@@ -30,7 +30,7 @@ from tests.provider.helpers import REFUND, Api
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCH = "from approval_guard.provider._server import _run_from_args; _run_from_args()"
+LAUNCH = "approval_guard.provider.serving.process"
 
 
 @attrs.define
@@ -51,7 +51,7 @@ class Fleet:
         process = subprocess.Popen(
             [
                 sys.executable,
-                "-c",
+                "-m",
                 LAUNCH,
                 "--dsn",
                 self.dsn,

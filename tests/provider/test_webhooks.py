@@ -15,7 +15,7 @@ import pytest
 
 import approval_guard as ag
 from approval_guard.provider import ProviderServer, Store
-from approval_guard.provider._webhooks import (
+from approval_guard.provider.webhooks.signing import (
     WebhookSignatureError,
     WebhookTarget,
     display_url,
@@ -371,7 +371,7 @@ def test_the_slack_message_shows_markers_not_secrets_and_links_the_request(
 
 def test_slack_names_the_approvers_and_escapes_markup() -> None:
     """``approvers`` replaces "any reviewer"; ``<``, ``>`` and ``&`` cannot make a link."""
-    from approval_guard.provider._webhook_payloads import slack_payload
+    from approval_guard.provider.webhooks.payloads import slack_payload
 
     now = datetime(2026, 9, 16, 12, 0, tzinfo=timezone.utc)
     event = {

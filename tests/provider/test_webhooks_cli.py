@@ -15,8 +15,8 @@ import pytest
 from approval_guard.cli import main
 from approval_guard.cli._parser import build_parser
 from approval_guard.provider import Store
-from approval_guard.provider._webhook_settings import targets_from_args
-from approval_guard.provider._webhooks import (
+from approval_guard.provider.webhooks.settings import targets_from_args
+from approval_guard.provider.webhooks.signing import (
     WebhookTarget,
     display_url,
     new_secret,
@@ -149,14 +149,14 @@ def test_webhooks_list_of_a_missing_file_fails(
 
 
 def test_the_bare_runner_takes_the_webhook_flags(tmp_path: Path) -> None:
-    """``python -m approval_guard.provider._server --webhook ... --webhook-secret ...`` posts."""
+    """The bare provider process takes ``--webhook ... --webhook-secret ...`` and posts."""
     token = "agi_" + secrets.token_urlsafe(24)
     with Receiver() as hook:
         process = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "approval_guard.provider._server",
+                "approval_guard.provider.serving.process",
                 "--db",
                 str(tmp_path / "a.db"),
                 "--instance-token",

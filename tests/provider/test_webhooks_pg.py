@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from approval_guard.provider import PostgresStore
-from approval_guard.provider._webhooks import WebhookTarget, new_secret, verify
+from approval_guard.provider.webhooks.signing import WebhookTarget, new_secret, verify
 from tests.provider import test_two_instances
 from tests.provider.test_two_instances import Fleet
 from tests.provider.webhook_receiver import Receiver

@@ -1,0 +1,1 @@
+"""One guarded call's logic, free of I/O: a generator of operations that a driver performs."""

@@ -1,0 +1,183 @@
+"""What a guarded call reports while it runs: typed, frozen events for a harness.
+
+A harness passes ``on_event=`` (to :class:`~approval_guard.Guard` or to
+``requires_approval``) to show "waiting for approval (12 min left)", to audit
+calls that ran without asking, or to trace. Events carry no secret: arguments
+appear only in the form sent for approval (redacted values as markers).
+
+A callback runs in the guarded call's own thread (or event loop), between the
+call's steps: one that blocks holds the call up, which is the caller's
+business. One that raises never changes the outcome; its first failure in a
+call is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Union
+
+import attrs
+
+from approval_guard._call.outcome import NotRun
+
+log = logging.getLogger("approval_guard")
+
+
+@attrs.frozen
+class ApprovalSkipped:
+    """``when`` said this call needs no approval: it runs at once, and no request was made."""
+
+    tool: str
+    #: The arguments as they would have been sent for approval (redacted values as markers).
+    arguments: dict[str, Any]
+
+
+@attrs.frozen
+class RequestCreated:
+    """The approval request exists at the provider (made now, or adopted on a replay)."""
+
+    tool: str
+    request_id: str
+    #: The provider's deadline for a decision.
+    deadline_at: datetime
+    #: The provider's ``X-Request-ID`` for the answer, if it sent one.
+    provider_request_id: str | None = None
+
+
+@attrs.frozen
+class StillWaiting:
+    """A poll came back undecided; the call waits on."""
+
+    tool: str
+    request_id: str
+    #: Seconds until the call stops waiting (the provider's deadline or the harness's limit).
+    seconds_left: float
+    deadline_at: datetime
+    #: While a request needs several approvals (API 1.1): how many it has, of how many.
+    approvals: int | None = None
+    approvals_required: int | None = None
+
+
+@attrs.frozen
+class Decided:
+    """A person approved or denied the request."""
+
+    tool: str
+    request_id: str
+    status: str  # "approved" or "denied"
+    note: str | None = None
+    #: The reviewer, as the provider names them (API 1.1 ``decided_by``), if it does;
+    #: every approver, ``"alice, bob"``, when several had to approve.
+    decided_by: str | None = None
+
+
+@attrs.frozen
+class ArgumentsEdited:
+    """The reviewer approved the call with changed arguments; the tool runs with ``after``."""
+
+    tool: str
+    request_id: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+    changed: tuple[str, ...]
+
+
+@attrs.frozen
+class ToolStarted:
+    """The tool is being called now (``request_id`` None: ``when`` skipped approval).
+
+    The approval's expiry is checked once more after the callbacks return: one
+    that blocks past it is followed by ``CallNotRun`` (``APPROVAL_EXPIRED``) instead.
+    """
+
+    tool: str
+    request_id: str | None = None
+
+
+@attrs.frozen
+class ToolFinished:
+    """The tool returned, or raised (``error``: the exception's type name)."""
+
+    tool: str
+    request_id: str | None = None
+    error: str | None = None
+
+
+@attrs.frozen
+class CallNotRun:
+    """The call ended without running the tool."""
+
+    not_run: NotRun
+
+    @property
+    def tool(self) -> str:
+        return self.not_run.tool
+
+
+Event = Union[  # noqa: UP007 (a runtime alias on 3.10)
+    ApprovalSkipped,
+    RequestCreated,
+    StillWaiting,
+    Decided,
+    ArgumentsEdited,
+    ToolStarted,
+    ToolFinished,
+    CallNotRun,
+]
+OnEvent = Callable[[Any], object]
+
+
+def check_on_event(on_event: OnEvent | None) -> OnEvent | None:
+    """``on_event`` as given, if it is None or callable; else a ConfigurationError."""
+    from approval_guard.exceptions import ConfigurationError
+
+    if on_event is not None and not callable(on_event):
+        raise ConfigurationError("on_event must be a callable taking one event")
+    return on_event
+
+
+class Emitter:
+    """One call's event sinks: each event goes to every sink, in order, never raising."""
+
+    __slots__ = ("_failed", "_sinks", "values")
+
+    def __init__(self, sinks: Sequence[OnEvent], *, values: bool = True) -> None:
+        self._sinks = tuple(sinks)
+        self._failed = False
+        #: Some sink may read argument values (a user's callback; a span never does).
+        self.values = values
+
+    def __bool__(self) -> bool:
+        return bool(self._sinks)
+
+    def __call__(self, event: Event) -> None:
+        for sink in self._sinks:
+            try:
+                result = sink(event)
+            except Exception:
+                self._failure(event, exc_info=True)
+                continue
+            close = getattr(result, "close", None)
+            if result is not None and callable(close) and hasattr(result, "send"):
+                # An async callback's coroutine: never awaited here, so closed unrun.
+                close()
+                self._failure(
+                    event, exc_info=False, why="returned a coroutine (use a plain function)"
+                )
+
+    def _failure(self, event: Event, *, exc_info: bool, why: str = "raised") -> None:
+        if self._failed:
+            log.debug("on_event callback %s again at %s", why, type(event).__name__)
+            return
+        self._failed = True
+        log.warning(
+            "an on_event callback %s at %s; the call goes on unchanged",
+            why,
+            type(event).__name__,
+            exc_info=exc_info,
+        )
+
+
+NO_EVENTS = Emitter(())

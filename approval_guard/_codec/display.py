@@ -1,0 +1,131 @@
+"""Showing text from a model to a person: every character that could hide or mislead, escaped.
+
+Tool names, arguments and notes come from a model or a provider. Shown as they
+are, a bidi override (U+202E) makes an argument read backwards, a zero-width
+space makes two different values look the same, and a terminal escape
+rewrites the screen. :func:`escape` shows each such character as ``\\uXXXX``
+(``\\UXXXXXXXX`` beyond the BMP, so the escape cannot run into the next
+character), the same way wherever a reviewer looks (the review page, the CLI)::
+
+    >>> escape("pay\\u202eusd")
+    'pay\\\\u202eusd'
+
+A character is escaped when Python does not call it printable (categories Cc,
+Cf, Cs, Co, Cn, Zl, Zp and every Zs but the plain space: controls, bidi marks
+and overrides, zero-width characters, U+FEFF, unassigned code points) or when
+it is one of the few printable-by-category characters that draw nothing
+(Hangul fillers, the braille blank, the combining grapheme joiner, variation
+selectors).
+
+A guard's redaction marker, ``{"$redacted": "1a2b3c4d5e6f"}``, is shown as
+``\u2039redacted 1a2b3c4d5e6f\u203a`` (:func:`with_markers_shown`), so that a
+reviewer reads "a secret is here" rather than an object with an odd key.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from approval_guard._codec.exact_json import JSONNumber
+from approval_guard._options.redact import DIGEST_LENGTH, REDACTED_KEY
+
+# Letters and symbols by category that render as nothing; Python calls them printable.
+_BLANK = frozenset(
+    {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164}
+    | {0xFFA0}
+    | set(range(0xFE00, 0xFE10))
+    | set(range(0xE0100, 0xE01F0))
+)
+
+
+def is_hidden(char: str) -> bool:
+    """True for a character that must be shown escaped (see the module docstring)."""
+    return not char.isprintable() or ord(char) in _BLANK
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+# The plain-ASCII fast path: most text has nothing to escape but might have controls.
+_ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def escape(text: str) -> str:
+    """``text`` with every hidden character written as ``\\uXXXX`` / ``\\UXXXXXXXX``."""
+    if text.isascii():
+        return _ASCII_CONTROL.sub(lambda match: _escaped(match.group()), text)
+    return "".join(_escaped(char) if is_hidden(char) else char for char in text)
+
+
+def escape_lines(text: str) -> str:
+    """Like :func:`escape`, but ``"\\n"`` stays a line break (for pretty-printed JSON)."""
+    return "\n".join(escape(line) for line in text.split("\n"))
+
+
+# A guard writes the digest as lowercase hex; anything else is not its marker.
+_MARKER_DIGEST = re.compile(f"[0-9a-f]{{{DIGEST_LENGTH}}}")
+
+
+def redaction_digest(value: object) -> str | None:
+    """The digest of a guard's redaction marker ``{"$redacted": "<12 hex>"}``, else None.
+
+    Only that exact shape is a marker (one key, 12 lowercase hex digits);
+    anything else is shown as the JSON it is.
+    """
+    if isinstance(value, dict) and len(value) == 1:
+        digest = value.get(REDACTED_KEY)
+        if isinstance(digest, str) and _MARKER_DIGEST.fullmatch(digest):
+            return digest
+    return None
+
+
+def marker_text(digest: str) -> str:
+    """How a marker reads: ``\u2039redacted 1a2b3c4d5e6f\u203a``."""
+    return f"\u2039redacted {digest}\u203a"
+
+
+def with_markers_shown(value: Any, *, found: list[str] | None = None) -> Any:
+    """``value`` with each marker, at any depth, replaced by its :func:`marker_text`.
+
+    The replacement is a :class:`~approval_guard._codec.exact_json.JSONNumber`, so
+    ``dump_json`` writes it verbatim, without quotes: it is not JSON at all, so
+    no string a model sends can look like it. ``found`` (if given) gets each
+    marker's path, ``card.number`` or ``cards[0].number``. The input is not changed.
+    """
+    return _shown(value, "", [] if found is None else found)
+
+
+def redacted_paths(value: Any) -> list[str]:
+    """Where ``value`` holds markers: ``["api_key", "card.number"]``; ``[""]`` if it is one."""
+    found: list[str] = []
+    _shown(value, "", found)
+    return found
+
+
+def _shown(value: Any, path: str, found: list[str]) -> Any:
+    digest = redaction_digest(value)
+    if digest is not None:
+        found.append(path)
+        return JSONNumber(marker_text(digest))
+    if isinstance(value, dict):
+        return {
+            key: _shown(item, f"{path}.{key}" if path else key, found)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_shown(item, f"{path}[{i}]", found) for i, item in enumerate(value)]
+    return value
+
+
+__all__ = [
+    "escape",
+    "escape_lines",
+    "is_hidden",
+    "marker_text",
+    "redacted_paths",
+    "redaction_digest",
+    "with_markers_shown",
+]

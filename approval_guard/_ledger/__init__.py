@@ -1,0 +1,1 @@
+"""The execution record: which approved calls have started, so none runs twice."""

@@ -1,0 +1,403 @@
+"""The async transport: performs a described exchange (``_exchange.py``) with ``httpx``.
+
+Async tools wait on the event loop itself: no thread per call. One
+:class:`AsyncProviderClient` per :class:`~approval_guard.Guard` keeps one
+``httpx.AsyncClient`` per event loop (a client's connections belong to the
+loop that opened them), each pooling at most 64 idle keep-alive connections.
+The hard deadline of each exchange is the async driver's (``asyncio.wait_for``
+around :meth:`AsyncProviderClient.perform`), so a provider that drips its
+answer cannot stretch a wait; a cancelled exchange closes its connection.
+
+``close()`` and ``await aclose()`` release every socket: a client whose loop
+has already closed (``asyncio.run`` returned) cannot be closed gracefully, so
+its sockets, tracked as they are opened, are closed directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import socket
+import ssl
+import threading
+import urllib.parse
+import weakref
+from collections.abc import AsyncGenerator, Callable, Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+from approval_guard._codec.clock import Clock
+from approval_guard._transport.answer import Answer, TransportError
+from approval_guard._transport.exchange import (
+    ACCEPT,
+    USER_AGENT,
+    BodyReader,
+    ExchangeSpec,
+    failed,
+    interpret,
+)
+from approval_guard._transport.scrub import Scrubber
+from approval_guard._transport.sync_client import ECHOED_FIELDS
+
+__all__ = ["AsyncProviderClient"]
+
+log = logging.getLogger("approval_guard")
+
+#: Idle keep-alive connections kept per event loop (the sync pool keeps 64 sessions).
+KEEP_ALIVE = 64
+#: No bound on connections in use: each waiting call holds its own long poll, and a
+#: bound would make a waiting call queue behind others' polls for its first byte.
+_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=KEEP_ALIVE)
+#: Exchanges in flight on one connection pool at most (see :class:`_LoopClient`).
+SHARD = 8
+#: How long ``close()`` waits for a client on a loop running in another thread.
+_CLOSE_WAIT = 2.0
+
+
+class _TrackingBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's anyio backend, remembering each socket it opens (to close it after its loop)."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self.sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        # asyncio hands out a TransportSocket wrapper; the socket it wraps is what closes.
+        sock = stream.get_extra_info("socket")
+        sock = getattr(sock, "_sock", sock)
+        if isinstance(sock, socket.socket):
+            self.sockets.add(sock)
+        return stream
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return await self._inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _Shard:
+    """One ``httpx.AsyncClient`` (its own connection pool) and the sockets it opened."""
+
+    def __init__(self, client: httpx.AsyncClient, backend: _TrackingBackend | None) -> None:
+        self.client = client
+        self.backend = backend
+        self.in_flight = 0
+
+    def force_close(self) -> None:
+        """Close the sockets directly: only once their loop is closed (nothing selects on them)."""
+        if self.backend is None:
+            return
+        for sock in list(self.backend.sockets):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+class _LoopClient:
+    """One loop's clients: shards of at most :data:`SHARD` exchanges in flight each.
+
+    httpcore's pool looks at every connection it holds on each request and
+    each answer, so one pool holding 10,000 long polls does 10,000 steps per
+    answer. The first shard stays (keeping up to 64 idle connections for the
+    next calls); a further shard is closed as soon as nothing is in flight on it.
+
+    The loop closes them itself when it ends: an async generator started here
+    is finalised by ``loop.shutdown_asyncgens()`` (``asyncio.run`` calls it), and
+    its ``finally`` closes every shard while the loop can still do it cleanly.
+    """
+
+    def __init__(self, make: Callable[[], _Shard]) -> None:
+        self._make = make
+        self.shards: list[_Shard] = [make()]
+        #: Shards being closed (kept for force_close until their close has finished).
+        self._retired: list[_Shard] = []
+        self._closing: set[asyncio.Task[None]] = set()
+        self.closed = False
+        self._keeper: AsyncGenerator[None, None] = self._at_loop_end()
+        step: Any = self._keeper.__anext__()  # registers it with the loop's asyncgen hooks
+        with contextlib.suppress(StopIteration):
+            step.send(None)
+
+    async def _at_loop_end(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            if not self.closed:
+                await self.aclose()
+
+    def take(self) -> _Shard:
+        for shard in self.shards:
+            if shard.in_flight < SHARD:
+                break
+        else:
+            shard = self._make()
+            self.shards.append(shard)
+        shard.in_flight += 1
+        return shard
+
+    def give_back(self, shard: _Shard) -> None:
+        shard.in_flight -= 1
+        if shard.in_flight == 0 and shard is not self.shards[0] and shard in self.shards:
+            self.shards.remove(shard)
+            self._retired.append(shard)
+            task = asyncio.ensure_future(shard.client.aclose())
+            self._closing.add(task)
+
+            def done(t: asyncio.Task[None]) -> None:
+                self._closing.discard(t)
+                if shard in self._retired:
+                    self._retired.remove(shard)
+                if not t.cancelled() and t.exception() is not None:
+                    shard.force_close()
+
+            task.add_done_callback(done)
+
+    def _all(self) -> list[_Shard]:
+        return [*self.shards, *self._retired]
+
+    def force_close(self) -> None:
+        """Close every socket directly (the loop has closed): nothing selects on them any more."""
+        self.closed = True
+        for shard in self._all():
+            shard.force_close()
+        self._finish_keeper()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        for shard in self._all():
+            try:
+                await shard.client.aclose()
+            except Exception:
+                log.warning("closing the async HTTP client failed", exc_info=True)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+        self._finish_keeper()
+
+    def _finish_keeper(self) -> None:
+        """End the loop-end generator now (``closed`` is set, so its finally awaits nothing)."""
+        step: Any = self._keeper.aclose()
+        with contextlib.suppress(StopIteration, RuntimeError):
+            step.send(None)
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """Certificates as ``requests`` finds them: ``REQUESTS_CA_BUNDLE`` and so on, else certifi."""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
+        path = os.environ.get(name)
+        if path and os.path.isfile(path):
+            return ssl.create_default_context(cafile=path)
+    return httpx.create_ssl_context(trust_env=True)
+
+
+class AsyncProviderClient:
+    """The provider's exchanges for async tools, one attempt each, on the running loop."""
+
+    def __init__(
+        self,
+        base_url: str,
+        credential: str,
+        *,
+        clock: Clock,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """``transport``: an httpx transport to use instead of the network (tests)."""
+        self._base = base_url
+        self._transport = transport
+        self._authorization = f"Bearer {credential}"
+        self._scrub = Scrubber(credential, keep=ECHOED_FIELDS)
+        # As for the sync transport: plain http stays on this machine (or goes only where
+        # the user said), so no environment proxy may carry the token in clear text.
+        self._https = urllib.parse.urlsplit(base_url).scheme.lower() == "https"
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+        self._ssl_context: ssl.SSLContext | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncProviderClient(base_url={self._base!r}, credential='***')"
+
+    # -- one exchange ----------------------------------------------------------
+
+    async def perform(self, spec: ExchangeSpec) -> Answer:
+        """Perform one exchange: an Answer for any HTTP status, else TransportError.
+
+        The caller keeps the hard deadline (``spec.timeout``); the body is refused
+        past it too. Cancelling this coroutine closes the exchange's connection.
+        """
+        clients = self._clients_for(asyncio.get_running_loop())
+        shard = clients.take()
+        try:
+            return await self._perform(shard.client, spec)
+        finally:
+            clients.give_back(shard)
+
+    async def _perform(self, client: httpx.AsyncClient, spec: ExchangeSpec) -> Answer:
+        timeout = max(0.05, spec.timeout)
+        headers = {**spec.headers, **ACCEPT}
+        headers["Authorization"] = self._authorization
+        sent = self._clock.monotonic()
+        deadline = sent + timeout
+        try:
+            request = client.build_request(
+                spec.method,
+                self._base + spec.path,
+                content=spec.body,
+                headers=headers,
+                timeout=httpx.Timeout(timeout, connect=min(5.0, timeout)),
+            )
+            response = await client.send(request, stream=True, follow_redirects=False)
+        # `from None`: httpx's exceptions hold the request, Authorization included.
+        except httpx.TimeoutException:
+            raise failed(spec, timed_out=True) from None
+        except Exception:
+            raise failed(spec, timed_out=False) from None
+        try:
+            reader = BodyReader(response.headers, deadline, self._clock)
+            # As sent: the shared reader undoes gzip itself, within the size limit.
+            async for chunk in response.aiter_raw():
+                reader.add(chunk)
+            raw = reader.body()
+        except TransportError:
+            raise
+        except httpx.TimeoutException:
+            raise failed(spec, timed_out=True) from None
+        except Exception:
+            raise failed(spec, timed_out=False, stage="body") from None
+        finally:
+            await response.aclose()
+        return interpret(
+            spec,
+            response.status_code,
+            response.headers,
+            raw,
+            sent=sent,
+            received=self._clock.monotonic(),
+            scrub=self._scrub,
+            clock=self._clock,
+        )
+
+    # -- one client per loop ---------------------------------------------------
+
+    def _clients_for(self, loop: asyncio.AbstractEventLoop) -> _LoopClient:
+        entry = self._clients.get(loop)
+        if entry is not None:
+            return entry
+        with self._lock:
+            for gone in [other for other in self._clients if other.is_closed()]:
+                self._clients.pop(gone).force_close()
+            entry = self._clients.get(loop)
+            if entry is None:
+                entry = _LoopClient(self._new_client)
+                self._clients[loop] = entry
+        return entry
+
+    def _new_client(self) -> _Shard:
+        if self._transport is not None:
+            return _Shard(httpx.AsyncClient(transport=self._transport), None)
+        backend = _TrackingBackend()
+        # One TLS context for every shard: making one loads the CA bundle (about 20 ms).
+        transport = httpx.AsyncHTTPTransport(
+            verify=self._tls(), limits=_LIMITS, trust_env=self._https, retries=0
+        )
+        tracked: _TrackingBackend | None = None
+        if isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
+            # httpx does not take a network backend; its pool is rebuilt with one that
+            # remembers sockets. Without it, a closed loop's sockets wait for the GC.
+            transport._pool = httpcore.AsyncConnectionPool(
+                ssl_context=self._tls(),
+                max_connections=_LIMITS.max_connections,
+                max_keepalive_connections=_LIMITS.max_keepalive_connections,
+                keepalive_expiry=_LIMITS.keepalive_expiry,
+                http1=True,
+                http2=False,
+                retries=0,
+                network_backend=backend,
+            )
+            tracked = backend
+        client = httpx.AsyncClient(
+            transport=transport,
+            trust_env=self._https,
+            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT},
+        )
+        return _Shard(client, tracked)
+
+    def _tls(self) -> ssl.SSLContext:
+        """The TLS context of every shard, made once (plain http never uses it)."""
+        if self._ssl_context is None:
+            self._ssl_context = _ssl_context()
+        return self._ssl_context
+
+    # -- closing -----------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every loop's clients: this loop's gracefully; never blocks this loop."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entries, self._clients = self._clients, {}
+        waits: list[asyncio.Future[Any]] = []
+        for other, entry in entries.items():
+            if other is loop:
+                await entry.aclose()
+            else:
+                future = self._close_on(other, entry, loop)
+                if future is not None:
+                    waits.append(asyncio.wrap_future(future))
+        if waits:
+            await asyncio.wait(waits, timeout=_CLOSE_WAIT)
+
+    def close(self) -> None:
+        """Release every socket: closed loops' directly, live loops' through their own loop.
+
+        Called from a coroutine it never blocks its loop: that loop's and other
+        running loops' clients are asked to close, not waited for.
+        """
+        with self._lock:
+            entries, self._clients = self._clients, {}
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        for loop, entry in entries.items():
+            try:
+                future = self._close_on(loop, entry, here)
+                if future is not None and here is None:
+                    with contextlib.suppress(Exception):
+                        future.result(_CLOSE_WAIT)
+            except Exception:
+                log.warning("closing the async HTTP client failed", exc_info=True)
+
+    @staticmethod
+    def _close_on(
+        loop: asyncio.AbstractEventLoop, entry: _LoopClient, here: asyncio.AbstractEventLoop | None
+    ) -> concurrent.futures.Future[None] | None:
+        """Close ``entry`` as its loop allows; a future when that loop does it in its thread."""
+        if loop.is_closed():
+            entry.force_close()
+        elif loop is here:
+            task = loop.create_task(entry.aclose())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        elif loop.is_running():
+            return asyncio.run_coroutine_threadsafe(entry.aclose(), loop)
+        elif here is None:
+            loop.run_until_complete(entry.aclose())
+        # else: an idle loop, and we are inside another: it closes them when it ends.
+        return None

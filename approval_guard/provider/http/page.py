@@ -1,0 +1,119 @@
+"""The review page: sign-in by link, the page and its static files, and its decision endpoint."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from approval_guard._codec.wire import APPROVED
+from approval_guard.provider.http.api import client_source, decision_fields, record_decision
+from approval_guard.provider.http.auth import authenticate, require_reviewer, session_of
+from approval_guard.provider.http.context import Context
+from approval_guard.provider.http.limits import (
+    CONTENT_TYPES,
+    CSRF_PLACEHOLDER,
+    HTML_HEADERS,
+    SESSION_COOKIE,
+    STATIC_DIR,
+    STATIC_NAME,
+)
+from approval_guard.provider.http.responses import (
+    ApiError,
+    answer,
+    bad,
+    html_answer,
+    json_object,
+    not_found,
+    read_body,
+)
+from approval_guard.provider.store.checks import with_edits
+from approval_guard.provider.store.models import InvalidEdit
+
+
+def _static_bytes(name: str) -> bytes:
+    return (STATIC_DIR / name).read_bytes()
+
+
+async def page(ctx: Context, request: Request) -> Response:
+    """``GET /``: sign in with ``?token=`` (then redirect), the login form, or the page."""
+    await read_body(request)
+    store = ctx.store
+    tokens = request.query_params.getlist("token")
+    if tokens:
+        credential = await run_in_threadpool(store.authenticate, tokens[0].strip())
+        if credential is None or not credential.is_reviewer:
+            return html_answer(store, 401, _static_bytes("login.html"))
+        session_id, session = await run_in_threadpool(store.create_session, credential)
+        max_age = int(session.expires_at.timestamp() - store.now().timestamp())
+        cookie = (
+            f"{SESSION_COOKIE}={session_id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}"
+        )
+        # Redirect so the token leaves the address bar and the history; a link to
+        # one request (a webhook's ?request=<id>) keeps pointing at it.
+        wanted = request.query_params.get("request")
+        location = "/" if not wanted else f"/?request={quote(wanted, safe='')}"
+        return html_answer(
+            store,
+            303,
+            b'<!doctype html><title>Signed in</title><a href="/">Continue</a>',
+            (("Set-Cookie", cookie), ("Location", location)),
+        )
+    found = await session_of(store, request)
+    if found is None:
+        return html_answer(store, 200, _static_bytes("login.html"))
+    ctx.page_served = True
+    body = _static_bytes("review.html").replace(
+        CSRF_PLACEHOLDER.encode(), found[1].csrf_token.encode()
+    )
+    return html_answer(store, 200, body)
+
+
+async def static(ctx: Context, request: Request) -> Response:
+    """``GET /static/{name}``: the page's scripts and styles (never the raw page template)."""
+    await read_body(request)
+    name = request.path_params["name"]
+    if not STATIC_NAME.fullmatch(name) or ".." in name or name == "review.html":
+        # Only GET / fills in the CSRF token; the raw template is never served.
+        raise not_found("no such file")
+    path = STATIC_DIR / name
+    if not path.is_file():
+        raise not_found("no such file")
+    content_type = CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
+    return answer(ctx.store, 200, path.read_bytes(), content_type, HTML_HEADERS)
+
+
+async def review_decide(ctx: Context, request: Request) -> Response:
+    """The page's decision: edits come as JSON texts, parsed here exactly, never in JS.
+
+    ``{"status", "note", "valid_for", "edits": {name: json_text}}``: the page
+    cannot parse numbers exactly, so it sends what the reviewer typed and the
+    server builds the whole arguments object with :func:`with_edits`.
+    """
+    body = await read_body(request)
+    credential = await authenticate(ctx.store, request)
+    require_reviewer(credential)
+    obj = json_object(body)
+    fields = decision_fields(obj, {"edits"})
+    edits = obj.get("edits")
+    if edits is not None and (
+        not isinstance(edits, dict) or not all(isinstance(v, str) for v in edits.values())
+    ):
+        raise bad("'edits' must map argument names to JSON texts")
+    request_id = request.path_params["request_id"]
+    arguments = None
+    if edits:
+        if fields[0] != APPROVED:
+            raise bad("a denial cannot carry edits: only an approval can edit")
+        current = await run_in_threadpool(ctx.store.get_request, request_id)
+        if current is None:
+            raise ApiError(404, "not_found", "no such request")
+        try:
+            arguments = with_edits(current, edits)
+        except InvalidEdit as exc:
+            raise bad(str(exc)) from None
+    return await record_decision(
+        ctx, request_id, credential, fields, arguments, client_source(request)
+    )

@@ -1,0 +1,186 @@
+"""Async waits on the store: long polls and the change feed, woken by commits on any thread.
+
+A waiting poll costs one :class:`asyncio.Event`, not a thread. The store calls
+:meth:`Notifier.changed` after each commit (from whichever thread made it, or,
+on PostgreSQL, the thread that heard another instance's ``NOTIFY``); that hops
+onto the event loop and sets the events of the requests it names. A poll
+registers *before* it reads, so a decision committed between its read and its
+wait still wakes it. Reads run in the thread pool, never on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+import anyio
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive
+
+from approval_guard._codec.wire import PENDING
+from approval_guard.provider.store.models import Credential, StoredRequest
+from approval_guard.provider.store.protocol import StoreProtocol
+
+
+class Notifier:
+    """Per-request and "anything changed" events for one event loop."""
+
+    def __init__(self, store: StoreProtocol, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._by_id: dict[str, set[asyncio.Event]] = {}
+        self._any: set[asyncio.Event] = set()
+        self._draining = False
+        self._count = 0
+        self._count_cond = threading.Condition()
+        self._unsubscribe = store.subscribe(self.changed)
+
+    def close(self) -> None:
+        """Stop hearing from the store."""
+        self._unsubscribe()
+
+    @property
+    def draining(self) -> bool:
+        """True once :meth:`drain` was called: every wait answers what it has."""
+        return self._draining
+
+    def changed(self, seq: int, request_ids: tuple[str, ...]) -> None:
+        """The store's commit callback; safe from any thread. ``()`` wakes every poll."""
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            self._loop.call_soon_threadsafe(self._fire, request_ids)
+
+    def _fire(self, request_ids: tuple[str, ...]) -> None:
+        if request_ids:
+            for request_id in request_ids:
+                for event in self._by_id.get(request_id, ()):
+                    event.set()
+        else:
+            for events in self._by_id.values():
+                for event in events:
+                    event.set()
+        for event in self._any:
+            event.set()
+
+    def poke(self) -> None:
+        """From any thread: wake every change-feed wait to look again (a new notice)."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._fire, ("",))
+
+    def drain(self) -> None:
+        """On the loop: end every wait now, each answering the current state."""
+        self._draining = True
+        self._fire(())
+
+    @contextlib.contextmanager
+    def watch(self, request_id: str) -> Iterator[asyncio.Event]:
+        """An event set when ``request_id`` changes, counted as a waiting poll."""
+        event = asyncio.Event()
+        self._by_id.setdefault(request_id, set()).add(event)
+        self._counted(+1)
+        try:
+            yield event
+        finally:
+            self._counted(-1)
+            events = self._by_id.get(request_id)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del self._by_id[request_id]
+
+    @contextlib.contextmanager
+    def watch_any(self) -> Iterator[asyncio.Event]:
+        """An event set when anything changes (the review page's change feed)."""
+        event = asyncio.Event()
+        self._any.add(event)
+        try:
+            yield event
+        finally:
+            self._any.discard(event)
+
+    def _counted(self, delta: int) -> None:
+        with self._count_cond:
+            self._count += delta
+            self._count_cond.notify_all()
+
+    @property
+    def waiting_polls(self) -> int:
+        """How many long polls are waiting right now."""
+        with self._count_cond:
+            return self._count
+
+    def wait_for_waiting_polls(self, n: int, timeout: float) -> bool:
+        """From another thread: block until at least ``n`` polls wait; False on timeout."""
+        with self._count_cond:
+            return self._count_cond.wait_for(lambda: self._count >= n, timeout)
+
+
+async def long_poll(
+    store: StoreProtocol,
+    notifier: Notifier,
+    request_id: str,
+    viewer: Credential,
+    wait: float,
+    receive: Receive | None = None,
+) -> StoredRequest | None:
+    """The request once it is not pending, or after ``wait`` seconds; None if not the viewer's.
+
+    The store counts an instance credential's poll in the audit trail. A wait
+    also ends at the request's deadline (the next read writes its expiry) and
+    when the server drains for a graceful stop.
+    """
+    if wait <= 0:
+        return await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
+    owner = None if viewer.is_reviewer else viewer.id
+    gone = asyncio.Event()
+    with notifier.watch(request_id) as event:
+        # A client that hangs up ends its wait at once: nobody holds a dead poll for a minute.
+        watcher = None if receive is None else asyncio.ensure_future(_hung_up(receive, gone, event))
+        try:
+            request = await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
+            end = anyio.current_time() + wait
+            while request is not None and request.status == PENDING and not notifier.draining:
+                remaining = end - anyio.current_time()
+                if remaining <= 0 or gone.is_set():
+                    break
+                to_deadline = (request.deadline_at - store.now()).total_seconds()
+                # A millisecond past the deadline, so the next read sees it expired.
+                with anyio.move_on_after(min(remaining, max(0.0, to_deadline) + 0.001)):
+                    await event.wait()
+                event.clear()
+                if gone.is_set():
+                    break
+                request = await run_in_threadpool(store.get_request, request_id, owner_id=owner)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+    return request
+
+
+async def _hung_up(receive: Receive, gone: asyncio.Event, wake: asyncio.Event) -> None:
+    """Set ``gone`` (and wake the poll) once the client disconnects."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+    wake.set()
+
+
+async def wait_for_change(
+    store: StoreProtocol,
+    notifier: Notifier,
+    after: int,
+    wait: float,
+    *,
+    until: Callable[[], bool] = lambda: False,
+) -> int:
+    """The change sequence once it exceeds ``after`` (or ``until()``), or after ``wait`` s."""
+    with notifier.watch_any() as event:
+        end = anyio.current_time() + wait
+        while True:
+            seq = store.seq
+            remaining = end - anyio.current_time()
+            if seq > after or remaining <= 0 or notifier.draining or until():
+                return seq
+            with anyio.move_on_after(remaining):
+                await event.wait()
+            event.clear()

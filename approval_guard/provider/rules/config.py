@@ -1,0 +1,320 @@
+"""Per-tool review rules from a TOML file: who may decide, how many must approve, for how long.
+
+::
+
+    [defaults]                      # optional: applies to every tool, a tool's table overrides
+    approvals_required = 1
+
+    [tools.issue_refund]
+    approvers = ["payments"]        # roles that may decide; default: every reviewer
+    approvals_required = 2          # distinct people; default 1 (1..10)
+    self_approval = false           # the requested_by person may not approve (default true)
+    max_valid_for = "15m"           # an approval may not stay valid longer
+    webhooks = [{url = "https://hooks.example/x", secret = "whsec_...", format = "slack"}]
+
+A tool without a table gets ``[defaults]`` (or, without that, today's
+behaviour: any reviewer, one approval). Every refusal is a :class:`RulesError`
+naming the file and the line; a secret never appears in one, nor in a repr.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from approval_guard._codec.duration import parse_duration_string
+from approval_guard.provider.webhooks.signing import check_url, parse_secret
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, no-redef, unused-ignore]
+
+#: The most distinct approvals a rule may require.
+MAX_APPROVALS = 10
+WEBHOOK_FORMATS = ("standard", "slack")
+#: The longest an approval may be made to stay valid (the API's own limit on a request).
+MAX_VALID_FOR = 24 * 3600
+_KEYS = ("approvers", "approvals_required", "self_approval", "max_valid_for", "webhooks")
+_WEBHOOK_KEYS = ("url", "secret", "format")
+_TOML_LINE = re.compile(r"at line (\d+)")
+
+
+class RulesError(ValueError):
+    """A rules file that cannot be used; the message names the file and the line."""
+
+
+def _hide(_: object) -> str:
+    return "(...)"
+
+
+#: A webhook as the rule keeps it: ``(url, secret or None, format)``.
+Webhook = tuple[str, str | None, str]
+
+
+@attrs.frozen
+class ToolRule:
+    """What one tool's decisions need. ``approvers`` None means every reviewer may decide."""
+
+    approvers: tuple[str, ...] | None = None
+    approvals_required: int = 1
+    self_approval: bool = True
+    #: Seconds an approval may stay valid at most, or None for no limit.
+    max_valid_for: int | None = None
+    #: ``(url, secret | None, format)`` each; hidden from the repr (the secret).
+    webhooks: tuple[Webhook, ...] = attrs.field(default=(), repr=_hide)
+
+    def may_decide(self, roles: tuple[str, ...]) -> bool:
+        """True when a reviewer with these roles may decide this tool's requests."""
+        return self.approvers is None or bool(set(self.approvers) & set(roles))
+
+
+#: The rule of a tool nobody wrote one for: any reviewer, one approval.
+DEFAULT_RULE = ToolRule()
+
+
+@attrs.frozen
+class Rules:
+    """Every tool's rule; :meth:`for_tool` answers for a tool without one too."""
+
+    tools: Mapping[str, ToolRule] = attrs.field(factory=dict)
+    defaults: ToolRule = DEFAULT_RULE
+    source: str | None = None
+
+    def for_tool(self, tool: str) -> ToolRule:
+        return self.tools.get(tool, self.defaults)
+
+
+#: No rules file: every tool has today's behaviour.
+NO_RULES = Rules()
+
+
+class _Lines:
+    """Finds the line of a table header or a key in the text (tomllib does not say)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def of_table(self, *path: str) -> int:
+        for number, line in enumerate(self.lines, 1):
+            stripped = line.strip()
+            if stripped.startswith("[") and _header_path(stripped) == path:
+                return number
+        # No header of its own: `name = {...}` in its parent table, or a dotted key.
+        if path:
+            name = re.escape(path[-1])
+            dotted = r"\.".join(rf"[\"']?{re.escape(part)}[\"']?" for part in path)
+            inline = re.compile(rf"^\s*[\"']?{name}[\"']?\s*(=|\.)")
+            anywhere = re.compile(rf"^\s*{dotted}\s*(=|\.)")
+            parent = self.of_table(*path[:-1]) if len(path) > 1 else 1
+            for number, line in enumerate(self.lines, 1):
+                if anywhere.match(line) or (number >= parent and inline.match(line)):
+                    return number
+        return 1
+
+    def of_key(self, path: tuple[str, ...], key: str) -> int:
+        start = self.of_table(*path) if path else 1
+        word = rf"(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})"
+        pattern = re.compile(rf"^\s*{word}\s*=")
+        # On the table's own line (an inline table), or a dotted key below it.
+        same_line = re.compile(rf"[{{,]\s*{word}\s*=")
+        if start <= len(self.lines) and same_line.search(self.lines[start - 1]):
+            return start
+        dotted = re.compile(rf"\.{word}\s*=")
+        for number in range(start, len(self.lines) + 1):
+            line = self.lines[number - 1]
+            if number > start and line.strip().startswith("["):
+                break
+            if pattern.match(line) or (number > start and dotted.search(line)):
+                return number
+        return start
+
+
+def _header_path(header: str) -> tuple[str, ...]:
+    inner = header.strip("[]").split("#")[0].strip()
+    parts = re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([A-Za-z0-9_-]+)', inner)
+    return tuple(a or b or c for a, b, c in parts)
+
+
+def load_rules(path: str | Path) -> Rules:
+    """Read a rules file; :class:`RulesError` (file and line) for anything wrong in it."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RulesError(f"{name}: cannot read the rules file: {exc}") from None
+    return parse_rules(text, name)
+
+
+def parse_rules(text: str, filename: str = "rules.toml") -> Rules:
+    """Parse a rules file's text; ``filename`` is what errors call it."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = _TOML_LINE.search(str(exc))
+        # tomllib says "at end of document" for what runs off the end: the last line.
+        line = found.group(1) if found else str(max(1, len(text.splitlines())))
+        raise RulesError(f"{filename}:{line}: not valid TOML: {exc}") from None
+    lines = _Lines(text)
+
+    def fail(line: int, message: str) -> RulesError:
+        return RulesError(f"{filename}:{line}: {message}")
+
+    for key in data:
+        if key not in ("tools", "defaults"):
+            raise fail(lines.of_key((), key), f"unknown key or table {key!r} (tools, defaults)")
+    defaults = DEFAULT_RULE
+    if "defaults" in data:
+        if not isinstance(data["defaults"], dict):
+            raise fail(lines.of_key((), "defaults"), "'defaults' must be a table")
+        defaults = _rule(data["defaults"], ("defaults",), DEFAULT_RULE, lines, fail)
+    tools = data.get("tools", {})
+    if not isinstance(tools, dict):
+        raise fail(lines.of_key((), "tools"), "'tools' must be a table of [tools.NAME] tables")
+    out: dict[str, ToolRule] = {}
+    for tool, table in tools.items():
+        if not isinstance(table, dict):
+            raise fail(lines.of_key(("tools",), tool), f"tools.{tool} must be a table")
+        out[tool] = _rule(table, ("tools", tool), defaults, lines, fail)
+    _check_one_setting_per_url(data, defaults, out, lines, fail)
+    return Rules(tools=out, defaults=defaults, source=filename)
+
+
+def _check_one_setting_per_url(
+    data: dict[str, Any],
+    defaults: ToolRule,
+    tools: Mapping[str, ToolRule],
+    lines: _Lines,
+    fail: Any,
+) -> None:
+    """A webhook URL listed in several tables must have one secret and one format.
+
+    The outbox names a target by its URL, so one URL is one target.
+    """
+    seen: dict[str, tuple[str | None, str]] = {}
+    tables: list[tuple[tuple[str, ...], ToolRule, dict[str, Any]]] = [
+        (("defaults",), defaults, data.get("defaults") or {})
+    ]
+    tables += [(("tools", name), rule, data["tools"][name]) for name, rule in tools.items()]
+    for path, rule, table in tables:
+        if "webhooks" not in table:
+            continue
+        urls = [url for url, _, _ in rule.webhooks]
+        where = ".".join(path)
+        if len(set(urls)) != len(urls):
+            raise fail(lines.of_key(path, "webhooks"), f"{where}.webhooks lists a URL twice")
+        for url, secret, fmt in rule.webhooks:
+            if seen.setdefault(url, (secret, fmt)) != (secret, fmt):
+                raise fail(
+                    lines.of_key(path, "webhooks"),
+                    f"{where}.webhooks: a URL given in another table has another secret or "
+                    "format there (one URL, one secret and format)",
+                )
+
+
+def _rule(
+    table: dict[str, Any],
+    path: tuple[str, ...],
+    base: ToolRule,
+    lines: _Lines,
+    fail: Any,
+) -> ToolRule:
+    where = ".".join(path)
+    for key in table:
+        if key not in _KEYS:
+            raise fail(
+                lines.of_key(path, key), f"unknown key {key!r} in [{where}] ({', '.join(_KEYS)})"
+            )
+
+    def at(key: str) -> int:
+        return int(lines.of_key(path, key))
+
+    changes: dict[str, Any] = {}
+    if "approvers" in table:
+        value = table["approvers"]
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(
+                isinstance(role, str)
+                and 1 <= len(role) <= 64
+                and role.isprintable()
+                and not any(ch.isspace() for ch in role)
+                for role in value
+            )
+        ):
+            raise fail(
+                at("approvers"),
+                f"{where}.approvers must be a non-empty list of role names "
+                "(1 to 64 printable characters without spaces, as `reviewers add --role`)",
+            )
+        changes["approvers"] = tuple(value)
+    if "approvals_required" in table:
+        value = table["approvals_required"]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(at("approvals_required"), f"{where}.approvals_required must be an integer")
+        if not 1 <= value <= MAX_APPROVALS:
+            raise fail(
+                at("approvals_required"),
+                f"{where}.approvals_required must be 1 to {MAX_APPROVALS}, not {value}",
+            )
+        changes["approvals_required"] = value
+    if "self_approval" in table:
+        value = table["self_approval"]
+        if not isinstance(value, bool):
+            raise fail(at("self_approval"), f"{where}.self_approval must be true or false")
+        changes["self_approval"] = value
+    if "max_valid_for" in table:
+        value = table["max_valid_for"]
+        try:
+            seconds = parse_duration_string(value) if isinstance(value, str) else 0
+        except ValueError:
+            seconds = 0
+        if not 0 < seconds <= MAX_VALID_FOR:
+            raise fail(
+                at("max_valid_for"),
+                f'{where}.max_valid_for must be a duration from 1s to 24h, such as "15m"',
+            )
+        changes["max_valid_for"] = seconds
+    if "webhooks" in table:
+        changes["webhooks"] = _webhooks(table["webhooks"], where, at("webhooks"), fail)
+    return attrs.evolve(base, **changes)
+
+
+def _webhooks(value: object, where: str, line: int, fail: Any) -> tuple[Webhook, ...]:
+    # Values are never quoted here: a URL may carry a token, and the secret is one.
+    if not isinstance(value, list):
+        raise fail(line, f"{where}.webhooks must be a list of {{url, secret, format}} tables")
+    out: list[Webhook] = []
+    for n, hook in enumerate(value, 1):
+        label = f"{where}.webhooks[{n}]"
+        if not isinstance(hook, dict):
+            raise fail(line, f"{label} must be a table {{url = ..., secret = ..., format = ...}}")
+        for key in hook:
+            if key not in _WEBHOOK_KEYS:
+                raise fail(line, f"unknown key {key!r} in {label} ({', '.join(_WEBHOOK_KEYS)})")
+        url = hook.get("url")
+        if not isinstance(url, str) or not re.match(r"https?://[^\s/]+", url):
+            raise fail(line, f"{label}.url must be an http:// or https:// URL")
+        try:
+            check_url(url)
+        except ValueError:
+            raise fail(line, f"{label}.url must be an http:// or https:// URL") from None
+        secret = hook.get("secret")
+        if secret is not None and (not isinstance(secret, str) or not secret):
+            raise fail(line, f"{label}.secret must be a non-empty string")
+        if secret is not None:
+            try:
+                parse_secret(secret)
+            except ValueError as exc:  # its message never quotes the secret
+                raise fail(line, f"{label}.secret: {exc}") from None
+        fmt = hook.get("format", "standard")
+        if fmt not in WEBHOOK_FORMATS:
+            raise fail(line, f"{label}.format must be one of {', '.join(WEBHOOK_FORMATS)}")
+        out.append((url, secret, str(fmt)))
+    return tuple(out)

@@ -1,0 +1,1 @@
+"""The provider's store: its protocol and models, and the SQLite and PostgreSQL stores."""

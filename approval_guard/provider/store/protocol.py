@@ -1,0 +1,209 @@
+"""The store protocol: what the HTTP layer, the CLI and the tests may ask of any store.
+
+:class:`~approval_guard.provider.store.sqlite.SQLiteStore` (``Store``) and
+:class:`~approval_guard.provider.store.postgres.PostgresStore` both implement it; the
+contract suite in ``tests/provider/store_contract`` runs against each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from approval_guard._codec.wire import ApprovalRequest
+from approval_guard.provider.rules.config import Rules
+from approval_guard.provider.store.models import (
+    Annotation,
+    AuditRow,
+    CreateResult,
+    Credential,
+    FirstStartTokens,
+    History,
+    Session,
+    StoredRequest,
+)
+from approval_guard.provider.store.sql.outbox import OutboxItem
+from approval_guard.provider.webhooks.signing import WebhookTarget
+from approval_guard.provider.webhooks.targets import WebhookRoutes
+
+
+class StoreProtocol(Protocol):
+    """The provider's state: credentials, sessions, requests and their change feed."""
+
+    @property
+    def path(self) -> str:
+        """Where the state lives, fit to show (a file, or a DSN without its password)."""
+        ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def waiting_polls(self) -> int: ...
+
+    def now(self) -> datetime: ...
+
+    def close(self) -> None: ...
+
+    def wake_all(self) -> None: ...
+
+    def prune(self) -> int: ...
+
+    # credentials and sessions
+    def create_credential(
+        self, kind: str, name: str, *, token: str | None = None, roles: Sequence[str] = ()
+    ) -> str: ...
+
+    def add_reviewer(
+        self, name: str, *, roles: Sequence[str] = (), source: str = "cli", actor: str = "cli"
+    ) -> str: ...
+
+    def list_reviewers(self) -> list[Credential]: ...
+
+    def remove_reviewer(self, name: str, *, source: str = "cli", actor: str = "cli") -> bool: ...
+
+    def ensure_initial_credentials(
+        self, *, instance_token: str | None = None, reviewer_token: str | None = None
+    ) -> FirstStartTokens | None: ...
+
+    def authenticate(self, token: str) -> Credential | None: ...
+
+    def credential(self, credential_id: str) -> Credential | None: ...
+
+    def list_credentials(self) -> list[Credential]: ...
+
+    def revoke_credential(self, credential_id: str) -> bool: ...
+
+    def create_session(self, reviewer: Credential) -> tuple[str, Session]: ...
+
+    def session(self, session_id: str) -> Session | None: ...
+
+    # requests
+    def claim_key(self, owner_id: str, key: str) -> contextlib.AbstractContextManager[None]: ...
+
+    def replay(
+        self, owner: Credential, idempotency_key: str, digest: str
+    ) -> StoredRequest | None: ...
+
+    def create_request(
+        self,
+        *,
+        owner: Credential,
+        idempotency_key: str,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_seconds: int,
+        editable: Sequence[str] | None = None,
+        requested_by: str | None = None,
+        approvals_required: int = 1,
+        source: str = "api",
+    ) -> CreateResult: ...
+
+    def get_request(
+        self, request_id: str, *, owner_id: str | None = None
+    ) -> StoredRequest | None: ...
+
+    def owner_of(self, request_id: str) -> str | None: ...
+
+    def expire_due(self) -> datetime | None: ...
+
+    def poll(
+        self,
+        request_id: str,
+        *,
+        viewer: Credential,
+        wait: float = 0.0,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> StoredRequest | None: ...
+
+    def wait_for_waiting_polls(self, n: int, timeout: float) -> bool: ...
+
+    # decisions
+    def decide(
+        self,
+        request_id: str,
+        *,
+        reviewer: Credential,
+        status: str,
+        note: str | None = None,
+        valid_for: float | timedelta | None = 300,
+        expires_at: datetime | None = None,
+        arguments: dict[str, Any] | None = None,
+        rules: Rules | None = None,
+        source: str = "api",
+    ) -> StoredRequest | None: ...
+
+    def cancel(
+        self,
+        request_id: str,
+        *,
+        owner: Credential,
+        reason: str | None = None,
+        source: str = "api",
+    ) -> StoredRequest | None: ...
+
+    # queries
+    def list_requests(
+        self,
+        *,
+        status: str | Collection[str] | None = None,
+        owner_id: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[ApprovalRequest]: ...
+
+    def annotations(self, request_ids: Sequence[str]) -> dict[str, Annotation]: ...
+
+    def history(self, request_id: str) -> History | None: ...
+
+    # audit trail
+    def audit(
+        self, since: datetime | None = None, request_id: str | None = None
+    ) -> list[AuditRow]: ...
+
+    def record_audit(
+        self,
+        action: str,
+        actor: str,
+        source: str,
+        request_id: str | None,
+        detail: dict[str, Any],
+    ) -> None: ...
+
+    # change feed
+    def wait_for_change(
+        self, *, after: int, timeout: float, should_stop: Callable[[], bool] | None = None
+    ) -> int: ...
+
+    def subscribe(self, callback: Callable[[int, tuple[str, ...]], None]) -> Callable[[], None]: ...
+
+    # webhook outbox (_sql_outbox)
+    def set_webhooks(self, targets: Sequence[WebhookTarget] | WebhookRoutes) -> None: ...
+
+    def claim_webhooks(
+        self, *, owner: str, urls: Sequence[str], limit: int, lease: float
+    ) -> list[OutboxItem]: ...
+
+    def settle_webhook(
+        self,
+        item_id: str,
+        *,
+        owner: str,
+        attempt: int,
+        at: datetime,
+        status_code: int | None,
+        error: str | None,
+        state: str,
+        next_attempt_at: datetime | None,
+    ) -> bool: ...
+
+    def release_webhooks(self, *, owner: str) -> None: ...
+
+    def next_webhook_due(self, *, urls: Sequence[str]) -> datetime | None: ...
+
+    def list_webhooks(self, *, limit: int | None = None) -> list[OutboxItem]: ...

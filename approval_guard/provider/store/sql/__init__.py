@@ -1,0 +1,1 @@
+"""The store's behaviour as SQL, written once for SQLite and PostgreSQL."""

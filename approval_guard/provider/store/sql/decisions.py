@@ -1,0 +1,302 @@
+"""Ending a pending request: a reviewer's decision (with edits) or its owner's cancel.
+
+Each is one transaction whose ``UPDATE ... WHERE status = 'pending'`` decides a
+race: of two deciders (threads, processes or instances) exactly one changes the
+row; the others see :class:`NotPendingError` with the winner's result.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from approval_guard._codec.exact_json import canonical_json, check_json_value
+from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, PENDING, format_timestamp
+from approval_guard.provider.rules.checks import approval_expiry, check_may_decide
+from approval_guard.provider.rules.config import NO_RULES, Rules
+from approval_guard.provider.store.checks import changed_names, check_edit
+from approval_guard.provider.store.models import (
+    AlreadyApproved,
+    Approval,
+    Credential,
+    InvalidEdit,
+    NotPendingError,
+    StoredRequest,
+)
+from approval_guard.provider.store.sql.base import (
+    Tx,
+    approvals_text,
+    insert_audit,
+    request_from_row,
+    returned,
+    to_us,
+)
+from approval_guard.provider.store.sql.requests import RequestsMixin
+
+logger = logging.getLogger("approval_guard.provider")
+
+# A race lost to a clock that moved back is retried this often before giving up.
+_ATTEMPTS = 3
+
+
+class DecisionsMixin(RequestsMixin):
+    """Decide and cancel pending requests."""
+
+    def decide(
+        self,
+        request_id: str,
+        *,
+        reviewer: Credential,
+        status: str,
+        note: str | None = None,
+        valid_for: float | timedelta | None = 300,
+        expires_at: datetime | None = None,
+        arguments: dict[str, Any] | None = None,
+        rules: Rules | None = None,
+        source: str = "api",
+    ) -> StoredRequest | None:
+        """Record a reviewer's decision on a pending request; None if unknown.
+
+        ``valid_for`` (seconds or a timedelta) sets ``expires_at = decided_at +
+        valid_for`` for an approval; ``expires_at`` overrides it; None means the
+        default (five minutes, or the tool's ``max_valid_for`` if shorter).
+        Neither is checked for sign here, so tests can make an approval that
+        has already expired; the HTTP layer validates them. Raises
+        :class:`NotPendingError`.
+
+        ``rules`` (the server's rules file) says who may decide the request's
+        tool (:class:`Forbidden` otherwise, as for a ``requested_by`` person
+        approving their own request when the rule forbids it), how long an
+        approval may stay valid (:class:`ValidityTooLong`) and how many distinct
+        people must approve (kept on the request when it was created). Until
+        that many have, an approval is counted (a second one by the same person
+        is :class:`AlreadyApproved`) and the request stays pending; the last
+        one approves it, ``decided_by`` naming everyone, in order. One denial
+        denies. Counting happens under the request's lock inside one
+        transaction, so racing approvals (threads, processes, instances) each
+        count exactly once and exactly one completes.
+
+        ``arguments`` (API 1.1) is the whole arguments object with the
+        reviewer's edits applied (:func:`with_edits` makes one from JSON
+        texts); :func:`check_edit` says what is refused (:class:`InvalidEdit`).
+        When it differs from the request's own arguments it is kept exactly,
+        echoed as ``decision.arguments`` and recorded in the history with each
+        changed name's value before and after; when it equals them it is no edit.
+        """
+        if status not in (APPROVED, DENIED):
+            raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
+        check_json_value(note)
+        if arguments is not None and status != APPROVED:
+            raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
+        for _ in range(_ATTEMPTS):
+            current = self._get(request_id)
+            if current is None:
+                return None
+            if current.status != PENDING:
+                raise NotPendingError(current)
+            rule = (rules or NO_RULES).for_tool(current.tool)
+            check_may_decide(current, rule, reviewer, status)
+            edited = check_edit(current, status, arguments)
+            if edited is not None and current.approvals_required > 1:
+                raise InvalidEdit(
+                    "this request needs several approvals; its arguments cannot be edited"
+                )
+            now = self.now()
+            expires = None
+            if status == APPROVED:
+                expires = approval_expiry(current.tool, rule, now, valid_for, expires_at)
+            detail: dict[str, Any] = {"status": status, "note": note}
+            if expires is not None:
+                detail["expires_at"] = format_timestamp(expires)
+            if edited is not None:
+                detail["edits"] = {
+                    name: {"before": current.arguments[name], "after": edited[name]}
+                    for name in changed_names(current.arguments, edited)
+                }
+            with self._writing() as tx:
+                row = self._record(
+                    tx, current, reviewer, status, note, now, expires, edited, detail, source
+                )
+            if row is None:
+                # Lost a race (or the deadline passed): the next read says to whom.
+                continue
+            if edited is None:
+                logger.debug("request %s %s by %s", request_id, status, reviewer.name)
+            else:
+                # Names only: the values are the reviewer's business, and the history has them.
+                logger.debug(
+                    "request %s %s by %s with edits to %s",
+                    request_id,
+                    status,
+                    reviewer.name,
+                    ", ".join(changed_names(current.arguments, edited)),
+                )
+            return request_from_row(row)
+        return self._not_pending(request_id)
+
+    def _record(
+        self,
+        tx: Tx,
+        current: StoredRequest,
+        reviewer: Credential,
+        status: str,
+        note: str | None,
+        now: datetime,
+        expires: datetime | None,
+        edited: dict[str, Any] | None,
+        detail: dict[str, Any],
+        source: str,
+    ) -> Any:
+        """One decision inside its transaction: the row it left, or None if it lost a race."""
+        request_id = current.id
+        tx.lock("request:" + request_id)
+        # Read under the lock: what an approval on another instance committed is seen here.
+        fresh_row = tx.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
+        if fresh_row is None or fresh_row["status"] != PENDING:
+            return None
+        fresh = request_from_row(fresh_row)
+        required = fresh.approvals_required
+        approvals = fresh.approvals
+        n = len(approvals)
+        if status == APPROVED:
+            if any(one.by == reviewer.name for one in approvals):
+                raise AlreadyApproved(f"{reviewer.name} has already approved this request", fresh)
+            if not tx.execute(
+                "INSERT INTO approvals (request_id, reviewer_id, name, at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (request_id, reviewer.id, reviewer.name, to_us(now)),
+            ).rowcount:
+                raise AlreadyApproved(f"{reviewer.name} has already approved this request", fresh)
+            approvals = (*approvals, Approval(by=reviewer.name, at=now))
+            n = len(approvals)
+        audit_detail: dict[str, Any] = {"note": note}
+        if status == APPROVED:
+            audit_detail.update({"n": n, "of": required, "approvals": f"{n} of {required}"})
+        if status == APPROVED and n < required:
+            row = returned(
+                tx.execute(
+                    "UPDATE requests SET approval_list = ? "
+                    "WHERE id = ? AND status = ? AND deadline_at > ? RETURNING *",
+                    (approvals_text(approvals), request_id, PENDING, to_us(now)),
+                )
+            )
+            if row is None:
+                return None
+            tx.event(request_id, "approval", now, reviewer.id, {**audit_detail})
+            insert_audit(
+                tx,
+                at=now,
+                actor=reviewer.name,
+                source=source,
+                action="request.approval",
+                request_id=request_id,
+                detail=audit_detail,
+            )
+            return row
+        names = ", ".join(one.by for one in approvals) if status == APPROVED else reviewer.name
+        row = returned(
+            tx.execute(
+                "UPDATE requests SET status = ?, decision_status = ?, "
+                "decision_note = ?, decided_at = ?, expires_at = ?, decided_by = ?, "
+                "decision_arguments = ?, decided_by_name = ?, approval_list = ? "
+                "WHERE id = ? AND status = ? AND deadline_at > ? RETURNING *",
+                (
+                    status,
+                    status,
+                    note,
+                    to_us(now),
+                    None if expires is None else to_us(expires),
+                    reviewer.id,
+                    None if edited is None else canonical_json(edited),
+                    names,
+                    approvals_text(approvals) if approvals else None,
+                    request_id,
+                    PENDING,
+                    to_us(now),
+                ),
+            )
+        )
+        if row is None:
+            return None
+        tx.event(request_id, "decided", now, reviewer.id, {**detail, "decided_by": names})
+        if expires is not None:
+            audit_detail["expires_at"] = format_timestamp(expires)
+        audit_detail["decided_by"] = names
+        insert_audit(
+            tx,
+            at=now,
+            actor=reviewer.name,
+            source=source,
+            action="request.approval" if status == APPROVED else "request.denial",
+            request_id=request_id,
+            detail=audit_detail,
+        )
+        if edited is not None:
+            insert_audit(
+                tx,
+                at=now,
+                actor=reviewer.name,
+                source=source,
+                action="request.edit",
+                request_id=request_id,
+                detail={"edits": detail["edits"]},
+            )
+        return row
+
+    def cancel(
+        self,
+        request_id: str,
+        *,
+        owner: Credential,
+        reason: str | None = None,
+        source: str = "api",
+    ) -> StoredRequest | None:
+        """Cancel a pending request of ``owner``'s; None if unknown or not theirs.
+
+        Cancelling a cancelled request returns it unchanged. Raises
+        :class:`NotPendingError` if it was approved, denied or expired.
+        """
+        check_json_value(reason)
+        owner_filter = None if owner.is_reviewer else owner.id
+        for _ in range(_ATTEMPTS):
+            current = self._get(request_id, owner_filter)
+            if current is None:
+                return None
+            if current.status == CANCELLED:
+                return current
+            if current.status != PENDING:
+                raise NotPendingError(current)
+            now = self.now()
+            with self._writing() as tx:
+                row = returned(
+                    tx.execute(
+                        "UPDATE requests SET status = ?, cancelled_at = ?, cancel_reason = ? "
+                        "WHERE id = ? AND status = ? AND deadline_at > ? RETURNING *",
+                        (CANCELLED, to_us(now), reason, request_id, PENDING, to_us(now)),
+                    )
+                )
+                if row is not None:
+                    tx.event(request_id, "cancelled", now, owner.id, {"reason": reason})
+                    insert_audit(
+                        tx,
+                        at=now,
+                        actor=owner.name,
+                        source=source,
+                        action="request.cancel",
+                        request_id=request_id,
+                        detail={"reason": reason},
+                    )
+            if row is not None:
+                logger.debug("request %s cancelled", request_id)
+                return request_from_row(row)
+        current = self._get(request_id, owner_filter)
+        if current is not None and current.status == CANCELLED:
+            return current
+        return self._not_pending(request_id)
+
+    def _not_pending(self, request_id: str) -> StoredRequest | None:
+        current = self._get(request_id)
+        if current is None:
+            return None
+        raise NotPendingError(current)

@@ -1,0 +1,316 @@
+"""The SQLite store's database: schema, one writer connection, a pool of readers, transactions.
+
+Every write goes through the one writer connection, under a lock, in a
+``BEGIN IMMEDIATE`` transaction (which also serialises writers in other
+processes on the file), and is committed before the change feed hears of it.
+WAL with ``synchronous=NORMAL`` survives a process crash, so a ``kill -9`` loses
+nothing that was answered (only an operating-system crash may lose the last
+transactions). Reads use a small pool of their own connections, so they never
+queue behind a write; ``":memory:"`` has one connection, shared under the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from approval_guard._codec.exact_json import canonical_json
+from approval_guard.provider.store.feed import ChangeFeed
+from approval_guard.provider.store.models import Clock
+from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, to_us
+
+_SCHEMA_VERSION = "3"
+#: Reader connections kept for a file database.
+READERS = 4
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS credentials (
+    id           TEXT PRIMARY KEY,
+    kind         TEXT NOT NULL CHECK (kind IN ('instance', 'reviewer')),
+    name         TEXT NOT NULL,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created_at   INTEGER NOT NULL,
+    revoked_at   INTEGER,
+    roles        TEXT
+);
+CREATE TABLE IF NOT EXISTS requests (
+    id              TEXT PRIMARY KEY,
+    owner_id        TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    body_sha256     TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    arguments       TEXT NOT NULL,
+    timeout         TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    deadline_at     INTEGER NOT NULL,
+    decision_status TEXT,
+    decision_note   TEXT,
+    decided_at      INTEGER,
+    expires_at      INTEGER,
+    decided_by      TEXT,
+    cancelled_at    INTEGER,
+    cancel_reason   TEXT,
+    poll_count      INTEGER NOT NULL DEFAULT 0,
+    last_polled_at  INTEGER,
+    editable        TEXT,
+    decision_arguments TEXT,
+    requested_by    TEXT,
+    approvals_required INTEGER,
+    approval_list   TEXT,
+    decided_by_name TEXT
+);
+CREATE INDEX IF NOT EXISTS requests_by_status ON requests (status, deadline_at);
+CREATE INDEX IF NOT EXISTS requests_by_created ON requests (created_at);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    owner_id    TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    body_sha256 TEXT NOT NULL,
+    request_id  TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (owner_id, key)
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_id TEXT NOT NULL,
+    at         INTEGER NOT NULL,
+    type       TEXT NOT NULL,
+    actor_id   TEXT,
+    detail     TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_request ON events (request_id, seq);
+CREATE TABLE IF NOT EXISTS approvals (
+    request_id  TEXT NOT NULL,
+    reviewer_id TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    at          INTEGER NOT NULL,
+    PRIMARY KEY (request_id, name)
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    at         INTEGER NOT NULL,
+    actor      TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    action     TEXT NOT NULL,
+    request_id TEXT,
+    detail     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_by_request ON audit (request_id, seq);
+CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at);
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    id              TEXT PRIMARY KEY,
+    seq             INTEGER NOT NULL,
+    event_type      TEXT NOT NULL,
+    request_id      TEXT NOT NULL,
+    target_url      TEXT NOT NULL,
+    body_format     TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    state           TEXT NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER,
+    last_result     TEXT,
+    delivered_at    INTEGER,
+    lease_owner     TEXT,
+    lease_until     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (state, next_attempt_at);
+CREATE TABLE IF NOT EXISTS webhook_attempts (
+    outbox_id       TEXT NOT NULL,
+    attempt         INTEGER NOT NULL,
+    at              INTEGER NOT NULL,
+    status_code     INTEGER,
+    error           TEXT,
+    next_attempt_at INTEGER,
+    PRIMARY KEY (outbox_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id_sha256     TEXT PRIMARY KEY,
+    credential_id TEXT NOT NULL,
+    csrf_token    TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    expires_at    INTEGER NOT NULL
+);
+"""
+
+# Columns added since schema 1; a database made before them gets them on open.
+_ADDED_COLUMNS = (
+    ("requests", "editable", "TEXT"),
+    ("requests", "decision_arguments", "TEXT"),
+    ("credentials", "roles", "TEXT"),
+    ("requests", "requested_by", "TEXT"),
+    ("requests", "approvals_required", "INTEGER"),
+    ("requests", "approval_list", "TEXT"),
+    ("requests", "decided_by_name", "TEXT"),
+)
+
+
+class _SQLiteTx:
+    """A write transaction on the writer connection; remembers the changes it recorded."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.seq = 0
+        self.changed: list[str] = []
+        self.events: list[tuple[str, str, datetime, int]] = []
+
+    def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
+        return self.db.execute(sql, params)
+
+    def event(
+        self,
+        request_id: str,
+        kind: str,
+        at: datetime,
+        actor_id: str | None,
+        detail: dict[str, Any],
+    ) -> int:
+        cursor = self.db.execute(
+            "INSERT INTO events (request_id, at, type, actor_id, detail) VALUES (?, ?, ?, ?, ?)",
+            (request_id, to_us(at), kind, actor_id, canonical_json(detail)),
+        )
+        self.seq = int(cursor.lastrowid or 0)
+        self.changed.append(request_id)
+        self.events.append((request_id, kind, at, self.seq))
+        return self.seq
+
+    def lock(self, name: str) -> None:
+        # BEGIN IMMEDIATE already holds the file's one write lock.
+        del name
+
+
+class SQLiteDB(SQLStoreBase):
+    """Connections and transactions of a SQLite file (or ``":memory:"``)."""
+
+    _ORDER_KEY = "rowid"
+
+    def __init__(self, path: str = "approvals.sqlite3", *, clock: Clock | None = None) -> None:
+        super().__init__(clock=clock)
+        self.path = str(path)
+        self._memory = self.path == ":memory:"
+        self._lock = threading.RLock()
+        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._readers = 0
+        self._readers_lock = threading.Lock()
+        self._db = self._connect()
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+            self._add_columns()
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (_SCHEMA_VERSION,),
+            )
+            row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+        self._feed = ChangeFeed(int(row[0]))
+
+    def _connect(self) -> sqlite3.Connection:
+        # check_same_thread=False: a connection serves one thread at a time, but not
+        # always the same one. isolation_level=None: we issue BEGIN ourselves.
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        if not self._memory:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            # Two stores on one file (a test re-opening it) wait instead of failing.
+            db.execute("PRAGMA busy_timeout=5000")
+        return db
+
+    def _add_columns(self) -> None:
+        """Give a database made by an older version the columns added since."""
+        for table, column, kind in _ADDED_COLUMNS:
+            present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column in present:
+                continue
+            try:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            except sqlite3.OperationalError as exc:
+                # Another process opening the same file may have added it first.
+                if "duplicate column" not in str(exc):
+                    raise
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection inside one committed transaction, under the store's lock.
+
+        For small extensions such as :mod:`approval_guard.testing`; the HTTP
+        layer uses the store's methods.
+        """
+        with self._lock:
+            self._check_open()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Tx]:
+        with self.transaction() as db:
+            tx = _SQLiteTx(db)
+            yield tx
+            self._before_commit(tx, tx.events)
+        # Committed: only now may anyone hear of it.
+        if tx.changed:
+            self._feed.changed(tx.seq, tuple(dict.fromkeys(tx.changed)))
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Reader]:
+        if self._memory:
+            with self._lock:
+                self._check_open()
+                yield self._db
+            return
+        self._check_open()
+        db = self._take_reader()
+        try:
+            yield db
+        finally:
+            if self._closed:
+                db.close()
+            else:
+                self._idle.put(db)
+
+    def _take_reader(self) -> sqlite3.Connection:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._readers_lock:
+            grow = self._readers < READERS
+            if grow:
+                self._readers += 1
+        if grow:
+            db = self._connect()
+            db.execute("PRAGMA query_only=ON")
+            return db
+        while True:
+            try:
+                return self._idle.get(timeout=0.5)
+            except queue.Empty:
+                self._check_open()
+
+    def close(self) -> None:
+        """Wake every waiter and close the database. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._db.close()
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                break
+        self.wake_all()

@@ -1,0 +1,1 @@
+"""Outgoing webhooks: targets, signing, payloads, and delivery from the outbox."""
