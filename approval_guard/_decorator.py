@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
-from approval_guard._call.outcome import NotRun, Reason
-from approval_guard._codec.duration import DurationLike
-from approval_guard._options.spec import check_when, make_spec
+from approval_guard._call.outcome import NotRun
+from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions, check_names
+from approval_guard._options.spec import (
+    make_spec,
+)
+from approval_guard._options.when import (
+    check_when,
+)
 from approval_guard.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
@@ -31,41 +36,28 @@ class Decorator(Generic[N]):
         self,
         guard: Callable[[], Guard],
         *,
-        timeout: DurationLike,
-        tool: str | None,
-        exclude: Collection[str],
         on_not_run: Callable[[NotRun], N] | None = None,
-        when: Callable[[Mapping[str, Any]], Any] | None = None,
-        redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
-        editable: Collection[str] = (),
-        on_event: Callable[[Any], object] | None = None,
-        messages: Mapping[Reason, str] | None = None,
+        options: ApprovalOptions,
     ) -> None:
+        check_names(options)
         self._guard = guard
-        self._options: dict[str, Any] = {
-            "timeout": timeout,
-            "tool": tool,
-            "exclude": exclude,
-            "on_not_run": on_not_run,
-            "when": when,
-            "redact": redact,
-            "editable": editable,
-            "on_event": on_event,
-            "messages": messages,
-        }
+        self._on_not_run = on_not_run
+        self._options = options
         # Validate what can be checked without the function now, with a stand-in,
         # so a bad option raises at decoration; names are checked against fn later.
+        tool = options.get("tool")
         make_spec(
             _probe,
-            timeout=timeout,
-            tool="probe" if tool is None else tool,
-            exclude=(),
             on_not_run=on_not_run,
-            on_event=on_event,
-            messages=messages,
+            options={
+                "timeout": options.get("timeout", DEFAULT_TIMEOUT),
+                "tool": "probe" if tool is None else tool,
+                "on_event": options.get("on_event"),
+                "messages": options.get("messages"),
+            },
         )
-        check_when(when, is_async=True)
-        if isinstance(redact, str) or isinstance(editable, str):
+        check_when(options.get("when"), is_async=True)
+        if isinstance(options.get("redact"), str) or isinstance(options.get("editable"), str):
             raise ConfigurationError(
                 "redact and editable must be collections of names, not a string"
             )
@@ -79,7 +71,7 @@ class Decorator(Generic[N]):
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R | N]: ...
 
     def __call__(self, fn: Callable[..., Any]) -> Any:
-        spec = make_spec(fn, **self._options)
+        spec = make_spec(fn, on_not_run=self._on_not_run, options=self._options)
         get_guard = self._guard
         if spec.is_async:
 

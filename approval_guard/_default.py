@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Coroutine, Mapping
-from typing import Any, ParamSpec, TypeVar, overload
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from approval_guard._call.outcome import NotRun, Reason
-from approval_guard._codec.duration import DurationLike
+from approval_guard._call.outcome import NotRun
 from approval_guard._decorator import Decorator
 from approval_guard._env import ENV_REQUESTED_BY, default_guard_settings
 from approval_guard._guard import Guard
+from approval_guard._options.options import ApprovalOptions
 from approval_guard._options.spec import check_requested_by
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -69,35 +72,13 @@ def requires_approval(fn: Callable[P, R], /) -> Callable[P, R | NotRun]: ...
 
 @overload
 def requires_approval(
-    fn: None = None,
-    /,
-    *,
-    timeout: DurationLike = "30m",
-    tool: str | None = None,
-    exclude: Collection[str] = (),
-    on_not_run: None = None,
-    when: Callable[[Mapping[str, Any]], Any] | None = None,
-    redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
-    editable: Collection[str] = (),
-    on_event: Callable[[Any], object] | None = None,
-    messages: Mapping[Reason, str] | None = None,
+    fn: None = None, /, *, on_not_run: None = None, **options: Unpack[ApprovalOptions]
 ) -> Decorator[NotRun]: ...
 
 
 @overload
 def requires_approval(
-    fn: None = None,
-    /,
-    *,
-    timeout: DurationLike = "30m",
-    tool: str | None = None,
-    exclude: Collection[str] = (),
-    on_not_run: Callable[[NotRun], N],
-    when: Callable[[Mapping[str, Any]], Any] | None = None,
-    redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
-    editable: Collection[str] = (),
-    on_event: Callable[[Any], object] | None = None,
-    messages: Mapping[Reason, str] | None = None,
+    fn: None = None, /, *, on_not_run: Callable[[NotRun], N], **options: Unpack[ApprovalOptions]
 ) -> Decorator[N]: ...
 
 
@@ -105,15 +86,8 @@ def requires_approval(
     fn: Callable[..., Any] | None = None,
     /,
     *,
-    timeout: DurationLike = "30m",
-    tool: str | None = None,
-    exclude: Collection[str] = (),
     on_not_run: Callable[[NotRun], Any] | None = None,
-    when: Callable[[Mapping[str, Any]], Any] | None = None,
-    redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
-    editable: Collection[str] = (),
-    on_event: Callable[[Any], object] | None = None,
-    messages: Mapping[Reason, str] | None = None,
+    **options: Unpack[ApprovalOptions],
 ) -> Any:
     """Guard a tool with the default Guard, configured from the environment at call time.
 
@@ -126,16 +100,5 @@ def requires_approval(
     ``APPROVAL_GUARD_CREDENTIAL``, ``APPROVAL_GUARD_HARNESS_LIMIT``) is read when
     the tool is called. See :meth:`Guard.requires_approval`.
     """
-    decorator: Decorator[Any] = Decorator(
-        default_guard,
-        timeout=timeout,
-        tool=tool,
-        exclude=exclude,
-        on_not_run=on_not_run,
-        when=when,
-        redact=redact,
-        editable=editable,
-        on_event=on_event,
-        messages=messages,
-    )
+    decorator: Decorator[Any] = Decorator(default_guard, on_not_run=on_not_run, options=options)
     return decorator if fn is None else decorator(fn)

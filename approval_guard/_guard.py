@@ -9,12 +9,10 @@ decorator in ``_decorator.py``; the environment's default Guard in
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import threading
-from collections.abc import Callable, Collection, Coroutine, Mapping
-from types import MappingProxyType
-from typing import Any, ParamSpec, TypeVar, overload
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from approval_guard import _harness
 from approval_guard._call.backoff import RetryPolicy
@@ -29,6 +27,10 @@ from approval_guard._call.events import (
 )
 from approval_guard._call.ops import CallGen, CallPlan, Invoke, Ran, Timings
 from approval_guard._call.outcome import NotRun, Reason
+from approval_guard._call.plan import (
+    CallSettings,
+    plan_call,
+)
 from approval_guard._call.rules import guarded_call
 from approval_guard._codec.clock import Clock, SystemClock
 from approval_guard._codec.duration import DurationLike, format_duration
@@ -40,22 +42,26 @@ from approval_guard._ledger.memory import (
     ProviderLedger,
     default_worker,
     process_ledger,
+    provider_scope,
 )
 from approval_guard._options.advice import advice_for
+from approval_guard._options.edit import edited
+from approval_guard._options.options import ApprovalOptions
 from approval_guard._options.redact import check_key, new_key, redact
 from approval_guard._options.spec import (
-    CallSettings,
     ToolSpec,
     check_requested_by,
     check_token,
-    plan_call,
-    provider_scope,
 )
 from approval_guard._options.spec import seconds_option as _seconds
+from approval_guard._options.when import asks, asks_async
 from approval_guard._otel import CallSpan, call_span, tracing
 from approval_guard._transport.drive import APerform, drive_async, drive_sync, late_sync, threaded
 from approval_guard._transport.sync_client import ProviderClient, check_base_url
 from approval_guard.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Guard"]
 
@@ -232,19 +238,7 @@ class Guard:
 
     @overload
     def requires_approval(
-        self,
-        fn: None = None,
-        /,
-        *,
-        timeout: DurationLike = "30m",
-        tool: str | None = None,
-        exclude: Collection[str] = (),
-        on_not_run: None = None,
-        when: Callable[[Mapping[str, Any]], Any] | None = None,
-        redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
-        editable: Collection[str] = (),
-        on_event: Callable[[Any], object] | None = None,
-        messages: Mapping[Reason, str] | None = None,
+        self, fn: None = None, /, *, on_not_run: None = None, **options: Unpack[ApprovalOptions]
     ) -> Decorator[NotRun]: ...
 
     @overload
@@ -253,15 +247,8 @@ class Guard:
         fn: None = None,
         /,
         *,
-        timeout: DurationLike = "30m",
-        tool: str | None = None,
-        exclude: Collection[str] = (),
         on_not_run: Callable[[NotRun], N],
-        when: Callable[[Mapping[str, Any]], Any] | None = None,
-        redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
-        editable: Collection[str] = (),
-        on_event: Callable[[Any], object] | None = None,
-        messages: Mapping[Reason, str] | None = None,
+        **options: Unpack[ApprovalOptions],
     ) -> Decorator[N]: ...
 
     def requires_approval(
@@ -269,46 +256,18 @@ class Guard:
         fn: Callable[..., Any] | None = None,
         /,
         *,
-        timeout: DurationLike = "30m",
-        tool: str | None = None,
-        exclude: Collection[str] = (),
         on_not_run: Callable[[NotRun], Any] | None = None,
-        when: Callable[[Mapping[str, Any]], Any] | None = None,
-        redact: Collection[str] | Callable[[dict[str, Any]], Any] | None = None,
-        editable: Collection[str] = (),
-        on_event: Callable[[Any], object] | None = None,
-        messages: Mapping[Reason, str] | None = None,
+        **options: Unpack[ApprovalOptions],
     ) -> Any:
         """Guard a tool: each call waits for a person's approval, then runs or returns NotRun.
 
-        - ``timeout``: the approval window to ask for (clamped to fit the harness's limit).
-        - ``tool``: the name the reviewer sees (default: the function's name).
-        - ``exclude``: parameters not sent for approval (framework-injected context).
-        - ``on_not_run``: what to return instead of a ``NotRun``, made from it: ``str``
-          for the plain sentence, or a framework's own result type (see the README).
-        - ``when``: ask only if this returns True, given the bound arguments (a
-          mapping of name to the original value); False runs the tool at once.
-          Raising or returning a non-bool means ask.
-        - ``redact``: parameter names or dotted paths (``"card.number"``), or a
-          callable, whose values the reviewer sees only as a keyed digest.
-        - ``editable``: parameters a reviewer may change when approving; the tool
-          then runs with the new values, converted to their annotations.
-        - ``on_event``: called with each event of this tool's calls (``ag.RequestCreated``, ...).
-        - ``messages``: ``{ag.Reason.DENIED: "..."}``, this tool's own next-step
-          sentences for a model, in place of the defaults.
+        The options are :class:`~approval_guard._options.options.ApprovalOptions`
+        (``timeout``, ``tool``, ``exclude``, ``when``, ``redact``, ``editable``,
+        ``on_event``, ``messages``); ``on_not_run`` is what to return instead of a
+        ``NotRun``, made from it: ``str`` for the plain sentence, or a framework's
+        own result type (see docs/frameworks.md).
         """
-        decorator: Decorator[Any] = Decorator(
-            lambda: self,
-            timeout=timeout,
-            tool=tool,
-            exclude=exclude,
-            on_not_run=on_not_run,
-            when=when,
-            redact=redact,
-            editable=editable,
-            on_event=on_event,
-            messages=messages,
-        )
+        decorator: Decorator[Any] = Decorator(lambda: self, on_not_run=on_not_run, options=options)
         return decorator if fn is None else decorator(fn)
 
     # -- one call ------------------------------------------------------------
@@ -563,59 +522,3 @@ def _ended(span: CallSpan | None, outcome: str, exc: BaseException | None) -> No
         span.end(outcome, exc if outcome == "raised" else None)
     except Exception:
         log.warning("could not end the OpenTelemetry span", exc_info=True)
-
-
-def asks(spec: ToolSpec, bound: dict[str, Any]) -> bool:
-    """``when``'s verdict: False only for an explicit ``False``; anything doubtful asks."""
-    when = spec.when
-    assert when is not None
-    try:
-        verdict = when(MappingProxyType(bound))
-    except Exception:
-        log.warning("when= of %s raised; asking for approval", spec.name, exc_info=True)
-        return True
-    return _verdict(spec, verdict)
-
-
-async def asks_async(spec: ToolSpec, bound: dict[str, Any]) -> bool:
-    """:func:`asks` for an async ``when``."""
-    when = spec.when
-    assert when is not None
-    try:
-        verdict = when(MappingProxyType(bound))
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-    except Exception:
-        log.warning("when= of %s raised; asking for approval", spec.name, exc_info=True)
-        return True
-    return _verdict(spec, verdict)
-
-
-def _verdict(spec: ToolSpec, verdict: object) -> bool:
-    if verdict is False:
-        return False
-    if verdict is True:
-        return True
-    close = getattr(verdict, "close", None)
-    if inspect.iscoroutine(verdict) and callable(close):
-        close()  # never awaited: closed, so it warns nobody
-    log.warning(
-        "when= of %s returned a %s, not a bool; asking for approval",
-        spec.name,
-        type(verdict).__name__,
-    )
-    return True
-
-
-def edited(
-    spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any], op: Invoke
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The call's arguments, with a reviewer's approved edits in place of the caller's."""
-    edits = op.edits
-    if not edits:
-        return args, kwargs
-    bound = spec.signature.bind(*args, **kwargs)
-    bound.apply_defaults()
-    for name, value in edits.items():
-        bound.arguments[name] = value
-    return bound.args, bound.kwargs

@@ -19,11 +19,14 @@ stores it. A user's own ledger written before that field existed still works:
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import logging
 import os
 import re
 import socket
 import threading
+import urllib.parse
+from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Protocol, cast, runtime_checkable
 
@@ -330,3 +333,17 @@ class ProviderLedger:
     def prune(self, older_than: timedelta) -> int:
         """Prunes the whole record (every provider's rows), as its own ``prune`` does."""
         return self.record.prune(older_than)
+
+
+def provider_scope(base_url: str) -> str:
+    """The provider's identity in the execution record: scheme, host and port, then the path."""
+    parts = urllib.parse.urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    # One host, one spelling: no trailing dot (an absolute DNS name), an address in its
+    # canonical form (``[0:0:0:0:0:0:0:1]`` is ``[::1]``), so one provider is one scope.
+    host = (parts.hostname or "").lower().rstrip(".")
+    with suppress(ValueError):
+        host = ipaddress.ip_address(host).compressed
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme.lower()}://{host}:{port}{parts.path.rstrip('/')}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from approval_guard._call.ops import Invoke
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.state import CallState, Edit
 from approval_guard._call.verdict import same_or_too_deep
@@ -19,6 +20,9 @@ from approval_guard._codec.serialize import dumps
 from approval_guard._codec.wire import ApprovalRequest
 from approval_guard._options.convert import EditError
 from approval_guard._options.redact import holds_marker_key
+from approval_guard._options.spec import (
+    ToolSpec,
+)
 
 log = logging.getLogger("approval_guard")
 
@@ -90,3 +94,17 @@ def _shown(value: Any) -> str:
     except Exception:
         text = f"<{type(value).__name__}>"
     return text if len(text) <= LOG_VALUE_LIMIT else text[: LOG_VALUE_LIMIT - 3] + "..."
+
+
+def edited(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any], op: Invoke
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments, with a reviewer's approved edits in place of the caller's."""
+    edits = op.edits
+    if not edits:
+        return args, kwargs
+    bound = spec.signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    for name, value in edits.items():
+        bound.arguments[name] = value
+    return bound.args, bound.kwargs

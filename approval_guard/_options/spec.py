@@ -8,38 +8,30 @@ depends only on the call and the configuration, never on time already spent.
 from __future__ import annotations
 
 import inspect
-import ipaddress
 import logging
-import math
-import urllib.parse
-import uuid
-from collections.abc import Callable, Collection, Mapping
-from contextlib import suppress
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
 from approval_guard._call.events import OnEvent, check_on_event
-from approval_guard._call.ops import CallPlan, Ran
+from approval_guard._call.ops import Ran
 from approval_guard._call.outcome import NotRun, Reason
-from approval_guard._codec.clock import Clock
 from approval_guard._codec.display import is_hidden
-from approval_guard._codec.duration import DurationLike, format_duration, to_seconds
-from approval_guard._codec.serialize import Binder, binder, dumps, to_json_value
+from approval_guard._codec.duration import DurationLike, to_seconds
+from approval_guard._codec.serialize import Binder, binder
 from approval_guard._codec.wire import MAX_REQUESTED_BY
-from approval_guard._options.advice import advice_for, check_messages
+from approval_guard._options.advice import check_messages
 from approval_guard._options.convert import Converter, editable_converters
 from approval_guard._options.inject import injected_parameters
+from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions
 from approval_guard._options.redact import (
-    REDACTED_KEY,
     Paths,
     RedactFn,
-    RedactionFailed,
     check_redact,
-    holds_marker_key,
-    redact,
     redacted_names,
 )
+from approval_guard._options.when import check_when
 from approval_guard.exceptions import ConfigurationError
 
 log = logging.getLogger("approval_guard")
@@ -128,17 +120,18 @@ class ToolSpec:
 def make_spec(
     fn: Callable[..., Any],
     *,
-    timeout: DurationLike,
-    tool: str | None,
-    exclude: Collection[str],
     on_not_run: Callable[[NotRun], Any] | None = None,
-    when: Callable[..., Any] | None = None,
-    redact: Any = None,
-    editable: Collection[str] = (),
-    on_event: OnEvent | None = None,
-    messages: Mapping[Reason, str] | None = None,
+    options: ApprovalOptions,
 ) -> ToolSpec:
     """Check a tool's options; a bad one raises ConfigurationError now, not on the first call."""
+    timeout = options.get("timeout", DEFAULT_TIMEOUT)
+    tool = options.get("tool")
+    exclude = options.get("exclude", ())
+    when = options.get("when")
+    redact = options.get("redact")
+    editable = options.get("editable", ())
+    on_event = options.get("on_event")
+    messages = options.get("messages")
     if not callable(fn):
         raise TypeError(f"requires_approval decorates a function, not {type(fn).__name__}")
     if on_not_run is not None and not callable(on_not_run):
@@ -201,194 +194,4 @@ def make_spec(
         converters=converters,
         on_event=check_on_event(on_event),
         messages=check_messages(messages),
-    )
-
-
-def check_when(when: object, *, is_async: bool) -> bool:
-    """``when`` checked at decoration: a callable of one argument. True if it is async."""
-    if when is None:
-        return False
-    if not callable(when):
-        raise ConfigurationError(
-            "when must be a callable taking the bound arguments and returning a bool"
-        )
-    try:
-        when_signature = inspect.signature(when)
-    except (TypeError, ValueError):
-        when_signature = None  # a builtin without one: trusted to take one argument
-    if when_signature is not None:
-        try:
-            when_signature.bind({})
-        except TypeError:
-            raise ConfigurationError(
-                "when must take exactly one argument, the bound arguments (a mapping of "
-                "parameter name to value)"
-            ) from None
-    call = getattr(when, "__call__", None)  # noqa: B004 (an object with an async __call__)
-    when_async = inspect.iscoroutinefunction(when) or inspect.iscoroutinefunction(call)
-    if when_async and not is_async:
-        raise ConfigurationError("an async when needs an async tool; use a plain function")
-    return when_async
-
-
-def requested_timeout(tool_timeout: float, limit: float, margins: float) -> float:
-    """``min(tool timeout, harness limit - return_margin - deadline_margin)``, whole seconds."""
-    return float(math.floor(min(tool_timeout, limit - margins)))
-
-
-def describe_clamp(tool: str, asked: float, got: float) -> None:
-    log.warning(
-        "approval timeout for %s clamped from %s to %s to fit the harness's limit",
-        tool,
-        format_duration(asked),
-        format_duration(got),
-    )
-
-
-def provider_scope(base_url: str) -> str:
-    """The provider's identity in the execution record: scheme, host and port, then the path."""
-    parts = urllib.parse.urlsplit(base_url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    # One host, one spelling: no trailing dot (an absolute DNS name), an address in its
-    # canonical form (``[0:0:0:0:0:0:0:1]`` is ``[::1]``), so one provider is one scope.
-    host = (parts.hostname or "").lower().rstrip(".")
-    with suppress(ValueError):
-        host = ipaddress.ip_address(host).compressed
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme.lower()}://{host}:{port}{parts.path.rstrip('/')}"
-
-
-@attrs.frozen
-class CallSettings:
-    """A Guard's time settings that shape every call's plan (seconds)."""
-
-    harness_limit: float
-    poll_wait: float
-    return_margin: float
-    deadline_margin: float
-
-
-#: Exact types whose values cannot change after the call (subclasses may: not listed).
-_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
-
-
-def plan_call(
-    spec: ToolSpec,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    bound: dict[str, Any] | None = None,
-    idempotency_key: str | None,
-    limit: float | None,
-    settings: CallSettings,
-    clock: Clock,
-    worker: str,
-    redaction_key: bytes,
-    started: float | None = None,
-    requested_by: str | None = None,
-) -> CallPlan | NotRun:
-    """One call's plan: its arguments, its request body, its deadlines.
-
-    A NotRun when what would be sent cannot be trusted: an argument holds a
-    redaction marker's key, or the ``redact`` callable failed. Nothing is sent then.
-    ``started``: when the guarded call began (monotonic), if before now (a ``when``
-    ran first): the harness's limit counts from then. ``requested_by``: the person
-    the call is made for (checked already), sent as API 1.1's create field.
-    """
-    if bound is None:
-        bound = spec.bind(args, kwargs)
-    # to_json_value builds fresh plain-JSON containers, so no JSON round trip is needed.
-    real = to_json_value(bound)
-    if holds_marker_key(real):
-        # It would show as a hidden secret on the review page, and the reviewer
-        # would approve a value they never saw. The NotRun shows no value: the
-        # unredacted ones may hold a secret.
-        return _refused(
-            spec,
-            {name: None for name in real},
-            f"The call's arguments hold an object with the key {REDACTED_KEY!r}, which a "
-            f"reviewer would be shown as a hidden secret, so {spec.name} did not run and "
-            "nothing was sent for approval.",
-        )
-    how = spec.redact
-    arguments = real
-    if how is not None:
-        try:
-            arguments = redact(real, how, redaction_key)
-        except RedactionFailed as exc:
-            log.error("redaction for %s failed: %s", spec.name, exc)
-            return _refused(
-                spec,
-                {name: None for name in real},  # never the unredacted values
-                f"The tool's redact function failed ({exc}), so nothing was sent for "
-                f"approval and {spec.name} did not run.",
-            )
-    editable = spec.editable
-    if editable and how is not None and callable(how):
-        # A redact function may hide what was listed as editable: that stays hidden.
-        hidden = tuple(name for name in editable if holds_marker_key(arguments.get(name)))
-        if hidden:
-            log.warning(
-                "%s: %s redacted by the redact function, so not offered for editing",
-                spec.name,
-                ", ".join(hidden),
-            )
-            editable = tuple(name for name in editable if name not in hidden)
-    # Only a mutable argument can change while the call waits: re-read them then.
-    mutable = any(type(value) not in _IMMUTABLE for value in bound.values())
-    limit = limit if limit is not None else settings.harness_limit
-    timeout = requested_timeout(
-        spec.timeout, limit, settings.return_margin + settings.deadline_margin
-    )
-    if 1 <= timeout < spec.timeout:
-        describe_clamp(spec.name, spec.timeout, timeout)
-    # The body depends only on the call and the configuration, never on time
-    # already spent: a harness that replays the key after a crash must send
-    # the same bytes, or the provider rejects it as a different request.
-    payload: dict[str, Any] = {
-        "tool": spec.name,
-        "arguments": arguments,
-        "timeout": format_duration(timeout),
-    }
-    if editable:
-        payload["editable"] = list(editable)
-    if requested_by is not None:
-        payload["requested_by"] = requested_by  # API 1.1; part of the idempotent body
-    body = dumps(payload)
-    if started is None:
-        started = clock.monotonic()
-
-    def current() -> Any:
-        again = to_json_value(spec.bind(args, kwargs))
-        return again if how is None else redact(again, how, redaction_key)
-
-    return CallPlan(
-        tool=spec.name,
-        arguments=arguments,
-        body=body,
-        idempotency_key=idempotency_key or str(uuid.uuid4()),
-        timeout=timeout,
-        started=started,
-        local_end=started + limit - settings.return_margin,
-        harness_end=started + limit,
-        deadline_margin=settings.deadline_margin,
-        poll_wait=settings.poll_wait,
-        worker=worker,
-        current_arguments=current if mutable else None,
-        editable=editable,
-        converters=spec.converters,
-        redacted=how is not None,
-        messages=spec.messages,
-        requested_by=requested_by,
-    )
-
-
-def _refused(spec: ToolSpec, arguments: dict[str, Any], message: str) -> NotRun:
-    return NotRun(
-        reason=Reason.NOT_OBTAINED,
-        message=message,
-        tool=spec.name,
-        arguments=arguments,
-        advice=advice_for(Reason.NOT_OBTAINED, spec.messages, refused=True),
     )

@@ -226,6 +226,8 @@ def tool_runs(tmp_path: Path) -> list[str]:
 def provider_rows(ledger: Any, provider: Any) -> Any:
     """``ledger`` as a Guard on ``provider`` sees it: rows by that provider's request ids."""
     from approval_guard._ledger.memory import ProviderLedger
-    from approval_guard._options.spec import provider_scope as _provider_scope
+    from approval_guard._ledger.memory import (
+        provider_scope as _provider_scope,
+    )
 
     return ProviderLedger(ledger, _provider_scope(provider.url))

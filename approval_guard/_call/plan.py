@@ -1,0 +1,180 @@
+"""One call's plan: its arguments and request body, its deadlines, the timeout clamp.
+
+Everything here is decided before any HTTP, and depends only on the call and the
+configuration, never on time already spent: a harness that replays an
+idempotency key after a crash sends the same bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from typing import Any
+
+import attrs
+
+from approval_guard._call.ops import CallPlan
+from approval_guard._call.outcome import NotRun, Reason
+from approval_guard._codec.clock import Clock
+from approval_guard._codec.duration import format_duration
+from approval_guard._codec.serialize import dumps, to_json_value
+from approval_guard._options.advice import advice_for
+from approval_guard._options.redact import (
+    REDACTED_KEY,
+    RedactionFailed,
+    holds_marker_key,
+    redact,
+)
+from approval_guard._options.spec import ToolSpec
+
+log = logging.getLogger("approval_guard")
+
+
+def requested_timeout(tool_timeout: float, limit: float, margins: float) -> float:
+    """``min(tool timeout, harness limit - return_margin - deadline_margin)``, whole seconds."""
+    return float(math.floor(min(tool_timeout, limit - margins)))
+
+
+def describe_clamp(tool: str, asked: float, got: float) -> None:
+    log.warning(
+        "approval timeout for %s clamped from %s to %s to fit the harness's limit",
+        tool,
+        format_duration(asked),
+        format_duration(got),
+    )
+
+
+@attrs.frozen
+class CallSettings:
+    """A Guard's time settings that shape every call's plan (seconds)."""
+
+    harness_limit: float
+    poll_wait: float
+    return_margin: float
+    deadline_margin: float
+
+
+#: Exact types whose values cannot change after the call (subclasses may: not listed).
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+
+
+def plan_call(
+    spec: ToolSpec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    bound: dict[str, Any] | None = None,
+    idempotency_key: str | None,
+    limit: float | None,
+    settings: CallSettings,
+    clock: Clock,
+    worker: str,
+    redaction_key: bytes,
+    started: float | None = None,
+    requested_by: str | None = None,
+) -> CallPlan | NotRun:
+    """One call's plan: its arguments, its request body, its deadlines.
+
+    A NotRun when what would be sent cannot be trusted: an argument holds a
+    redaction marker's key, or the ``redact`` callable failed. Nothing is sent then.
+    ``started``: when the guarded call began (monotonic), if before now (a ``when``
+    ran first): the harness's limit counts from then. ``requested_by``: the person
+    the call is made for (checked already), sent as API 1.1's create field.
+    """
+    if bound is None:
+        bound = spec.bind(args, kwargs)
+    # to_json_value builds fresh plain-JSON containers, so no JSON round trip is needed.
+    real = to_json_value(bound)
+    if holds_marker_key(real):
+        # It would show as a hidden secret on the review page, and the reviewer
+        # would approve a value they never saw. The NotRun shows no value: the
+        # unredacted ones may hold a secret.
+        return _refused(
+            spec,
+            {name: None for name in real},
+            f"The call's arguments hold an object with the key {REDACTED_KEY!r}, which a "
+            f"reviewer would be shown as a hidden secret, so {spec.name} did not run and "
+            "nothing was sent for approval.",
+        )
+    how = spec.redact
+    arguments = real
+    if how is not None:
+        try:
+            arguments = redact(real, how, redaction_key)
+        except RedactionFailed as exc:
+            log.error("redaction for %s failed: %s", spec.name, exc)
+            return _refused(
+                spec,
+                {name: None for name in real},  # never the unredacted values
+                f"The tool's redact function failed ({exc}), so nothing was sent for "
+                f"approval and {spec.name} did not run.",
+            )
+    editable = spec.editable
+    if editable and how is not None and callable(how):
+        # A redact function may hide what was listed as editable: that stays hidden.
+        hidden = tuple(name for name in editable if holds_marker_key(arguments.get(name)))
+        if hidden:
+            log.warning(
+                "%s: %s redacted by the redact function, so not offered for editing",
+                spec.name,
+                ", ".join(hidden),
+            )
+            editable = tuple(name for name in editable if name not in hidden)
+    # Only a mutable argument can change while the call waits: re-read them then.
+    mutable = any(type(value) not in _IMMUTABLE for value in bound.values())
+    limit = limit if limit is not None else settings.harness_limit
+    timeout = requested_timeout(
+        spec.timeout, limit, settings.return_margin + settings.deadline_margin
+    )
+    if 1 <= timeout < spec.timeout:
+        describe_clamp(spec.name, spec.timeout, timeout)
+    # The body depends only on the call and the configuration, never on time
+    # already spent: a harness that replays the key after a crash must send
+    # the same bytes, or the provider rejects it as a different request.
+    payload: dict[str, Any] = {
+        "tool": spec.name,
+        "arguments": arguments,
+        "timeout": format_duration(timeout),
+    }
+    if editable:
+        payload["editable"] = list(editable)
+    if requested_by is not None:
+        payload["requested_by"] = requested_by  # API 1.1; part of the idempotent body
+    body = dumps(payload)
+    if started is None:
+        started = clock.monotonic()
+
+    def current() -> Any:
+        again = to_json_value(spec.bind(args, kwargs))
+        return again if how is None else redact(again, how, redaction_key)
+
+    return CallPlan(
+        tool=spec.name,
+        arguments=arguments,
+        body=body,
+        idempotency_key=idempotency_key or str(uuid.uuid4()),
+        timeout=timeout,
+        started=started,
+        local_end=started + limit - settings.return_margin,
+        harness_end=started + limit,
+        deadline_margin=settings.deadline_margin,
+        poll_wait=settings.poll_wait,
+        worker=worker,
+        current_arguments=current if mutable else None,
+        editable=editable,
+        converters=spec.converters,
+        redacted=how is not None,
+        messages=spec.messages,
+        requested_by=requested_by,
+    )
+
+
+def _refused(spec: ToolSpec, arguments: dict[str, Any], message: str) -> NotRun:
+    return NotRun(
+        reason=Reason.NOT_OBTAINED,
+        message=message,
+        tool=spec.name,
+        arguments=arguments,
+        advice=advice_for(Reason.NOT_OBTAINED, spec.messages, refused=True),
+    )
