@@ -8,7 +8,6 @@ decorator in ``_decorator.py``; the environment's default Guard in
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -16,25 +15,21 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from approval_guard import _harness
 from approval_guard._call.backoff import RetryPolicy
+from approval_guard._call.edit import edited
 from approval_guard._call.events import (
-    NO_EVENTS,
-    ApprovalSkipped,
-    CallNotRun,
     Emitter,
-    ToolFinished,
-    ToolStarted,
     check_on_event,
 )
-from approval_guard._call.ops import CallGen, CallPlan, Invoke, Ran, Timings
-from approval_guard._call.outcome import NotRun, Reason
+from approval_guard._call.ops import CallGen, CallPlan, Invoke, Timings
+from approval_guard._call.outcome import NotRun
 from approval_guard._call.plan import (
     CallSettings,
     plan_call,
 )
+from approval_guard._call.report import Report
 from approval_guard._call.rules import guarded_call
 from approval_guard._codec.clock import Clock, SystemClock
 from approval_guard._codec.duration import DurationLike, format_duration
-from approval_guard._codec.serialize import to_json_value
 from approval_guard._decorator import Decorator
 from approval_guard._ledger.memory import (
     Ledger,
@@ -44,10 +39,8 @@ from approval_guard._ledger.memory import (
     process_ledger,
     provider_scope,
 )
-from approval_guard._options.advice import advice_for
-from approval_guard._options.edit import edited
 from approval_guard._options.options import ApprovalOptions
-from approval_guard._options.redact import check_key, new_key, redact
+from approval_guard._options.redact import as_reviewed, check_key, new_key
 from approval_guard._options.spec import (
     ToolSpec,
     check_requested_by,
@@ -55,7 +48,7 @@ from approval_guard._options.spec import (
 )
 from approval_guard._options.spec import seconds_option as _seconds
 from approval_guard._options.when import asks, asks_async
-from approval_guard._otel import CallSpan, call_span, tracing
+from approval_guard._otel import call_span, tracing
 from approval_guard._transport.drive import APerform, drive_async, drive_sync, late_sync, threaded
 from approval_guard._transport.sync_client import ProviderClient, check_base_url
 from approval_guard.exceptions import ConfigurationError
@@ -128,6 +121,12 @@ class Guard:
             raise ConfigurationError(
                 "harness_limit must exceed return_margin + deadline_margin by at least 1s"
             )
+        self._settings = CallSettings(
+            harness_limit=self._harness_limit,
+            poll_wait=self._poll_wait,
+            return_margin=self._return_margin,
+            deadline_margin=self._deadline_margin,
+        )
         if ledger is None:
             ledger = process_ledger()
         elif not isinstance(ledger, (Ledger, LegacyLedger)):
@@ -272,13 +271,6 @@ class Guard:
 
     # -- one call ------------------------------------------------------------
 
-    def _emitter(self, spec: ToolSpec, span: CallSpan | None) -> Emitter:
-        sinks = [sink for sink in (self._on_event, spec.on_event, span) if sink is not None]
-        if not sinks:
-            return NO_EVENTS
-        # A span never shows argument values: events only it sees need not carry them.
-        return Emitter(sinks, values=self._on_event is not None or spec.on_event is not None)
-
     def _plan(
         self,
         spec: ToolSpec,
@@ -287,13 +279,8 @@ class Guard:
         bound: dict[str, Any],
         started: float | None = None,
     ) -> tuple[CallPlan | NotRun, threading.Event | None]:
+        """This call's plan (or why nothing will be sent), and the harness's abandon event."""
         facts = _harness.current()
-        settings = CallSettings(
-            harness_limit=self._harness_limit,
-            poll_wait=self._poll_wait,
-            return_margin=self._return_margin,
-            deadline_margin=self._deadline_margin,
-        )
         plan = plan_call(
             spec,
             args,
@@ -301,7 +288,7 @@ class Guard:
             bound=bound,
             idempotency_key=facts.idempotency_key,
             limit=facts.limit,
-            settings=settings,
+            settings=self._settings,
             clock=self._clock,
             worker=self._worker,
             redaction_key=self._redaction_key,
@@ -318,12 +305,8 @@ class Guard:
         bound: dict[str, Any],
         emit: Emitter,
         started: float | None = None,
-        spawn: Callable[[Callable[[], CallGen]], None] | None = None,
     ) -> tuple[CallGen | NotRun, threading.Event | None]:
-        """This call's rules, ready for a driver, and the harness's abandon event.
-
-        ``spawn``: where late work is driven (default: a helper thread, for sync tools).
-        """
+        """This call's rules, ready for a driver, and the harness's abandon event."""
         plan, abandon = self._plan(spec, args, kwargs, bound, started)
         if isinstance(plan, NotRun):
             return plan, abandon
@@ -333,69 +316,39 @@ class Guard:
             self._clock,
             self._policy,
             abandon,
-            spawn=self._late_sync if spawn is None else spawn,
+            spawn=self._late_sync,
             timings=self._timings,
             emit=emit,
         )
         return gen, abandon
 
-    def _skipped(self, spec: ToolSpec, bound: dict[str, Any], emit: Emitter) -> NotRun | None:
-        """``when`` said no: say so (INFO, and an event) before the tool runs at once.
-
-        A NotRun instead when the harness has already abandoned the call.
-        """
-        gone = _abandoned_already(spec)
-        if gone is not None:
-            return gone
-        if log.isEnabledFor(logging.INFO):
-            log.info("approval not needed for %s (when= returned False): running it now", spec.name)
-        if emit:
-            shown = self._shown(spec, bound) if emit.values else {}
-            emit(ApprovalSkipped(tool=spec.name, arguments=shown))
-            emit(ToolStarted(tool=spec.name))
-        return None
-
-    def _shown(self, spec: ToolSpec, bound: dict[str, Any]) -> dict[str, Any]:
-        """The arguments as a reviewer would have seen them; values that cannot be, None."""
-        try:
-            real = to_json_value(bound)
-            how = spec.redact
-            return real if how is None else redact(real, how, self._redaction_key)
-        except Exception:
-            return {name: None for name in bound}
-
     def _call_sync(self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not tracing():
-            return self._traced_sync(spec, args, kwargs, None)
+            return self._traced_sync(spec, args, kwargs, Report.of(spec, self._on_event, None))
         with call_span(spec.name, self._clock.monotonic) as span:
-            return self._traced_sync(spec, args, kwargs, span)
+            return self._traced_sync(spec, args, kwargs, Report.of(spec, self._on_event, span))
 
     def _traced_sync(
-        self,
-        spec: ToolSpec,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        span: CallSpan | None,
+        self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any], report: Report
     ) -> Any:
-        emit = self._emitter(spec, span)
         bound = spec.bind(args, kwargs)
         # A when= may be slow: the harness's limit counts from here, not after it.
         started = None if spec.when is None else self._clock.monotonic()
         if spec.when is not None and not asks(spec, bound):
-            gone = self._skipped(spec, bound, emit)
+            gone = report.skipped(lambda: as_reviewed(bound, spec.redact, self._redaction_key))
             if gone is not None:
-                return self._not_run(spec, gone, emit, span)
+                return report.result(gone)
             try:
                 with _harness.outside():
                     value = spec.fn(*args, **kwargs)
             except BaseException as exc:
-                _finished(emit, span, spec, "skipped", exc)
+                report.finished_unasked(exc)
                 raise
-            _finished(emit, span, spec, "skipped", None)
+            report.finished_unasked(None)
             return value
-        gen, abandon = self._rules(spec, args, kwargs, bound, emit, started)
+        gen, abandon = self._rules(spec, args, kwargs, bound, report.emit, started)
         if isinstance(gen, NotRun):
-            return self._not_run(spec, gen, emit, span)
+            return report.result(gen)
 
         def invoke(op: Invoke) -> Any:
             call_args, call_kwargs = edited(spec, args, kwargs, op)
@@ -412,47 +365,44 @@ class Guard:
                 timings=self._timings,
             )
         except BaseException as exc:
-            _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
+            report.raised(exc)
             raise
-        return self._outcome(spec, outcome, emit, span)
+        return report.result(outcome)
 
     async def _call_async(
         self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if not tracing():
-            return await self._traced_async(spec, args, kwargs, None)
+            report = Report.of(spec, self._on_event, None)
+            return await self._traced_async(spec, args, kwargs, report)
         with call_span(spec.name, self._clock.monotonic) as span:
-            return await self._traced_async(spec, args, kwargs, span)
+            report = Report.of(spec, self._on_event, span)
+            return await self._traced_async(spec, args, kwargs, report)
 
     async def _traced_async(
-        self,
-        spec: ToolSpec,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        span: CallSpan | None,
+        self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any], report: Report
     ) -> Any:
-        emit = self._emitter(spec, span)
         bound = spec.bind(args, kwargs)
         started = None
         if spec.when is not None:
             started = self._clock.monotonic()  # the harness's limit counts from here
             ask = await asks_async(spec, bound) if spec.when_async else asks(spec, bound)
             if not ask:
-                gone = self._skipped(spec, bound, emit)
+                gone = report.skipped(lambda: as_reviewed(bound, spec.redact, self._redaction_key))
                 if gone is not None:
-                    return self._not_run(spec, gone, emit, span)
+                    return report.result(gone)
                 try:
                     with _harness.outside():
                         value = await spec.fn(*args, **kwargs)
                 except BaseException as exc:
-                    _finished(emit, span, spec, "skipped", exc)
+                    report.finished_unasked(exc)
                     raise
-                _finished(emit, span, spec, "skipped", None)
+                report.finished_unasked(None)
                 return value
         perform = self._async_transport()
-        gen, abandon = self._rules(spec, args, kwargs, bound, emit, started)
+        gen, abandon = self._rules(spec, args, kwargs, bound, report.emit, started)
         if isinstance(gen, NotRun):
-            return self._not_run(spec, gen, emit, span)
+            return report.result(gen)
 
         async def invoke(op: Invoke) -> Any:
             call_args, call_kwargs = edited(spec, args, kwargs, op)
@@ -464,61 +414,6 @@ class Guard:
                 gen, invoke, self._clock, abandon, perform=perform, timings=self._timings
             )
         except BaseException as exc:
-            _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
+            report.raised(exc)
             raise
-        return self._outcome(spec, outcome, emit, span)
-
-    def _outcome(
-        self, spec: ToolSpec, outcome: Ran | NotRun, emit: Emitter, span: CallSpan | None
-    ) -> Any:
-        if isinstance(outcome, NotRun):
-            return self._not_run(spec, outcome, emit, span)
-        _ended(span, "ran", None)
-        return spec.result(outcome)
-
-    def _not_run(
-        self, spec: ToolSpec, not_run: NotRun, emit: Emitter, span: CallSpan | None
-    ) -> Any:
-        if emit:
-            emit(CallNotRun(not_run=not_run))
-        _ended(span, not_run.reason.value, None)
-        return spec.result(not_run)
-
-
-def _abandoned_already(spec: ToolSpec) -> NotRun | None:
-    """A call ``when`` lets run at once still does not start once the harness gave up on it."""
-    abandon = _harness.current().abandon
-    if abandon is None or not abandon.is_set():
-        return None
-    return NotRun(
-        reason=Reason.CANCELLED,
-        message=f"The call to {spec.name} was abandoned by the harness before it could start, "
-        "so it did not run.",
-        tool=spec.name,
-        advice=advice_for(Reason.CANCELLED, spec.messages),
-    )
-
-
-def _tool_error(exc: BaseException) -> bool:
-    return not isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt))
-
-
-def _finished(
-    emit: Emitter, span: CallSpan | None, spec: ToolSpec, outcome: str, exc: BaseException | None
-) -> None:
-    if emit:
-        emit(ToolFinished(tool=spec.name, error=None if exc is None else type(exc).__name__))
-    if exc is None:
-        _ended(span, outcome, None)
-    else:  # as on the approved path: a cancelled task is interrupted, not an error
-        _ended(span, "raised" if _tool_error(exc) else "interrupted", exc)
-
-
-def _ended(span: CallSpan | None, outcome: str, exc: BaseException | None) -> None:
-    """End the call's span; tracing never changes the outcome."""
-    if span is None:
-        return
-    try:
-        span.end(outcome, exc if outcome == "raised" else None)
-    except Exception:
-        log.warning("could not end the OpenTelemetry span", exc_info=True)
+        return report.result(outcome)

@@ -93,8 +93,10 @@ from approval_guard._codec.wire import (
     CANCELLED,
     DENIED,
     PENDING,
-    ApprovalRequest,
     format_http_date,
+)
+from approval_guard._codec.wire_models import (
+    ApprovalRequest,
 )
 from approval_guard.provider.store.models import InvalidEdit, NotPendingError
 from approval_guard.testing import LocalProvider, Timings

@@ -15,6 +15,8 @@ from typing import Any, Generic, Protocol, TypeVar, Union
 import attrs
 
 from approval_guard._call.outcome import NotRun
+from approval_guard._codec.clock import ClockSample
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard._transport.answer import Answer
 from approval_guard._transport.exchange import ExchangeSpec
 
@@ -164,3 +166,6 @@ class Timings:
 
 Outcome = Union[NotRun, Ran]  # noqa: UP007
 CallGen = Generator[Op, Any, Outcome]
+
+
+Obtained = Union[NotRun, tuple[ApprovalRequest, ClockSample]]  # noqa: UP007

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import attrs
 
+from approval_guard._call.backoff import RetryPolicy
 from approval_guard._call.ops import Op, Sleep
 from approval_guard._codec.clock import Clock
-from approval_guard._transport.sync_client import RetryPolicy
 
 T = TypeVar("T")
 

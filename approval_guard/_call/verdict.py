@@ -15,54 +15,25 @@ import attrs
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.state import CallState
 from approval_guard._codec.clock import ClockSample
+from approval_guard._codec.serialize import same_json, same_or_too_deep
 from approval_guard._codec.wire import (
     APPROVED,
     CANCELLED,
     DENIED,
     EXPIRED,
     STATUSES,
+    WireError,
+)
+from approval_guard._codec.wire_models import (
     ApprovalRequest,
     Decision,
-    WireError,
     parse_request,
 )
-from approval_guard._transport.sync_client import Answer
+from approval_guard._transport.answer import Answer
 
 log = logging.getLogger("approval_guard")
 
 ABSENT, UNREADABLE, DIFFERENT = "absent", "unreadable", "different"
-_NUMBERS = (int, float)
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """Equal as JSON values: ``true`` is not ``1``; ``5`` and ``5.0`` are the same number."""
-    kind = type(a)
-    if kind is not type(b):
-        # Only an int and a float may be the same JSON value (bool is its own type).
-        return kind in _NUMBERS and type(b) in _NUMBERS and a == b
-    if kind is dict:
-        if a.keys() != b.keys():
-            return False
-        for key, value in a.items():  # noqa: SIM110 (a loop: all() of a genexpr is slower here)
-            if not same_json(value, b[key]):
-                return False
-        return True
-    if kind is list:
-        if len(a) != len(b):
-            return False
-        for x, y in zip(a, b, strict=True):  # noqa: SIM110 (as above)
-            if not same_json(x, y):
-                return False
-        return True
-    return bool(a == b)
-
-
-def same_or_too_deep(a: Any, b: Any) -> bool:
-    """:func:`same_json`, False for structures too deep to compare."""
-    try:
-        return same_json(a, b)
-    except RecursionError:
-        return False
 
 
 def same_decision(a: Decision | None, b: Decision | None) -> bool:

@@ -60,7 +60,7 @@ def _answer_float(text: str) -> float | JSONNumber:
 
     ``0.10000000000000000001`` or ``1e400`` would silently become another
     number as a float: kept as a :class:`JSONNumber`, it is equal to no float
-    (:func:`~approval_guard._call.verdict.same_json`), so a reviewer's edit that a
+    (:func:`~approval_guard._codec.serialize.same_json`), so a reviewer's edit that a
     float cannot hold is never run as the float nearest to it.
     """
     value = float(text)

@@ -220,15 +220,11 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
         # the reviewer less (or other) than the tool receives.
         extra = getattr(value, "__pydantic_extra__", None) or {}
         names = [*fields, *(name for name in extra if name not in fields)]
-        return {
-            name: _convert(getattr(value, name), f"{path}.{name}", active) for name in names
-        }
+        return {name: _convert(getattr(value, name), f"{path}.{name}", active) for name in names}
     raise ArgumentSerializationError(
         f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be "
         "made JSON for the approval request; pass plain data, or exclude the parameter"
     )
-
-
 
 
 def dumps(payload: Any) -> bytes:
@@ -249,3 +245,37 @@ def dumps(payload: Any) -> bytes:
         raise ArgumentSerializationError(
             f"the arguments cannot be written as JSON: {str(exc)[:200]}"
         ) from None
+
+
+_NUMBERS = (int, float)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1``; ``5`` and ``5.0`` are the same number."""
+    kind = type(a)
+    if kind is not type(b):
+        # Only an int and a float may be the same JSON value (bool is its own type).
+        return kind in _NUMBERS and type(b) in _NUMBERS and a == b
+    if kind is dict:
+        if a.keys() != b.keys():
+            return False
+        for key, value in a.items():  # noqa: SIM110 (a loop: all() of a genexpr is slower here)
+            if not same_json(value, b[key]):
+                return False
+        return True
+    if kind is list:
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b, strict=True):  # noqa: SIM110 (as above)
+            if not same_json(x, y):
+                return False
+        return True
+    return bool(a == b)
+
+
+def same_or_too_deep(a: Any, b: Any) -> bool:
+    """:func:`same_json`, False for structures too deep to compare."""
+    try:
+        return same_json(a, b)
+    except RecursionError:
+        return False

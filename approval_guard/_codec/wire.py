@@ -1,9 +1,8 @@
-"""Provider JSON <-> attrs models. The only module that knows the wire's field names.
+"""The wire's vocabulary: statuses, limits, :class:`WireError`, RFC 3339 timestamps, HTTP dates.
 
-Parsing is strict where safety depends on it (ids, statuses, timestamps) and
-lenient about fields it does not know, so that a provider may add fields.
-Anything doubtful raises :class:`WireError`, which callers treat as "does not
-permit execution".
+Parsing is strict where safety depends on it: anything doubtful raises
+:class:`WireError`, which callers treat as "does not permit execution". The
+models built from these are in :mod:`approval_guard._codec.wire_models`.
 """
 
 from __future__ import annotations
@@ -12,11 +11,10 @@ import email.utils
 import re
 import sys
 from datetime import datetime, timezone
-from typing import Any
 
-import attrs
-
-from approval_guard._transport.scrub import safe_text
+from approval_guard._codec.safe_text import (
+    safe_text,
+)
 
 PENDING = "pending"
 APPROVED = "approved"
@@ -179,204 +177,6 @@ def format_http_date(moment: datetime) -> str:
     return email.utils.format_datetime(moment.astimezone(timezone.utc), usegmt=True)
 
 
-@attrs.frozen
-class Decision:
-    """A person's decision on a request: ``approved`` (with ``expires_at``) or ``denied``."""
-
-    status: str
-    note: str | None
-    decided_at: datetime
-    expires_at: datetime | None = None
-    #: API 1.1: the whole arguments object with a reviewer's edits, when it has any.
-    arguments: dict[str, Any] | None = None
-    #: API 1.1: the reviewer's name as the provider authenticated them (scrubbed, bounded).
-    decided_by: str | None = None
-
-
-@attrs.frozen
-class ApprovalRequest:
-    """An approval request as the provider describes it."""
-
-    id: str
-    tool: str
-    arguments: dict[str, Any]
-    timeout: str
-    status: str
-    created_at: datetime
-    deadline_at: datetime
-    decision: Decision | None = None
-    cancelled_at: datetime | None = None
-    #: API 1.1: the names the provider echoes as editable (None: it did not say).
-    editable: tuple[str, ...] | None = None
-    #: API 1.1: the person the request is made for, exactly as echoed (None: not echoed).
-    requested_by: str | None = None
-    #: API 1.1: ``(approvals so far, approvals required)`` while a request needs several.
-    quorum: tuple[int, int] | None = None
-
-    @property
-    def is_pending(self) -> bool:
-        return self.status == PENDING
-
-
-def _require(obj: dict[str, Any], field: str, kind: type | tuple[type, ...]) -> Any:
-    if field not in obj:
-        raise WireError(f"the request object has no {field!r}")
-    value = obj[field]
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise WireError(f"{field!r} has the wrong type: {type(value).__name__}")
-    return value
-
-
-def parse_decision(obj: object) -> Decision:
-    if not isinstance(obj, dict):
-        raise WireError("'decision' is not an object")
-    status = _require(obj, "status", str)
-    note = obj.get("note")
-    if note is not None and not isinstance(note, str):
-        raise WireError("'decision.note' is not a string")
-    decided_at = parse_timestamp(obj.get("decided_at"), field="decision.decided_at")
-    raw_expires = obj.get("expires_at")
-    expires_at = None
-    if raw_expires is not None:
-        expires_at = parse_timestamp(raw_expires, field="decision.expires_at")
-    arguments = obj.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise WireError("'decision.arguments' is not an object")
-    decided_by = obj.get("decided_by")
-    return Decision(
-        status=status,
-        note=note,
-        decided_at=decided_at,
-        expires_at=expires_at,
-        arguments=arguments,
-        # Only ever quoted (events, logs): anything but a string is no name at all.
-        decided_by=safe_text(decided_by, NAMES_LIMIT) if isinstance(decided_by, str) else None,
-    )
-
-
-def _requested_by(value: object) -> str | None:
-    """An echoed ``requested_by``, kept exactly (it is compared with what was sent)."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise WireError("'requested_by' is not a string")
-    return value
-
-
-def _quorum(obj: dict[str, Any]) -> tuple[int, int] | None:
-    """``(approvals so far, required)``; None unless both are there and make sense.
-
-    Only ever reported (events), never trusted: the status alone says whether
-    the request is approved.
-    """
-    approvals, required = obj.get("approvals"), obj.get("approvals_required")
-    if not isinstance(approvals, list) or type(required) is not int or required < 1:
-        return None
-    return len(approvals), required
-
-
-def _editable(value: object) -> tuple[str, ...] | None:
-    """An echoed ``editable``: a list of strings, else None (no edit can be trusted)."""
-    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        return None
-    return tuple(value)
-
-
-def parse_request(obj: object) -> ApprovalRequest:
-    """Build an :class:`ApprovalRequest` from decoded JSON, or raise :class:`WireError`."""
-    if not isinstance(obj, dict):
-        raise WireError("the answer is not a JSON object")
-    decision_raw = obj.get("decision")
-    cancelled_raw = obj.get("cancelled_at")
-    request_id = _require(obj, "id", str)
-    if (
-        not 0 < len(request_id) <= MAX_ID_LENGTH
-        or " " in request_id
-        or not (request_id.isprintable())
-    ):
-        # It goes into URLs, log lines and the outcome: an odd one is not trusted.
-        raise WireError("'id' is not a plain identifier of 1 to 200 characters")
-    status = _require(obj, "status", str)
-    if status not in STATUSES:
-        status = safe_text(status, QUOTE_LIMIT)  # quoted as "an unknown status"
-    return ApprovalRequest(
-        id=request_id,
-        tool=_require(obj, "tool", str),
-        arguments=_require(obj, "arguments", dict),
-        timeout=_require(obj, "timeout", str),
-        status=status,
-        created_at=parse_timestamp(obj.get("created_at"), field="created_at"),
-        deadline_at=parse_timestamp(obj.get("deadline_at"), field="deadline_at"),
-        decision=None if decision_raw is None else parse_decision(decision_raw),
-        cancelled_at=(
-            None if cancelled_raw is None else parse_timestamp(cancelled_raw, field="cancelled_at")
-        ),
-        editable=_editable(obj.get("editable")),
-        requested_by=_requested_by(obj.get("requested_by")),
-        quorum=_quorum(obj),
-    )
-
-
-def decision_to_json(decision: Decision) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "status": decision.status,
-        "note": decision.note,
-        "decided_at": format_timestamp(decision.decided_at),
-    }
-    if decision.expires_at is not None:
-        out["expires_at"] = format_timestamp(decision.expires_at)
-    if decision.arguments is not None:
-        out["arguments"] = decision.arguments
-    if decision.decided_by is not None:
-        out["decided_by"] = decision.decided_by
-    return out
-
-
-def request_to_json(request: ApprovalRequest) -> dict[str, Any]:
-    """The wire form of a request, as a provider writes it."""
-    out: dict[str, Any] = {
-        "id": request.id,
-        "tool": request.tool,
-        "arguments": request.arguments,
-        "timeout": request.timeout,
-        "status": request.status,
-        "created_at": format_timestamp(request.created_at),
-        "deadline_at": format_timestamp(request.deadline_at),
-    }
-    if request.decision is not None:
-        out["decision"] = decision_to_json(request.decision)
-    if request.cancelled_at is not None:
-        out["cancelled_at"] = format_timestamp(request.cancelled_at)
-    if request.editable:
-        out["editable"] = list(request.editable)
-    if request.requested_by is not None:
-        out["requested_by"] = request.requested_by
-    return out
-
-
-def error_body(kind: str, message: str) -> dict[str, Any]:
-    """The API's error body: ``{"error": {"type": ..., "message": ...}}``."""
-    return {"error": {"type": kind, "message": message}}
-
-
-def parse_error(obj: object) -> tuple[str, str] | None:
-    """``(type, message)`` from an error body, or None if it is not one.
-
-    Both are fit to quote (see :func:`safe_text`): a message is cut to
-    ``MESSAGE_LIMIT`` characters.
-    """
-    if isinstance(obj, dict):
-        err = obj.get("error")
-        if isinstance(err, dict):
-            kind, message = err.get("type"), err.get("message")
-            if isinstance(kind, str):
-                # Quoted in logs and in the sentence a model is given: bounded and scrubbed.
-                return safe_text(kind, QUOTE_LIMIT), (
-                    safe_text(message, MESSAGE_LIMIT) if isinstance(message, str) else ""
-                )
-    return None
-
-
 __all__ = [
     "APPROVED",
     "CANCELLED",
@@ -384,17 +184,9 @@ __all__ = [
     "EXPIRED",
     "PENDING",
     "STATUSES",
-    "ApprovalRequest",
-    "Decision",
     "WireError",
-    "decision_to_json",
-    "error_body",
     "format_http_date",
     "format_timestamp",
-    "parse_decision",
-    "parse_error",
     "parse_http_date",
-    "parse_request",
     "parse_timestamp",
-    "request_to_json",
 ]

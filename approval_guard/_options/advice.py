@@ -37,9 +37,7 @@ EDIT_NOT_APPLIED = (
 )
 
 #: When the call itself is refused before anything is sent (the same call is refused again).
-REFUSED_AS_SENT = (
-    "Do not retry the same call unchanged: it would be refused again; tell the user."
-)
+REFUSED_AS_SENT = "Do not retry the same call unchanged: it would be refused again; tell the user."
 
 #: The longest advice sentence a tool may set.
 MAX_ADVICE = 1000

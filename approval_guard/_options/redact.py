@@ -26,11 +26,9 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from approval_guard._codec.exact_json import canonical_json
+from approval_guard._codec.marker import DIGEST_LENGTH, REDACTED_KEY
+from approval_guard._codec.serialize import to_json_value
 from approval_guard.exceptions import ConfigurationError
-
-#: The one key of a redaction marker. An argument that holds it is refused.
-REDACTED_KEY = "$redacted"
-DIGEST_LENGTH = 12
 
 Paths = tuple[tuple[str, ...], ...]
 RedactFn = Callable[[dict[str, Any]], Any]
@@ -188,15 +186,10 @@ def _differences_hidden(original: Any, returned: Any, key: bytes) -> Any:
     return marker(original, key)
 
 
-def holds_marker_key(value: Any) -> bool:
-    """True if ``value`` holds, at any depth, an object with the ``"$redacted"`` key.
-
-    Deliberately looser than a marker's exact shape: for refusing arguments
-    and edits, anything that looks like a marker counts as one. (The guard and
-    the provider's store both use this one test.)
-    """
-    if isinstance(value, dict):
-        return REDACTED_KEY in value or any(holds_marker_key(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(holds_marker_key(item) for item in value)
-    return False
+def as_reviewed(bound: dict[str, Any], how: Paths | RedactFn | None, key: bytes) -> dict[str, Any]:
+    """The bound arguments as a reviewer would see them; values that cannot be shown, None."""
+    try:
+        real = to_json_value(bound)
+        return real if how is None else redact(real, how, key)
+    except Exception:
+        return {name: None for name in bound}

@@ -348,5 +348,3 @@ def late_sync(perform: Perform, clock: Clock, timings: Timings | None) -> Callab
         _threads.start(drive, name="approval_guard-withdraw")
 
     return spawn
-
-

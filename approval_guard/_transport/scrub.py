@@ -1,9 +1,9 @@
-"""Scrubbing secrets out of provider-supplied text before anyone reads it.
+"""Scrubbing this Guard's credential out of provider-supplied text before anyone reads it.
 
-Two layers: :func:`scrub_text` replaces anything *shaped* like a credential
-(an ``Authorization`` value, ``"token": "..."``); a :class:`Scrubber` also
-replaces the one credential it was made with, in every form it may be echoed
-in (raw, URL-quoted, base64). :func:`safe_text` makes a text fit to quote.
+Two layers: :func:`~approval_guard._codec.safe_text.scrub_text` replaces
+anything *shaped* like a credential (an ``Authorization`` value,
+``"token": "..."``); a :class:`Scrubber` also replaces the one credential it
+was made with, in every form it may be echoed in (raw, URL-quoted, base64).
 """
 
 from __future__ import annotations
@@ -13,65 +13,11 @@ import re
 import urllib.parse
 from typing import Any
 
-__all__ = ["SECRET_WORDS", "Scrubber", "safe_text", "scrub_text"]
+from approval_guard._codec.safe_text import SECRET_WORDS, scrub_text
+
+__all__ = ["Scrubber"]
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-# What an Authorization value looks like wherever it is echoed: a header or a
-# key (`Authorization: ...`, `"token": "..."`) and everything up to the end of
-# its field, or an auth scheme followed by something shaped like a credential
-# (8+ token68 characters, not all lower-case letters, so "Token provided" stays).
-_SECRET_SHAPED = re.compile(
-    r"""
-    (\b(?:proxy-)?authori[sz]ation|\b(?:access[-_]|api[-_]|auth[-_]|refresh[-_]|id[-_])?token
-     |\bcredentials?|\bpassword|\bpasswd|\bsecret|\bapi[-_]?key)
-    (["']?\s*[:=]\s*["']?)
-    (?:[A-Za-z]+[ \t]+)?[^\s"',;&}\]]+
-    |
-    \b(bearer|basic|token|digest|negotiate|apikey)(\s+)
-    (?-i:(?=[a-z]*[A-Z0-9._~+/=-]))[A-Za-z0-9._~+/=-]{8,}
-    """,
-    # ASCII: an echoed header is ASCII, and the client's cheap pre-check (a
-    # search for SECRET_WORDS) must see every text this could match.
-    re.ASCII | re.IGNORECASE | re.VERBOSE,
-)
-#: Every text _SECRET_SHAPED matches holds one of these, lower-cased.
-SECRET_WORDS = (
-    "authori",
-    "token",
-    "credential",
-    "password",
-    "passwd",
-    "secret",
-    "apikey",
-    "api-key",
-    "api_key",
-    "bearer",
-    "basic",
-    "digest",
-    "negotiate",
-)
-
-
-def _redact(match: re.Match[str]) -> str:
-    name, sep, scheme, space = match.groups()
-    return f"{name}{sep}***" if name is not None else f"{scheme}{space}***"
-
-
-def scrub_text(text: str) -> str:
-    """Replace anything shaped like an ``Authorization`` value or a credential by ``***``."""
-    return _SECRET_SHAPED.sub(_redact, text)
-
-
-def safe_text(text: str, limit: int) -> str:
-    """Provider text fit to quote: secret-shaped parts scrubbed, no control characters, bounded."""
-    # Scrubbed before it is cut, so that no secret is cut into a prefix the
-    # patterns no longer recognise; cut to a window first to bound the work.
-    text = text[: 4 * limit + 200]
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else " " for c in text)
-    text = scrub_text(text)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class Scrubber:

@@ -18,6 +18,7 @@ from typing import Any
 
 from approval_guard._codec import duration as _duration
 from approval_guard._codec import wire as _wire
+from approval_guard._codec import wire_models as _models
 from approval_guard.cli._output import PROG, CliError, LiveLine, pretty_json, safe, say, time_left
 from approval_guard.cli._reviewer_client import ReviewerClient
 from approval_guard.cli._signals import interrupt, on_sigterm
@@ -61,7 +62,7 @@ def _cli_command() -> str:
 
 def _find_demo_request(
     client: ReviewerClient, finished: threading.Event, *, within: float = 15.0
-) -> _wire.ApprovalRequest:
+) -> _models.ApprovalRequest:
     """The request the guarded call created, as soon as the provider has it."""
     give_up = time.monotonic() + within
     while time.monotonic() < give_up:

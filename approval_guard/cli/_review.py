@@ -11,6 +11,7 @@ from contextlib import closing
 from typing import Any
 
 from approval_guard._codec import wire as _wire
+from approval_guard._codec import wire_models as _models
 from approval_guard._codec.display import redacted_paths
 from approval_guard._codec.exact_json import dump_json, load_json
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
@@ -38,7 +39,7 @@ def _reviewer(args: argparse.Namespace) -> ReviewerClient:
     return ReviewerClient(args.url, args.token)
 
 
-def _describe(request: _wire.ApprovalRequest, team: Team | None = None) -> list[tuple[str, str]]:
+def _describe(request: _models.ApprovalRequest, team: Team | None = None) -> list[tuple[str, str]]:
     team = team or Team()
     rows = [
         ("request", request.id),
@@ -67,7 +68,7 @@ def _describe(request: _wire.ApprovalRequest, team: Team | None = None) -> list[
     return rows
 
 
-def _when(request: _wire.ApprovalRequest) -> str:
+def _when(request: _models.ApprovalRequest) -> str:
     """Time left for a pending request; when it closed for the others."""
     if request.is_pending:
         return time_left(request.deadline_at)
@@ -86,7 +87,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     requests_ = [one.request for one in reviewed]
     if args.json:
         # Exact numbers as stored (a JSONNumber is no Python number), ASCII for the terminal.
-        listed = [_team_json(_wire.request_to_json(one.request), one.team) for one in reviewed]
+        listed = [_team_json(_models.request_to_json(one.request), one.team) for one in reviewed]
         say(dump_json(listed, indent=2, ensure_ascii=True))
         return 0
     if not requests_:
@@ -184,7 +185,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _edited(request: _wire.ApprovalRequest, edits: list[str]) -> dict[str, Any]:
+def _edited(request: _models.ApprovalRequest, edits: list[str]) -> dict[str, Any]:
     """The request's whole arguments with each ``NAME=JSON`` applied (numbers kept exactly).
 
     The provider checks that only names the tool offered as editable changed.

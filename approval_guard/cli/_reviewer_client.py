@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from approval_guard._codec import wire as _wire
+from approval_guard._codec import wire_models as _models
 from approval_guard._codec.clock import SystemClock
 from approval_guard._codec.exact_json import MAX_JSON_DEPTH, load_json
 from approval_guard._transport import sync_client as _client
@@ -60,7 +61,7 @@ def team_of(obj: object) -> Team:
 class Reviewed:
     """A request as the provider answered it, with its team fields."""
 
-    request: _wire.ApprovalRequest
+    request: _models.ApprovalRequest
     team: Team
 
 
@@ -123,7 +124,7 @@ class ReviewerClient:
     def _error(
         self, status: int, data: Any, request_id: str | None, *, deciding: bool = False
     ) -> CliError:
-        kind, message = _wire.parse_error(data) or (f"http_{status}", "")
+        kind, message = _models.parse_error(data) or (f"http_{status}", "")
         if deciding and status == 403:
             why = safe(message) if message else "the provider refused it"
             return CliError(f"you may not decide this request: {why} (403 forbidden)")
@@ -155,7 +156,7 @@ class ReviewerClient:
 
     # The calls themselves.
 
-    def list_requests(self, status: str | None = None) -> list[_wire.ApprovalRequest]:
+    def list_requests(self, status: str | None = None) -> list[_models.ApprovalRequest]:
         """Every request, newest first, optionally only those with ``status``."""
         return [one.request for one in self.list_reviewed(status)]
 
@@ -186,7 +187,7 @@ class ReviewerClient:
                 return out
             before = following
 
-    def get(self, request_id: str) -> _wire.ApprovalRequest:
+    def get(self, request_id: str) -> _models.ApprovalRequest:
         """One request."""
         return self.read(request_id).request
 
@@ -229,7 +230,7 @@ class ReviewerClient:
         obj = data.get("request", data) if isinstance(data, dict) else data
         return Reviewed(_parse(obj), team_of(obj))
 
-    def cancel(self, request_id: str, *, reason: str | None) -> _wire.ApprovalRequest:
+    def cancel(self, request_id: str, *, reason: str | None) -> _models.ApprovalRequest:
         """Withdraw a pending request (instance credential)."""
         body = {"reason": reason} if reason else None
         data = self.call(
@@ -251,8 +252,8 @@ def _quote(request_id: str) -> str:
     return urllib.parse.quote(request_id, safe="")
 
 
-def _parse(obj: Any) -> _wire.ApprovalRequest:
+def _parse(obj: Any) -> _models.ApprovalRequest:
     try:
-        return _wire.parse_request(obj)
+        return _models.parse_request(obj)
     except _wire.WireError as exc:
         raise CliError(f"the provider sent a request object this CLI cannot read: {exc}") from None

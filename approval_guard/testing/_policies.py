@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from approval_guard._codec.wire import APPROVED, DENIED, ApprovalRequest
+from approval_guard._codec.wire import (
+    APPROVED,
+    DENIED,
+)
+from approval_guard._codec.wire_models import (
+    ApprovalRequest,
+)
 from approval_guard.provider.store.models import NotPendingError
 
 if TYPE_CHECKING:

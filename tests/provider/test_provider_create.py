@@ -20,8 +20,10 @@ from approval_guard._codec.duration import format_duration, parse_duration_strin
 from approval_guard._codec.wire import (
     format_http_date,
     parse_http_date,
-    parse_request,
     parse_timestamp,
+)
+from approval_guard._codec.wire_models import (
+    parse_request,
 )
 from approval_guard.testing import LocalProvider
 from tests.provider.helpers import REFUND, Api, error_type, eventually, in_thread

@@ -58,6 +58,5 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
     sys.stdout.flush()
 
 
-
 if __name__ == "__main__":
     _run_from_args()

@@ -15,11 +15,19 @@ from typing import Any
 from approval_guard._call.ops import Invoke
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.state import CallState, Edit
-from approval_guard._call.verdict import same_or_too_deep
-from approval_guard._codec.serialize import dumps
-from approval_guard._codec.wire import ApprovalRequest
-from approval_guard._options.convert import EditError
-from approval_guard._options.redact import holds_marker_key
+from approval_guard._codec.marker import (
+    holds_marker_key,
+)
+from approval_guard._codec.serialize import (
+    dumps,
+    same_or_too_deep,
+)
+from approval_guard._codec.wire_models import (
+    ApprovalRequest,
+)
+from approval_guard._options.converters import (
+    EditError,
+)
 from approval_guard._options.spec import (
     ToolSpec,
 )
