@@ -1,7 +1,7 @@
 """``Guard``: one provider's configuration, gluing a tool's calls to the rules.
 
-The rules live in ``_wait.py`` and the modules it names; options and each
-call's plan in ``_plan.py``; the harness's facts in ``_harness.py``; the
+The rules live in ``_call/rules.py`` and the modules it names; options and each
+call's plan in ``_call/plan.py``; the harness's facts in ``_harness.py``; the
 decorator in ``_decorator.py``; the environment's default Guard in
 ``_default.py``. This module puts them together and picks the sync or async driver.
 """
@@ -32,11 +32,15 @@ from approval_guard._codec.clock import Clock, SystemClock
 from approval_guard._codec.duration import DurationLike, format_duration
 from approval_guard._decorator import Decorator
 from approval_guard._ledger.memory import (
-    Ledger,
-    LegacyLedger,
-    ProviderLedger,
-    default_worker,
     process_ledger,
+)
+from approval_guard._ledger.protocol import (
+    Ledger,
+    claim_accepts_digest,
+    default_worker,
+)
+from approval_guard._ledger.scoped import (
+    ProviderLedger,
     provider_scope,
 )
 from approval_guard._options.options import ApprovalOptions
@@ -49,8 +53,18 @@ from approval_guard._options.spec import (
 from approval_guard._options.spec import seconds_option as _seconds
 from approval_guard._options.when import asks, asks_async
 from approval_guard._otel import call_span, tracing
-from approval_guard._transport.drive import APerform, drive_async, drive_sync, late_sync, threaded
+from approval_guard._transport.async_drive import (
+    drive_async,
+    threaded,
+)
+from approval_guard._transport.drive import (
+    APerform,
+)
 from approval_guard._transport.sync_client import ProviderClient, check_base_url
+from approval_guard._transport.sync_drive import (
+    drive_sync,
+    late_sync,
+)
 from approval_guard.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
@@ -98,7 +112,7 @@ class Guard:
         poll_wait: DurationLike = "30s",
         return_margin: DurationLike = "5s",
         deadline_margin: DurationLike = "5s",
-        ledger: Ledger | LegacyLedger | None = None,
+        ledger: Ledger | None = None,
         allow_insecure_http: bool = False,
         clock: Clock | None = None,
         timings: Timings | None = None,
@@ -129,10 +143,15 @@ class Guard:
         )
         if ledger is None:
             ledger = process_ledger()
-        elif not isinstance(ledger, (Ledger, LegacyLedger)):
+        elif not isinstance(ledger, Ledger):
             raise ConfigurationError(
                 f"ledger must keep the Ledger protocol (claim, finish, fail, ...), "
                 f"not {type(ledger).__name__}"
+            )
+        elif not claim_accepts_digest(ledger):
+            raise ConfigurationError(
+                f"the ledger's claim() must take arguments_digest= (the Ledger protocol), "
+                f"and {type(ledger).__name__}.claim does not"
             )
         # Rows are keyed by provider as well as request id: two providers may use one id.
         self._ledger = ProviderLedger(ledger, provider_scope(self._base_url))

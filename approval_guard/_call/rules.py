@@ -1,11 +1,11 @@
 """The rules of one guarded call: create the request, poll it, give up in time.
 
 :func:`guarded_call` is a generator that never does I/O itself: it yields
-operations (:mod:`._ops`) for a driver (:mod:`._drive`) to perform. It asks
-for the request, long-polls it within every deadline, and hands a decision
-to :mod:`._verdict` to read and an approval to :mod:`._execute` to run;
-whatever nobody will wait for any more, :mod:`._withdraw` cancels. Retries
-go through the one loop in :mod:`._retry`.
+operations (``ops.py``) for a driver (``approval_guard/_transport/``) to
+perform. It asks for the request (``create.py``), long-polls it within every
+deadline (``poll.py``), and hands a decision to ``verdict.py`` to read and an
+approval to ``execute.py`` to run; whatever nobody will wait for any more,
+``withdraw.py`` cancels. Retries go through the one loop in ``retry.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from approval_guard._call.retry import GaveUp, retrying
 from approval_guard._call.state import CallState
 from approval_guard._call.withdraw import cancel, end, withdrawal
 from approval_guard._codec.clock import Clock
-from approval_guard._ledger.memory import Ledger
+from approval_guard._ledger.protocol import Ledger
 
 log = logging.getLogger("approval_guard")
 

@@ -1,7 +1,7 @@
 """One guarded call's state, shared by the parts of the rules that act on it.
 
-The rules are split by what they do (:mod:`._wait` creates and polls,
-:mod:`._verdict` reads answers, :mod:`._withdraw` cancels, :mod:`._execute`
+The rules are split by what they do (``rules.py`` drives, ``create.py`` creates,
+``poll.py`` polls, ``verdict.py`` reads answers, ``withdraw.py`` cancels, ``execute.py``
 runs the tool); each is a set of functions over one :class:`CallState`.
 """
 
@@ -22,7 +22,7 @@ from approval_guard._codec.wire_models import (
     ApprovalRequest,
     Decision,
 )
-from approval_guard._ledger.memory import Ledger
+from approval_guard._ledger.protocol import Ledger
 from approval_guard._options.advice import advice_for
 from approval_guard._transport.answer import Answer, TransportError
 

@@ -1,6 +1,6 @@
 """The wall-clock "now" in UTC: the one place the package asks the system for it.
 
-Deadlines are monotonic (``_clock.py``); this is for timestamps a person or
+Deadlines are monotonic (``_codec/clock.py``); this is for timestamps a person or
 another process reads: a ledger row's times, the local provider's records.
 """
 

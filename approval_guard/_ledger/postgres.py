@@ -36,7 +36,7 @@ from datetime import timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from approval_guard._ledger.connection import ProcessConnection
-from approval_guard._ledger.memory import STARTED, Execution, check_digest
+from approval_guard._ledger.protocol import STARTED, Execution, check_digest
 from approval_guard.exceptions import ConfigurationError, LedgerError
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 
 from approval_guard._codec.now import utcnow
 from approval_guard._ledger.connection import ProcessConnection
-from approval_guard._ledger.memory import FAILED, FINISHED, STARTED, Execution, check_digest
+from approval_guard._ledger.protocol import FAILED, FINISHED, STARTED, Execution, check_digest
 from approval_guard.exceptions import LedgerError
 
 __all__ = ["SQLiteLedger"]

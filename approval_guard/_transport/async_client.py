@@ -1,4 +1,4 @@
-"""The async transport: performs a described exchange (``_exchange.py``) with ``httpx``.
+"""The async transport: performs a described exchange (``_transport/exchange.py``) with ``httpx``.
 
 Async tools wait on the event loop itself: no thread per call. One
 :class:`AsyncProviderClient` per :class:`~approval_guard.Guard` keeps one
@@ -19,13 +19,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import os
-import socket
 import ssl
 import threading
 import urllib.parse
-import weakref
-from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any
 
 import httpcore
@@ -33,6 +29,14 @@ import httpx
 
 from approval_guard._codec.clock import Clock
 from approval_guard._transport.answer import Answer, TransportError
+from approval_guard._transport.async_pool import (
+    CLOSE_WAIT,
+    LIMITS,
+    LoopClient,
+    Shard,
+    TrackingBackend,
+    ssl_context,
+)
 from approval_guard._transport.exchange import (
     ACCEPT,
     USER_AGENT,
@@ -47,164 +51,6 @@ from approval_guard._transport.sync_client import ECHOED_FIELDS
 __all__ = ["AsyncProviderClient"]
 
 log = logging.getLogger("approval_guard")
-
-#: Idle keep-alive connections kept per event loop (the sync pool keeps 64 sessions).
-KEEP_ALIVE = 64
-#: No bound on connections in use: each waiting call holds its own long poll, and a
-#: bound would make a waiting call queue behind others' polls for its first byte.
-_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=KEEP_ALIVE)
-#: Exchanges in flight on one connection pool at most (see :class:`_LoopClient`).
-SHARD = 8
-#: How long ``close()`` waits for a client on a loop running in another thread.
-_CLOSE_WAIT = 2.0
-
-
-class _TrackingBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's anyio backend, remembering each socket it opens (to close it after its loop)."""
-
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
-        self.sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        # asyncio hands out a TransportSocket wrapper; the socket it wraps is what closes.
-        sock = stream.get_extra_info("socket")
-        sock = getattr(sock, "_sock", sock)
-        if isinstance(sock, socket.socket):
-            self.sockets.add(sock)
-        return stream
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        return await self._inner.connect_unix_socket(path, timeout, socket_options)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class _Shard:
-    """One ``httpx.AsyncClient`` (its own connection pool) and the sockets it opened."""
-
-    def __init__(self, client: httpx.AsyncClient, backend: _TrackingBackend | None) -> None:
-        self.client = client
-        self.backend = backend
-        self.in_flight = 0
-
-    def force_close(self) -> None:
-        """Close the sockets directly: only once their loop is closed (nothing selects on them)."""
-        if self.backend is None:
-            return
-        for sock in list(self.backend.sockets):
-            with contextlib.suppress(OSError):
-                sock.close()
-
-
-class _LoopClient:
-    """One loop's clients: shards of at most :data:`SHARD` exchanges in flight each.
-
-    httpcore's pool looks at every connection it holds on each request and
-    each answer, so one pool holding 10,000 long polls does 10,000 steps per
-    answer. The first shard stays (keeping up to 64 idle connections for the
-    next calls); a further shard is closed as soon as nothing is in flight on it.
-
-    The loop closes them itself when it ends: an async generator started here
-    is finalised by ``loop.shutdown_asyncgens()`` (``asyncio.run`` calls it), and
-    its ``finally`` closes every shard while the loop can still do it cleanly.
-    """
-
-    def __init__(self, make: Callable[[], _Shard]) -> None:
-        self._make = make
-        self.shards: list[_Shard] = [make()]
-        #: Shards being closed (kept for force_close until their close has finished).
-        self._retired: list[_Shard] = []
-        self._closing: set[asyncio.Task[None]] = set()
-        self.closed = False
-        self._keeper: AsyncGenerator[None, None] = self._at_loop_end()
-        step: Any = self._keeper.__anext__()  # registers it with the loop's asyncgen hooks
-        with contextlib.suppress(StopIteration):
-            step.send(None)
-
-    async def _at_loop_end(self) -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            if not self.closed:
-                await self.aclose()
-
-    def take(self) -> _Shard:
-        for shard in self.shards:
-            if shard.in_flight < SHARD:
-                break
-        else:
-            shard = self._make()
-            self.shards.append(shard)
-        shard.in_flight += 1
-        return shard
-
-    def give_back(self, shard: _Shard) -> None:
-        shard.in_flight -= 1
-        if shard.in_flight == 0 and shard is not self.shards[0] and shard in self.shards:
-            self.shards.remove(shard)
-            self._retired.append(shard)
-            task = asyncio.ensure_future(shard.client.aclose())
-            self._closing.add(task)
-
-            def done(t: asyncio.Task[None]) -> None:
-                self._closing.discard(t)
-                if shard in self._retired:
-                    self._retired.remove(shard)
-                if not t.cancelled() and t.exception() is not None:
-                    shard.force_close()
-
-            task.add_done_callback(done)
-
-    def _all(self) -> list[_Shard]:
-        return [*self.shards, *self._retired]
-
-    def force_close(self) -> None:
-        """Close every socket directly (the loop has closed): nothing selects on them any more."""
-        self.closed = True
-        for shard in self._all():
-            shard.force_close()
-        self._finish_keeper()
-
-    async def aclose(self) -> None:
-        self.closed = True
-        for shard in self._all():
-            try:
-                await shard.client.aclose()
-            except Exception:
-                log.warning("closing the async HTTP client failed", exc_info=True)
-        if self._closing:
-            await asyncio.gather(*self._closing, return_exceptions=True)
-        self._finish_keeper()
-
-    def _finish_keeper(self) -> None:
-        """End the loop-end generator now (``closed`` is set, so its finally awaits nothing)."""
-        step: Any = self._keeper.aclose()
-        with contextlib.suppress(StopIteration, RuntimeError):
-            step.send(None)
-
-
-def _ssl_context() -> ssl.SSLContext:
-    """Certificates as ``requests`` finds them: ``REQUESTS_CA_BUNDLE`` and so on, else certifi."""
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
-        path = os.environ.get(name)
-        if path and os.path.isfile(path):
-            return ssl.create_default_context(cafile=path)
-    return httpx.create_ssl_context(trust_env=True)
 
 
 class AsyncProviderClient:
@@ -228,7 +74,7 @@ class AsyncProviderClient:
         self._https = urllib.parse.urlsplit(base_url).scheme.lower() == "https"
         self._clock = clock
         self._lock = threading.Lock()
-        self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+        self._clients: dict[asyncio.AbstractEventLoop, LoopClient] = {}
         self._ssl_context: ssl.SSLContext | None = None
 
     def __repr__(self) -> str:
@@ -296,7 +142,7 @@ class AsyncProviderClient:
 
     # -- one client per loop ---------------------------------------------------
 
-    def _clients_for(self, loop: asyncio.AbstractEventLoop) -> _LoopClient:
+    def _clients_for(self, loop: asyncio.AbstractEventLoop) -> LoopClient:
         entry = self._clients.get(loop)
         if entry is not None:
             return entry
@@ -305,27 +151,27 @@ class AsyncProviderClient:
                 self._clients.pop(gone).force_close()
             entry = self._clients.get(loop)
             if entry is None:
-                entry = _LoopClient(self._new_client)
+                entry = LoopClient(self._new_client)
                 self._clients[loop] = entry
         return entry
 
-    def _new_client(self) -> _Shard:
+    def _new_client(self) -> Shard:
         if self._transport is not None:
-            return _Shard(httpx.AsyncClient(transport=self._transport), None)
-        backend = _TrackingBackend()
+            return Shard(httpx.AsyncClient(transport=self._transport), None)
+        backend = TrackingBackend()
         # One TLS context for every shard: making one loads the CA bundle (about 20 ms).
         transport = httpx.AsyncHTTPTransport(
-            verify=self._tls(), limits=_LIMITS, trust_env=self._https, retries=0
+            verify=self._tls(), limits=LIMITS, trust_env=self._https, retries=0
         )
-        tracked: _TrackingBackend | None = None
+        tracked: TrackingBackend | None = None
         if isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
             # httpx does not take a network backend; its pool is rebuilt with one that
             # remembers sockets. Without it, a closed loop's sockets wait for the GC.
             transport._pool = httpcore.AsyncConnectionPool(
                 ssl_context=self._tls(),
-                max_connections=_LIMITS.max_connections,
-                max_keepalive_connections=_LIMITS.max_keepalive_connections,
-                keepalive_expiry=_LIMITS.keepalive_expiry,
+                max_connections=LIMITS.max_connections,
+                max_keepalive_connections=LIMITS.max_keepalive_connections,
+                keepalive_expiry=LIMITS.keepalive_expiry,
                 http1=True,
                 http2=False,
                 retries=0,
@@ -338,12 +184,12 @@ class AsyncProviderClient:
             follow_redirects=False,
             headers={"User-Agent": USER_AGENT},
         )
-        return _Shard(client, tracked)
+        return Shard(client, tracked)
 
     def _tls(self) -> ssl.SSLContext:
         """The TLS context of every shard, made once (plain http never uses it)."""
         if self._ssl_context is None:
-            self._ssl_context = _ssl_context()
+            self._ssl_context = ssl_context()
         return self._ssl_context
 
     # -- closing -----------------------------------------------------------------
@@ -362,7 +208,7 @@ class AsyncProviderClient:
                 if future is not None:
                     waits.append(asyncio.wrap_future(future))
         if waits:
-            await asyncio.wait(waits, timeout=_CLOSE_WAIT)
+            await asyncio.wait(waits, timeout=CLOSE_WAIT)
 
     def close(self) -> None:
         """Release every socket: closed loops' directly, live loops' through their own loop.
@@ -381,13 +227,13 @@ class AsyncProviderClient:
                 future = self._close_on(loop, entry, here)
                 if future is not None and here is None:
                     with contextlib.suppress(Exception):
-                        future.result(_CLOSE_WAIT)
+                        future.result(CLOSE_WAIT)
             except Exception:
                 log.warning("closing the async HTTP client failed", exc_info=True)
 
     @staticmethod
     def _close_on(
-        loop: asyncio.AbstractEventLoop, entry: _LoopClient, here: asyncio.AbstractEventLoop | None
+        loop: asyncio.AbstractEventLoop, entry: LoopClient, here: asyncio.AbstractEventLoop | None
     ) -> concurrent.futures.Future[None] | None:
         """Close ``entry`` as its loop allows; a future when that loop does it in its thread."""
         if loop.is_closed():

@@ -1,14 +1,14 @@
-"""The two drivers that perform a call's operations: one blocking, one on an event loop.
+"""What the two drivers share: how an exchange is performed, tracked, and timed out.
 
-:func:`drive_sync` and :func:`drive_async` are the only code that turns the
-rules' operations (:mod:`._ops`) into I/O, sleeps and the tool's own call, so
-sync and async tools obey one copy of the rules. Each performs an
-:class:`~._ops.Exchange` with its own transport: the sync driver with
-``requests`` in a helper thread it can stop waiting for, the async driver
-with ``httpx`` on the event loop itself (no thread). Both take their time
-from the injected :class:`~approval_guard.Clock`.
+The drivers, :func:`~.sync_drive.drive_sync` and :func:`~.async_drive.drive_async`,
+are the only code that turns the rules' operations (:mod:`approval_guard._call.ops`)
+into I/O, sleeps and the tool's own call, so sync and async tools obey one copy
+of the rules. Each performs an :class:`~approval_guard._call.ops.Exchange` with
+its own transport: the sync driver with ``requests`` in a helper thread it can
+stop waiting for, the async driver with ``httpx`` on the event loop itself (no
+thread). Both take their time from the injected :class:`~approval_guard.Clock`.
 
-A driver reports abandonment by throwing :class:`~._ops.Abandoned` into the
+A driver reports abandonment by throwing :class:`~approval_guard._call.ops.Abandoned` into the
 generator at an abandonable operation (a create, a poll or a backoff sleep);
 ``KeyboardInterrupt`` and ``asyncio.CancelledError`` are thrown in the same
 way and re-raised after the cancel.
@@ -16,43 +16,32 @@ way and re-raised after the cancel.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from approval_guard._call.ops import (
-    Abandoned,
-    Blocking,
     CallGen,
     Exchange,
     Invoke,
-    Outcome,
-    Sleep,
     Timings,
 )
-from approval_guard._codec.clock import Clock, sleep_async
-from approval_guard._transport import threads as _threads
 from approval_guard._transport.answer import Answer, TransportError
 from approval_guard._transport.exchange import ExchangeSpec
 
 log = logging.getLogger("approval_guard")
 
-_DEFAULT_TIMINGS = Timings()
+DEFAULT_TIMINGS = Timings()
 #: Performs one exchange: the sync transport's ``perform``, or the async one's.
 Perform = Callable[[ExchangeSpec], Answer]
 APerform = Callable[[ExchangeSpec], Awaitable[Answer]]
-#: Exchanges left to finish after their call stopped waiting (kept from the GC).
-_orphans: set[asyncio.Future[Any]] = set()
 
 
-def _timed_out() -> TransportError:
+def timed_out() -> TransportError:
     return TransportError("timeout", "no complete answer in time")
 
 
-def _tracked(op: Exchange, perform: Perform) -> Callable[[], Answer]:
+def tracked(op: Exchange, perform: Perform) -> Callable[[], Answer]:
     """``perform(op.spec)``, telling the op's tracker how it ended."""
     tracker = op.tracker
     if tracker is None:
@@ -69,282 +58,10 @@ def _tracked(op: Exchange, perform: Perform) -> Callable[[], Answer]:
     return run
 
 
-def _wait_abandonable(
-    fn: Callable[[], Any],
-    abandon: threading.Event | None,
-    limit: float,
-    clock: Clock,
-    interval: float,
-) -> Any:
-    """Run ``fn`` in a helper thread; the caller waits and can give up without killing it.
-
-    A blocking read cannot be interrupted from another thread (psf/requests#5633),
-    and a provider that drips its answer never trips a per-read timeout, so the
-    waiting thread never blocks in one: it waits on an event that the helper
-    sets, looks at ``abandon`` every ``interval`` seconds, and stops at ``limit``
-    (by ``clock``). A Ctrl-C stops the wait too; the exchange goes on alone.
-    """
-    outcome = _threads.start(fn, name="approval_guard-poll")
-    end = clock.monotonic() + limit
-    while True:
-        left = end - clock.monotonic()
-        if left <= 0:
-            raise _timed_out()
-        slice_ = left if abandon is None else min(interval, left)
-        if outcome.done.wait(slice_):
-            return outcome.result()
-        if abandon is not None and abandon.is_set():
-            raise Abandoned()
-
-
-def drive_sync(
-    gen: CallGen,
-    invoke: Callable[[Invoke], Any],
-    clock: Clock,
-    abandon: threading.Event | None,
-    *,
-    perform: Perform,
-    timings: Timings | None = None,
-) -> Outcome:
-    """Perform a call's operations in the calling thread (exchanges in a helper thread)."""
-    interval = (timings or _DEFAULT_TIMINGS).abandon_check_interval
-    to_send: Any = None
-    to_throw: BaseException | None = None
-    may_abandon = True
-    while True:
-        try:
-            op = gen.send(to_send) if to_throw is None else gen.throw(to_throw)
-        except StopIteration as stop:
-            outcome: Outcome = stop.value
-            return outcome
-        try:
-            if isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
-                may_abandon = False
-            to_send, to_throw = None, None
-            if isinstance(op, Exchange):
-                watch = abandon if may_abandon and op.abandonable else None
-                if op.tracker is not None:
-                    op.tracker.begin()
-                to_send = _wait_abandonable(
-                    _tracked(op, perform), watch, op.spec.timeout, clock, interval
-                )
-            elif isinstance(op, Blocking):
-                to_send = op.fn()
-            elif isinstance(op, Sleep):
-                watch = abandon if may_abandon and op.abandonable else None
-                if clock.sleep(op.seconds, watch):
-                    to_throw = Abandoned()
-            elif isinstance(op, Invoke):
-                to_send = invoke(op)
-        except BaseException as exc:
-            to_throw = exc
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Read a finished exchange's exception, so that nobody is warned it went unread."""
-    if not task.cancelled():
-        task.exception()
-
-
-def threaded(perform: Perform) -> APerform:
-    """The sync transport for async tools when ``httpx`` is missing: each exchange in a thread.
-
-    Without the ``async`` extra, async tools still work, one helper thread per
-    exchange in flight (as before version 0.2); the hard deadline is the async
-    driver's, and a cancelled wait leaves the thread to end on its own.
-    """
-
-    async def run(spec: ExchangeSpec) -> Answer:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-
-        def settle() -> None:
-            if not future.done():
-                future.set_result(None)
-
-        def wake() -> None:
-            with contextlib.suppress(RuntimeError):  # the loop closed while we waited
-                loop.call_soon_threadsafe(settle)
-
-        outcome = _threads.start(lambda: perform(spec), name="approval_guard-io", on_done=wake)
-        await future
-        answer: Answer = outcome.result()
-        return answer
-
-    return run
-
-
-def start_exchange(op: Exchange, perform: APerform) -> asyncio.Future[Answer]:
-    """``op`` as a task on the running loop, ended at its hard deadline however the provider drips.
-
-    The task tells ``op.tracker`` how it ended, even when nobody awaits it any more.
-    """
-
-    async def run() -> Answer:
-        answer: Answer | None = None
-        try:
-            try:
-                answer = await asyncio.wait_for(perform(op.spec), max(0.0, op.spec.timeout))
-            except asyncio.TimeoutError:
-                raise _timed_out() from None
-            return answer
-        finally:
-            if op.tracker is not None:
-                op.tracker.end(answer)
-
-    if op.tracker is not None:
-        op.tracker.begin()
-    task = asyncio.ensure_future(run())
-    task.add_done_callback(_retrieve)
-    return task
-
-
-def _orphan(task: asyncio.Future[Any]) -> None:
-    """Let ``task`` finish alone: its tracker withdraws whatever it made."""
-    _orphans.add(task)
-    task.add_done_callback(_orphans.discard)
-
-
-async def _await_abandonable(
-    task: asyncio.Future[Any],
-    abandon: threading.Event | None,
-    interval: float,
-    *,
-    keep: bool,
-) -> Any:
-    """Await ``task``; raise Abandoned when ``abandon`` is set (looked at every ``interval``).
-
-    When this wait ends early (abandoned, or this task cancelled), ``task`` is
-    cancelled, or with ``keep`` left to finish alone.
-    """
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=None if abandon is None else interval)
-            if done:
-                return task.result()
-            if abandon is not None and abandon.is_set():
-                raise Abandoned()
-    finally:
-        if not task.done():
-            if keep:
-                _orphan(task)
-            else:
-                task.cancel()
-
-
-async def _await_to_the_end(work: asyncio.Future[Any]) -> tuple[Any, asyncio.CancelledError | None]:
-    """Await ``work``, which a cancel must not cut short: the cancel is returned, for later."""
-    deferred: asyncio.CancelledError | None = None
-    while True:
-        try:
-            return await asyncio.shield(work), deferred
-        except asyncio.CancelledError as exc:
-            if work.cancelled():
-                raise
-            deferred = exc
-
-
-async def drive_async(
-    gen: CallGen,
-    invoke: Callable[[Invoke], Any],
-    clock: Clock,
-    abandon: threading.Event | None,
-    *,
-    perform: APerform,
-    timings: Timings | None = None,
-) -> Outcome:
-    """Perform a call's operations on the running event loop, never blocking it.
-
-    Exchanges are tasks on this loop (no thread); the execution record's short
-    writes go to the loop's default executor. Task cancellation is abandonment:
-    the request is cancelled at the provider and ``CancelledError`` propagates.
-    Sleeps use the clock's ``sleep_async`` when it has one (see
-    :class:`~._clock.AsyncClock`).
-    """
-    interval = (timings or _DEFAULT_TIMINGS).abandon_check_interval
-    loop = asyncio.get_running_loop()
-    to_send: Any = None
-    to_throw: BaseException | None = None
-    may_abandon = True
-    # A task cancel that arrived during an operation that must finish (the
-    # record, a cancel, a clock re-read): thrown in at the next operation, where the
-    # rules can still give back what they hold. (A create is abandonable: its late
-    # answer withdraws the request it made.)
-    deferred: asyncio.CancelledError | None = None
-    while True:
-        try:
-            op = gen.send(to_send) if to_throw is None else gen.throw(to_throw)
-        except StopIteration as stop:
-            if deferred is not None:
-                raise deferred from None
-            outcome: Outcome = stop.value
-            return outcome
-        if isinstance(to_throw, (Abandoned, asyncio.CancelledError, KeyboardInterrupt)):
-            may_abandon = False
-        to_send, to_throw = None, None
-        if deferred is not None and may_abandon:
-            to_throw, deferred = deferred, None
-            continue
-        try:
-            if isinstance(op, Exchange):
-                task = start_exchange(op, perform)
-                if op.abandonable and may_abandon:
-                    watch = abandon if may_abandon else None
-                    to_send = await _await_abandonable(
-                        task, watch, interval, keep=op.tracker is not None
-                    )
-                elif may_abandon:
-                    to_send, late = await _await_to_the_end(task)
-                    deferred = late or deferred
-                else:
-                    # Cleanup after a cancel: shielded, so a second cancel cannot cut it short.
-                    to_send = await asyncio.shield(task)
-            elif isinstance(op, Blocking):
-                work = loop.run_in_executor(None, op.fn)
-                if may_abandon:
-                    to_send, late = await _await_to_the_end(work)
-                    deferred = late or deferred
-                else:
-                    to_send = await asyncio.shield(work)
-            elif isinstance(op, Sleep):
-                watch = abandon if may_abandon and op.abandonable else None
-                nap = asyncio.ensure_future(sleep_async(clock, op.seconds))
-                await _await_abandonable(nap, watch, interval, keep=False)
-            elif isinstance(op, Invoke):
-                to_send = invoke(op)
-                if asyncio.iscoroutine(to_send):
-                    to_send = await to_send
-        except GeneratorExit:
-            # This coroutine is being closed (never to be resumed): close the rules too.
-            gen.close()
-            raise
-        except BaseException as exc:
-            to_throw = exc
-
-
 #: Late work: makes the generator to drive (made again if a first driver is cut short).
 Late = Callable[[], CallGen]
 
 
-def _no_invoke(op: Invoke) -> Any:
+def no_invoke(op: Invoke) -> Any:
+    """The tool's call for late work, which never starts the tool."""
     raise AssertionError("late work never starts the tool")
-
-
-def late_sync(perform: Perform, clock: Clock, timings: Timings | None) -> Callable[[Late], None]:
-    """Late work (withdrawing a request made after its call ended) in a helper thread.
-
-    For async tools too: late work is rare and comes after the call has returned,
-    when its event loop may be ending (``asyncio.run`` destroys a task made
-    while it shuts down), so it never depends on that loop.
-    """
-
-    def spawn(make: Late) -> None:
-        def drive() -> None:
-            try:
-                drive_sync(make(), _no_invoke, clock, None, perform=perform, timings=timings)
-            except BaseException:
-                log.exception("late work failed")
-
-        _threads.start(drive, name="approval_guard-withdraw")
-
-    return spawn

@@ -2,8 +2,8 @@
 
 The rules never hold a transport. They describe each exchange as an
 :class:`ExchangeSpec` (method, path, headers, body, hard deadline) and a
-driver has it performed: by ``requests`` for sync tools (``_client.py``), by
-``httpx`` for async ones (``_aclient.py``). Whatever carried it, the answer
+driver has it performed: by ``requests`` for sync tools (``_transport/sync_client.py``), by
+``httpx`` for async ones (``_transport/async_client.py``). Whatever carried it, the answer
 is read here, once: the body limit, strict JSON, scrubbing, the clock sample,
 ``Retry-After``, and what a failure is called.
 """

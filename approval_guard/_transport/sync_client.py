@@ -1,12 +1,12 @@
-"""The sync transport: performs a described exchange (``_exchange.py``) with ``requests``.
+"""The sync transport: performs a described exchange (``_transport/exchange.py``) with ``requests``.
 
 One :class:`ProviderClient` per :class:`~approval_guard.Guard`, for sync tools
-and the CLI (async tools use ``_aclient.py``). Each exchange is a single
+and the CLI (async tools use ``_transport/async_client.py``). Each exchange is a single
 attempt: it returns an :class:`~._answer.Answer` for any HTTP status, or
 raises :class:`~._answer.TransportError` when no usable answer came (reset,
 timeout, garbage, oversized); the answer is read by the shared
 :func:`~._exchange.interpret`. Whether and when to try again is decided by
-:class:`~._backoff.RetryPolicy` and carried out by the rules (``_retry.py``).
+:class:`~._backoff.RetryPolicy` and carried out by the rules (``_call/retry.py``).
 
 Sessions are pooled, not shared: a ``requests.Session`` is used by one
 thread at a time (psf/requests#2766), and returned to the pool afterwards so

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from approval_guard._codec.duration import format_age
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import format_timestamp
-from approval_guard._ledger.memory import Execution, Ledger
+from approval_guard._ledger.protocol import Execution, Ledger
 from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.cli._output import PROG, say
 from approval_guard.exceptions import ApprovalGuardError

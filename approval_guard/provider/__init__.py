@@ -1,4 +1,4 @@
-"""The local approval provider: SQLite store, HTTP API (PROVIDER_API.md), review page.
+"""The local approval provider: SQLite store, HTTP API (docs/provider-api.md), review page.
 
 Run it with ``approval-guard serve``, or in-process::
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import logging
 import sqlite3
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -16,13 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import approval_guard as ag
 from approval_guard._ledger.memory import (
+    MemoryLedger,
+)
+from approval_guard._ledger.protocol import (
     FINISHED,
     STARTED,
     Execution,
-    MemoryLedger,
-    ProviderLedger,
     claim_accepts_digest,
+)
+from approval_guard._ledger.scoped import (
+    ProviderLedger,
 )
 from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.cli import _ledger as cli_ledger
@@ -216,61 +219,13 @@ def test_claim_accepts_digest_reads_the_claim_signature(expected: bool, ledger: 
     assert expected == claim_accepts_digest(ledger)
 
 
-def test_an_old_protocol_ledger_still_claims_through_the_provider_view(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """An old ledger's claim is called without the digest, and it is warned about once."""
-    old = OldLedger()
-    view = ProviderLedger(old, PROVIDER)
+def test_a_guard_refuses_a_ledger_whose_claim_takes_no_digest() -> None:
+    """A ledger written before digests is refused when the Guard is made, naming the type only."""
+    with pytest.raises(ag.ConfigurationError, match="arguments_digest") as raised:
+        ag.Guard(base_url="https://approvals.example.com", credential="x", ledger=OldLedger())
 
-    with caplog.at_level(logging.WARNING, logger="approval_guard"):
-        assert view.claim("1", tool="issue_refund", worker="w")  # no digest: nothing to drop
-        assert [] == caplog.records
-        assert view.claim("2", tool="issue_refund", worker="w", arguments_digest=DIGEST)
-        assert view.claim("3", tool="issue_refund", worker="w", arguments_digest=OTHER)
-
-    assert ["1", "2", "3"] == sorted(r.request_id for r in view.recent())
-    assert [None, None, None] == [r.arguments_digest for r in view.recent()]
-    warnings = [r for r in caplog.records if r.name == "approval_guard"]
-    assert 1 == len(warnings)
-    assert logging.WARNING == warnings[0].levelno
-    message = warnings[0].getMessage()
-    assert "OldLedger" in message and "cannot store argument digests" in message
-    assert "hunter2" not in message
-
-
-def test_an_old_protocol_ledger_is_warned_about_once_across_threads(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """Threads dropping digests at once still log one warning."""
-    view = ProviderLedger(OldLedger(), PROVIDER)
-    start = threading.Barrier(8)
-
-    def claim(n: int) -> None:
-        start.wait()
-        view.claim(str(n), tool="t", worker="w", arguments_digest=DIGEST)
-
-    with caplog.at_level(logging.WARNING, logger="approval_guard"):
-        threads = [threading.Thread(target=claim, args=(n,)) for n in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-
-    assert 8 == len(view.recent())
-    assert 1 == len([r for r in caplog.records if "argument digests" in r.getMessage()])
-
-
-@pytest.mark.parametrize("bad", BAD_DIGESTS[:3])
-def test_the_provider_view_refuses_a_malformed_digest_even_for_an_old_ledger(bad: Any) -> None:
-    """The view checks the digest itself, so an old ledger cannot hide a malformed one."""
-    old = OldLedger()
-    view = ProviderLedger(old, PROVIDER)
-
-    with pytest.raises(ValueError, match="arguments_digest"):
-        view.claim("1", tool="t", worker="w", arguments_digest=bad)
-
-    assert [] == old.recent()
+    assert "OldLedger" in str(raised.value)
+    assert "hunter2" not in str(raised.value)
 
 
 # -- SQLite: a file made by the previous version ----------------------------------------

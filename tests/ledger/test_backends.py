@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from approval_guard._ledger.memory import FINISHED, STARTED
 from approval_guard._ledger.postgres import redact_dsn
+from approval_guard._ledger.protocol import FINISHED, STARTED
 from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.exceptions import ConfigurationError, LedgerError
 

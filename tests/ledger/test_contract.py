@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from approval_guard._ledger.memory import FAILED, FINISHED, STARTED, Ledger
+from approval_guard._ledger.protocol import FAILED, FINISHED, STARTED, Ledger
 from approval_guard.exceptions import LedgerError
 
 if TYPE_CHECKING:

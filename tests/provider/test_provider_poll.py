@@ -118,7 +118,7 @@ def test_wait_above_the_cap_is_clamped() -> None:
 
 
 def test_default_cap_is_sixty_seconds() -> None:
-    """The local provider caps wait at 60s, as PROVIDER_API.md says."""
+    """The local provider caps wait at 60s, as docs/provider-api.md says."""
     with LocalProvider() as local:
         assert 60.0 == local.server.poll_cap
 

@@ -1,7 +1,7 @@
-"""The API's endpoints (PROVIDER_API.md): create, poll, cancel, decide, list, history, events.
+"""The API's endpoints (docs/provider-api.md): create, poll, cancel, decide, list, history, events.
 
 Each parses and checks its input here, then calls the store in the thread
-pool; a long poll waits on the event loop (:mod:`._waits`), holding no thread.
+pool; a long poll waits on the event loop (``waits.py``), holding no thread.
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def build_app(
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started.
 
     With ``webhooks`` (targets given), its lifespan also runs the outbox's
-    delivery task (:mod:`._webhook_delivery`).
+    delivery task (:mod:`~approval_guard.provider.webhooks.delivery`).
     """
 
     @contextlib.asynccontextmanager

@@ -1,4 +1,4 @@
-"""The provider's limits and fixed names: what PROVIDER_API.md caps, and the page's headers."""
+"""The provider's limits and fixed names: what docs/provider-api.md caps, and the page's headers."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from approval_guard._codec.exact_json import MAX_JSON_DEPTH
 MAX_BODY_BYTES = 64 * 1024
 #: A request head (request line and headers) larger than this is refused with 400.
 MAX_HEAD_BYTES = 16 * 1024
-#: The local provider's cap on ``wait`` (seconds), as PROVIDER_API.md says.
+#: The local provider's cap on ``wait`` (seconds), as docs/provider-api.md says.
 DEFAULT_POLL_CAP = 60.0
-#: Limits of the create body, from PROVIDER_API.md.
+#: Limits of the create body, from docs/provider-api.md.
 MAX_TOOL_CHARS = 200
 MIN_TIMEOUT_SECONDS = 1
 MAX_TIMEOUT_SECONDS = 24 * 3600

@@ -64,7 +64,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 class ProviderServer:
-    """The local approval provider: PROVIDER_API.md, the review page and its backend.
+    """The local approval provider: docs/provider-api.md, the review page and its backend.
 
     :param db: a SQLite file path (created if missing), ``":memory:"``, or an
         open store (:class:`Store` or a PostgreSQL one), which the server then

@@ -10,7 +10,7 @@ Each write is one transaction. One that records a change takes the next number
 from the one-row ``ag_seq`` table, whose row lock it holds until commit: change
 numbers are therefore committed in order, on any number of instances, and a
 waiter that saw number ``n`` has seen every change up to ``n``. The same
-transaction sends its ``NOTIFY`` (see ``_pg_listen``), delivered at commit.
+transaction sends its ``NOTIFY`` (see ``pg_listen.py``), delivered at commit.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The store's common ground: what every SQL backend provides, and rows made into models.
 
-The store's behaviour is written once, in the mixins ``_sql_credentials``,
-``_sql_requests``, ``_sql_decisions`` and ``_sql_queries``, over this base. A
-backend (``_sqlite_db``, ``_pg_db``) supplies two context managers:
+The store's behaviour is written once, in the mixins of ``sql/credentials.py``,
+``sql/requests.py``, ``sql/decisions.py`` and ``sql/queries.py``, over this base.
+A backend (``sqlite_db.py``, ``postgres_db.py``) supplies two context managers:
 ``_reading()``, a connection for one or more reads, and ``_writing()``, one
 transaction (a :class:`Tx`) that is committed on exit before the change feed
 hears of it. Queries are written in SQLite's dialect with ``?`` markers and bare
