@@ -28,14 +28,9 @@ from approval_guard._codec.clock import Clock, SystemClock
 from approval_guard._default import requires_approval
 from approval_guard._guard import Guard
 from approval_guard._harness import HarnessCall, harness_call
-from approval_guard._ledger.memory import (
-    MemoryLedger,
-)
+from approval_guard._ledger.memory import MemoryLedger
 from approval_guard._ledger.postgres import PostgresLedger
-from approval_guard._ledger.protocol import (
-    Execution,
-    Ledger,
-)
+from approval_guard._ledger.protocol import Execution, Ledger
 from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.exceptions import (
     ApprovalGuardError,

@@ -8,12 +8,8 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from approval_guard._call.outcome import NotRun
 from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions, check_names
-from approval_guard._options.spec import (
-    make_spec,
-)
-from approval_guard._options.when import (
-    check_when,
-)
+from approval_guard._options.spec import make_spec
+from approval_guard._options.when import check_when
 from approval_guard.exceptions import ConfigurationError
 
 if TYPE_CHECKING:

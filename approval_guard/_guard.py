@@ -16,55 +16,28 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 from approval_guard import _harness
 from approval_guard._call.backoff import RetryPolicy
 from approval_guard._call.edit import edited
-from approval_guard._call.events import (
-    Emitter,
-    check_on_event,
-)
+from approval_guard._call.events import Emitter, check_on_event
 from approval_guard._call.ops import CallGen, CallPlan, Invoke, Timings
 from approval_guard._call.outcome import NotRun
-from approval_guard._call.plan import (
-    CallSettings,
-    plan_call,
-)
+from approval_guard._call.plan import CallSettings, plan_call
 from approval_guard._call.report import Report
 from approval_guard._call.rules import guarded_call
 from approval_guard._codec.clock import Clock, SystemClock
 from approval_guard._codec.duration import DurationLike, format_duration
 from approval_guard._decorator import Decorator
-from approval_guard._ledger.memory import (
-    process_ledger,
-)
-from approval_guard._ledger.protocol import (
-    Ledger,
-    claim_accepts_digest,
-    default_worker,
-)
-from approval_guard._ledger.scoped import (
-    ProviderLedger,
-    provider_scope,
-)
+from approval_guard._ledger.memory import process_ledger
+from approval_guard._ledger.protocol import Ledger, claim_accepts_digest, default_worker
+from approval_guard._ledger.scoped import ProviderLedger, provider_scope
 from approval_guard._options.options import ApprovalOptions
 from approval_guard._options.redact import as_reviewed, check_key, new_key
-from approval_guard._options.spec import (
-    ToolSpec,
-    check_requested_by,
-    check_token,
-)
+from approval_guard._options.spec import ToolSpec, check_requested_by, check_token
 from approval_guard._options.spec import seconds_option as _seconds
 from approval_guard._options.when import asks, asks_async
 from approval_guard._otel import call_span, tracing
-from approval_guard._transport.async_drive import (
-    drive_async,
-    threaded,
-)
-from approval_guard._transport.drive import (
-    APerform,
-)
+from approval_guard._transport.async_drive import drive_async, threaded
+from approval_guard._transport.drive import APerform
 from approval_guard._transport.sync_client import ProviderClient, check_base_url
-from approval_guard._transport.sync_drive import (
-    drive_sync,
-    late_sync,
-)
+from approval_guard._transport.sync_drive import drive_sync, late_sync
 from approval_guard.exceptions import ConfigurationError
 
 if TYPE_CHECKING:

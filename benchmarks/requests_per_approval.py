@@ -8,9 +8,7 @@ import time
 from typing import Any
 
 import approval_guard as ag
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.testing import LocalProvider
 
 from ._common import Result

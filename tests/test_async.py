@@ -18,9 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 import approval_guard as ag
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.testing import LocalProvider, Policy, approve_after, deny_after
 
 CANCELLED = "cancelled"

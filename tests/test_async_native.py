@@ -27,12 +27,8 @@ import approval_guard as ag
 from approval_guard._codec.clock import SystemClock
 from approval_guard._transport import exchange
 from approval_guard._transport.answer import TransportError
-from approval_guard._transport.async_client import (
-    AsyncProviderClient,
-)
-from approval_guard._transport.async_pool import (
-    KEEP_ALIVE,
-)
+from approval_guard._transport.async_client import AsyncProviderClient
+from approval_guard._transport.async_pool import KEEP_ALIVE
 from approval_guard._transport.sync_client import ProviderClient
 from approval_guard.testing import LocalProvider
 from benchmarks._common import open_sockets as _open_sockets

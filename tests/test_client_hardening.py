@@ -27,16 +27,11 @@ from hypothesis import strategies as st
 
 import approval_guard as ag
 from approval_guard._codec.clock import SystemClock
-from approval_guard._codec.safe_text import (
-    SECRET_WORDS,
-    scrub_text,
-)
+from approval_guard._codec.safe_text import SECRET_WORDS, scrub_text
 from approval_guard._codec.wire import format_http_date, format_timestamp
 from approval_guard._transport import exchange
 from approval_guard._transport.answer import TransportError
-from approval_guard._transport.scrub import (
-    Scrubber,
-)
+from approval_guard._transport.scrub import Scrubber
 from approval_guard._transport.sync_client import ProviderClient
 from approval_guard.testing import LocalProvider, approve_after
 from tests.test_integration import make_guard, refund_tool

@@ -19,13 +19,8 @@ from hypothesis import strategies as st
 
 from approval_guard._codec.exact_json import JSONNumber, load_json
 from approval_guard._codec.serialize import MAX_DEPTH, to_json_value
-from approval_guard._options.convert import (
-    editable_converters,
-)
-from approval_guard._options.converters import (
-    Converter,
-    EditError,
-)
+from approval_guard._options.convert import editable_converters
+from approval_guard._options.converters import Converter, EditError
 from approval_guard.exceptions import ArgumentSerializationError, ConfigurationError
 
 if TYPE_CHECKING:

@@ -88,16 +88,8 @@ from hypothesis import strategies as st
 
 import approval_guard as ag
 from approval_guard._codec.exact_json import canonical_json
-from approval_guard._codec.wire import (
-    APPROVED,
-    CANCELLED,
-    DENIED,
-    PENDING,
-    format_http_date,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, PENDING, format_http_date
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.provider.store.models import InvalidEdit, NotPendingError
 from approval_guard.testing import LocalProvider, Timings
 

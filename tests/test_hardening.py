@@ -19,10 +19,7 @@ import pytest
 import approval_guard as ag
 import approval_guard._call.ops as ops_module
 import approval_guard._call.rules as wait_module
-from approval_guard._codec.serialize import (
-    same_json,
-    to_json_value,
-)
+from approval_guard._codec.serialize import same_json, to_json_value
 from approval_guard._codec.wire import format_http_date, format_timestamp
 from approval_guard.testing import LocalProvider, approve_after, deny_after
 from tests.test_integration import ctrl_c_during, finish, in_thread, make_guard, refund_tool

@@ -16,9 +16,7 @@ import requests
 import approval_guard as ag
 from approval_guard._codec.serialize import dumps
 from approval_guard._codec.wire import format_http_date, format_timestamp
-from approval_guard._ledger.scoped import (
-    provider_scope as _provider_scope,
-)
+from approval_guard._ledger.scoped import provider_scope as _provider_scope
 from approval_guard.testing import LocalProvider, approve_after
 from tests.test_integration import make_guard, refund_tool
 

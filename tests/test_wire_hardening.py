@@ -10,10 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from approval_guard._call.backoff import MAX_RETRY_AFTER, parse_retry_after
-from approval_guard._codec.safe_text import (
-    safe_text,
-    scrub_text,
-)
+from approval_guard._codec.safe_text import safe_text, scrub_text
 from approval_guard._codec.wire import (
     MESSAGE_LIMIT,
     WireError,
@@ -21,10 +18,7 @@ from approval_guard._codec.wire import (
     parse_http_date,
     parse_timestamp,
 )
-from approval_guard._codec.wire_models import (
-    parse_error,
-    parse_request,
-)
+from approval_guard._codec.wire_models import parse_error, parse_request
 from approval_guard._transport.answer import TransportError
 
 NOW = datetime(2026, 9, 16, 12, 0, 0, tzinfo=timezone.utc)

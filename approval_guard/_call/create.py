@@ -7,21 +7,15 @@ import logging
 from collections.abc import Generator
 from typing import Any, cast
 
-from approval_guard._call.events import (
-    RequestCreated,
-)
+from approval_guard._call.events import RequestCreated
 from approval_guard._call.ops import Abandoned, Obtained, Op
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.retry import Again, GaveUp, retrying
 from approval_guard._call.state import CallState, failure, seconds_text
 from approval_guard._call.verdict import check_echo, reused_key
 from approval_guard._call.withdraw import cancel, create_op, took, withdrawal
-from approval_guard._codec.wire import (
-    format_timestamp,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire import format_timestamp
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard._transport.answer import Answer, TransportError
 
 log = logging.getLogger("approval_guard")

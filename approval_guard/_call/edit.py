@@ -15,22 +15,11 @@ from typing import Any
 from approval_guard._call.ops import Invoke
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.state import CallState, Edit
-from approval_guard._codec.marker import (
-    holds_marker_key,
-)
-from approval_guard._codec.serialize import (
-    dumps,
-    same_or_too_deep,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
-from approval_guard._options.converters import (
-    EditError,
-)
-from approval_guard._options.spec import (
-    ToolSpec,
-)
+from approval_guard._codec.marker import holds_marker_key
+from approval_guard._codec.serialize import dumps, same_or_too_deep
+from approval_guard._codec.wire_models import ApprovalRequest
+from approval_guard._options.converters import EditError
+from approval_guard._options.spec import ToolSpec
 
 log = logging.getLogger("approval_guard")
 

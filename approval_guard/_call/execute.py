@@ -17,10 +17,7 @@ from approval_guard._call.events import ToolFinished, ToolStarted
 from approval_guard._call.ops import Blocking, CallGen, Checkpoint, Exchange, Invoke, Op, Ran
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.state import CallState, failure
-from approval_guard._call.verdict import (
-    check_echo,
-    same_decision,
-)
+from approval_guard._call.verdict import check_echo, same_decision
 from approval_guard._codec.clock import (
     EXPIRY_SAFETY,
     ClockSample,
@@ -28,17 +25,9 @@ from approval_guard._codec.clock import (
     plausibly_expired,
     still_valid,
 )
-from approval_guard._codec.serialize import (
-    dumps,
-    same_json,
-)
-from approval_guard._codec.wire import (
-    APPROVED,
-    format_timestamp,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.serialize import dumps, same_json
+from approval_guard._codec.wire import APPROVED, format_timestamp
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard._transport import exchange as _exchange
 from approval_guard._transport.answer import Answer
 from approval_guard.exceptions import LedgerError

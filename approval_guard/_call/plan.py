@@ -18,16 +18,10 @@ from approval_guard._call.ops import CallPlan
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._codec.clock import Clock
 from approval_guard._codec.duration import format_duration
-from approval_guard._codec.marker import (
-    REDACTED_KEY,
-    holds_marker_key,
-)
+from approval_guard._codec.marker import REDACTED_KEY, holds_marker_key
 from approval_guard._codec.serialize import dumps, to_json_value
 from approval_guard._options.advice import advice_for
-from approval_guard._options.redact import (
-    RedactionFailed,
-    redact,
-)
+from approval_guard._options.redact import RedactionFailed, redact
 from approval_guard._options.spec import ToolSpec
 
 log = logging.getLogger("approval_guard")

@@ -11,11 +11,7 @@ from typing import Any
 import attrs
 
 from approval_guard._call.edit import apply_edit
-from approval_guard._call.events import (
-    ArgumentsEdited,
-    Decided,
-    StillWaiting,
-)
+from approval_guard._call.events import ArgumentsEdited, Decided, StillWaiting
 from approval_guard._call.ops import Abandoned, Exchange, Obtained, Op, Sleep
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.retry import Again
@@ -23,15 +19,8 @@ from approval_guard._call.state import CallState, failure, seconds_text
 from approval_guard._call.verdict import check_echo, decide
 from approval_guard._call.withdraw import cancel, withdrawal
 from approval_guard._codec.clock import ClockSample
-from approval_guard._codec.wire import (
-    APPROVED,
-    DENIED,
-    EXPIRED,
-    PENDING,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire import APPROVED, DENIED, EXPIRED, PENDING
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard._options.advice import advice_for
 from approval_guard._transport import exchange as _exchange
 from approval_guard._transport.answer import Answer

@@ -18,10 +18,7 @@ from typing import Any, cast
 
 from approval_guard._call.backoff import RetryPolicy
 from approval_guard._call.create import create
-from approval_guard._call.events import (
-    NO_EVENTS,
-    Emitter,
-)
+from approval_guard._call.events import NO_EVENTS, Emitter
 from approval_guard._call.execute import execute
 from approval_guard._call.ops import Abandoned, CallGen, CallPlan, Obtained, Op, Timings
 from approval_guard._call.outcome import NotRun, Reason

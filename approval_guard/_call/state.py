@@ -18,10 +18,7 @@ from approval_guard._call.events import NO_EVENTS, Emitter
 from approval_guard._call.ops import CallGen, CallPlan, Timings
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._codec.clock import Clock, ClockSample
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-    Decision,
-)
+from approval_guard._codec.wire_models import ApprovalRequest, Decision
 from approval_guard._ledger.protocol import Ledger
 from approval_guard._options.advice import advice_for
 from approval_guard._transport.answer import Answer, TransportError

@@ -16,19 +16,8 @@ from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.state import CallState
 from approval_guard._codec.clock import ClockSample
 from approval_guard._codec.serialize import same_json, same_or_too_deep
-from approval_guard._codec.wire import (
-    APPROVED,
-    CANCELLED,
-    DENIED,
-    EXPIRED,
-    STATUSES,
-    WireError,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-    Decision,
-    parse_request,
-)
+from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, EXPIRED, STATUSES, WireError
+from approval_guard._codec.wire_models import ApprovalRequest, Decision, parse_request
 from approval_guard._transport.answer import Answer
 
 log = logging.getLogger("approval_guard")

@@ -16,14 +16,8 @@ from approval_guard._call.ops import CallGen, Exchange, Op, Ran
 from approval_guard._call.retry import Again, retrying
 from approval_guard._call.state import CallState, failure
 from approval_guard._call.verdict import check_echo, original_request, status_in
-from approval_guard._codec.wire import (
-    CANCELLED,
-    PENDING,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-    parse_request,
-)
+from approval_guard._codec.wire import CANCELLED, PENDING
+from approval_guard._codec.wire_models import ApprovalRequest, parse_request
 from approval_guard._transport import exchange as _exchange
 from approval_guard._transport.answer import Answer
 

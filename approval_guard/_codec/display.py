@@ -28,10 +28,7 @@ import re
 from typing import Any
 
 from approval_guard._codec.exact_json import JSONNumber
-from approval_guard._codec.marker import (
-    DIGEST_LENGTH,
-    REDACTED_KEY,
-)
+from approval_guard._codec.marker import DIGEST_LENGTH, REDACTED_KEY
 
 # Letters and symbols by category that render as nothing; Python calls them printable.
 _BLANK = frozenset(

@@ -12,9 +12,7 @@ import re
 import sys
 from datetime import datetime, timezone
 
-from approval_guard._codec.safe_text import (
-    safe_text,
-)
+from approval_guard._codec.safe_text import safe_text
 
 PENDING = "pending"
 APPROVED = "approved"

@@ -11,9 +11,7 @@ from typing import Any
 
 import attrs
 
-from approval_guard._codec.safe_text import (
-    safe_text,
-)
+from approval_guard._codec.safe_text import safe_text
 from approval_guard._codec.wire import (
     MAX_ID_LENGTH,
     MESSAGE_LIMIT,

@@ -22,20 +22,11 @@ from approval_guard._codec.duration import DurationLike, to_seconds
 from approval_guard._codec.serialize import Binder, binder
 from approval_guard._codec.wire import MAX_REQUESTED_BY
 from approval_guard._options.advice import check_messages
-from approval_guard._options.convert import (
-    editable_converters,
-)
-from approval_guard._options.converters import (
-    Converter,
-)
+from approval_guard._options.convert import editable_converters
+from approval_guard._options.converters import Converter
 from approval_guard._options.inject import injected_parameters
 from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions
-from approval_guard._options.redact import (
-    Paths,
-    RedactFn,
-    check_redact,
-    redacted_names,
-)
+from approval_guard._options.redact import Paths, RedactFn, check_redact, redacted_names
 from approval_guard._options.when import check_when
 from approval_guard.exceptions import ConfigurationError
 

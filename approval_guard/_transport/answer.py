@@ -7,15 +7,9 @@ from typing import Any
 import attrs
 
 from approval_guard._codec.clock import ClockSample
-from approval_guard._codec.safe_text import (
-    safe_text,
-)
-from approval_guard._codec.wire import (
-    MESSAGE_LIMIT,
-)
-from approval_guard._codec.wire_models import (
-    parse_error,
-)
+from approval_guard._codec.safe_text import safe_text
+from approval_guard._codec.wire import MESSAGE_LIMIT
+from approval_guard._codec.wire_models import parse_error
 
 __all__ = ["MAX_ANSWER_BYTES", "Answer", "TransportError"]
 

@@ -22,12 +22,7 @@ from approval_guard._call.ops import (
 from approval_guard._codec.clock import Clock, sleep_async
 from approval_guard._transport import threads as _threads
 from approval_guard._transport.answer import Answer
-from approval_guard._transport.drive import (
-    DEFAULT_TIMINGS,
-    APerform,
-    Perform,
-    timed_out,
-)
+from approval_guard._transport.drive import DEFAULT_TIMINGS, APerform, Perform, timed_out
 from approval_guard._transport.exchange import ExchangeSpec
 
 log = logging.getLogger("approval_guard")

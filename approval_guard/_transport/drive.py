@@ -20,12 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from approval_guard._call.ops import (
-    CallGen,
-    Exchange,
-    Invoke,
-    Timings,
-)
+from approval_guard._call.ops import CallGen, Exchange, Invoke, Timings
 from approval_guard._transport.answer import Answer, TransportError
 from approval_guard._transport.exchange import ExchangeSpec
 

@@ -21,14 +21,10 @@ import attrs
 from approval_guard._call.backoff import parse_retry_after
 from approval_guard._codec.clock import Clock, ClockSample
 from approval_guard._codec.exact_json import dump_json, load_answer
-from approval_guard._codec.safe_text import (
-    safe_text,
-)
+from approval_guard._codec.safe_text import safe_text
 from approval_guard._codec.wire import QUOTE_LIMIT, parse_http_date
 from approval_guard._transport.answer import MAX_ANSWER_BYTES, Answer, TransportError
-from approval_guard._transport.scrub import (
-    Scrubber,
-)
+from approval_guard._transport.scrub import Scrubber
 
 __all__ = [
     "ACCEPT",

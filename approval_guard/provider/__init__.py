@@ -34,10 +34,6 @@ from approval_guard.provider.webhooks.signing import verify as verify_webhook
 
 if TYPE_CHECKING:
     from approval_guard.provider.serving.lifecycle import ProviderServer
-    from approval_guard.testing._faults import Fault, FaultRecord, Faults, Stats
-
-
-_MOVED_TO_TESTING = ("Fault", "FaultRecord", "Faults", "Stats")
 
 
 def __getattr__(name: str) -> Any:
@@ -52,12 +48,6 @@ def __getattr__(name: str) -> Any:
                 f"pip install 'approval-guard[server]' ({exc})"
             ) from exc
         return ProviderServer
-    if name in _MOVED_TO_TESTING:
-        # Fault injection moved to the edge (approval_guard.testing.FaultProxy); the old
-        # names stay importable from here.
-        from approval_guard.testing import _faults
-
-        return getattr(_faults, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -65,16 +55,12 @@ __all__ = [
     "DEFAULT_POLL_CAP",
     "MAX_BODY_BYTES",
     "Credential",
-    "Fault",
-    "FaultRecord",
-    "Faults",
     "FirstStartTokens",
     "IdempotencyKeyInUse",
     "IdempotencyKeyReused",
     "NotPendingError",
     "PostgresStore",
     "ProviderServer",
-    "Stats",
     "Store",
     "StoreClosedError",
     "StoreError",

@@ -12,14 +12,8 @@ from typing import Any
 
 from approval_guard._codec.duration import to_timedelta
 from approval_guard._codec.now import utcnow
-from approval_guard._codec.wire import (
-    APPROVED,
-    DENIED,
-    PENDING,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire import APPROVED, DENIED, PENDING
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.provider.http.limits import DEFAULT_POLL_CAP
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.serving.lifecycle import ProviderServer
@@ -32,10 +26,7 @@ from approval_guard.provider.store.models import (
     StoreClosedError,
 )
 from approval_guard.provider.store.opening import Store
-from approval_guard.testing._faults import (
-    Faults,
-    Stats,
-)
+from approval_guard.testing._faults import Faults, Stats
 from approval_guard.testing._policies import Policy, Validity
 from approval_guard.testing._proxy import FaultProxy
 

@@ -11,13 +11,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from approval_guard._codec.wire import (
-    APPROVED,
-    DENIED,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire import APPROVED, DENIED
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.provider.store.models import NotPendingError
 
 if TYPE_CHECKING:

@@ -28,12 +28,8 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from approval_guard._codec.now import utcnow
-from approval_guard._codec.wire import (
-    format_http_date,
-)
-from approval_guard._codec.wire_models import (
-    error_body,
-)
+from approval_guard._codec.wire import format_http_date
+from approval_guard._codec.wire_models import error_body
 from approval_guard.testing._faults import STATUS_ERROR_TYPES, Fault, Faults, Stats
 from approval_guard.testing._http1 import Reader, Unparsable, exchange_of, parse, path_of
 

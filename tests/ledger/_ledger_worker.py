@@ -40,9 +40,7 @@ from typing import Any
 
 def make_ledger(spec: dict[str, Any]) -> Any:
     """The ledger a spec describes (the same function lives in conftest.py)."""
-    from approval_guard._ledger.memory import (
-        MemoryLedger,
-    )
+    from approval_guard._ledger.memory import MemoryLedger
     from approval_guard._ledger.sqlite import SQLiteLedger
 
     if spec["kind"] == "memory":

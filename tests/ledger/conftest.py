@@ -18,12 +18,8 @@ from typing import Any
 import attrs
 import pytest
 
-from approval_guard._ledger.memory import (
-    MemoryLedger,
-)
-from approval_guard._ledger.protocol import (
-    Ledger,
-)
+from approval_guard._ledger.memory import MemoryLedger
+from approval_guard._ledger.protocol import Ledger
 from approval_guard._ledger.sqlite import SQLiteLedger
 
 WORKER_SCRIPT = Path(__file__).resolve().with_name("_ledger_worker.py")
@@ -230,11 +226,7 @@ def tool_runs(tmp_path: Path) -> list[str]:
 
 def provider_rows(ledger: Any, provider: Any) -> Any:
     """``ledger`` as a Guard on ``provider`` sees it: rows by that provider's request ids."""
-    from approval_guard._ledger.scoped import (
-        ProviderLedger,
-    )
-    from approval_guard._ledger.scoped import (
-        provider_scope as _provider_scope,
-    )
+    from approval_guard._ledger.scoped import ProviderLedger
+    from approval_guard._ledger.scoped import provider_scope as _provider_scope
 
     return ProviderLedger(ledger, _provider_scope(provider.url))

@@ -15,18 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import approval_guard as ag
-from approval_guard._ledger.memory import (
-    MemoryLedger,
-)
-from approval_guard._ledger.protocol import (
-    FINISHED,
-    STARTED,
-    Execution,
-    claim_accepts_digest,
-)
-from approval_guard._ledger.scoped import (
-    ProviderLedger,
-)
+from approval_guard._ledger.memory import MemoryLedger
+from approval_guard._ledger.protocol import FINISHED, STARTED, Execution, claim_accepts_digest
+from approval_guard._ledger.scoped import ProviderLedger
 from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.cli import _ledger as cli_ledger
 from approval_guard.exceptions import LedgerError

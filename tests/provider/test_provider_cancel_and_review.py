@@ -9,12 +9,8 @@ from typing import Any
 
 import pytest
 
-from approval_guard._codec.wire import (
-    parse_timestamp,
-)
-from approval_guard._codec.wire_models import (
-    parse_request,
-)
+from approval_guard._codec.wire import parse_timestamp
+from approval_guard._codec.wire_models import parse_request
 from approval_guard.testing import LocalProvider
 from tests.provider.helpers import Api, error_type, in_thread
 

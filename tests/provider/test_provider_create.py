@@ -17,14 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from approval_guard._codec.duration import format_duration, parse_duration_string
-from approval_guard._codec.wire import (
-    format_http_date,
-    parse_http_date,
-    parse_timestamp,
-)
-from approval_guard._codec.wire_models import (
-    parse_request,
-)
+from approval_guard._codec.wire import format_http_date, parse_http_date, parse_timestamp
+from approval_guard._codec.wire_models import parse_request
 from approval_guard.testing import LocalProvider
 from tests.provider.helpers import REFUND, Api, error_type, eventually, in_thread
 

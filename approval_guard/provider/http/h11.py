@@ -18,12 +18,8 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from approval_guard._codec.now import utcnow
-from approval_guard._codec.wire import (
-    format_http_date,
-)
-from approval_guard._codec.wire_models import (
-    error_body,
-)
+from approval_guard._codec.wire import format_http_date
+from approval_guard._codec.wire_models import error_body
 from approval_guard.provider.http.limits import SLOW_CLIENT_SECONDS
 
 

@@ -6,13 +6,8 @@ from typing import Any
 
 from approval_guard._codec.display import escape, escape_lines, is_hidden, with_markers_shown
 from approval_guard._codec.exact_json import dump_json
-from approval_guard._codec.wire import (
-    format_timestamp,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-    request_to_json,
-)
+from approval_guard._codec.wire import format_timestamp
+from approval_guard._codec.wire_models import ApprovalRequest, request_to_json
 from approval_guard.provider.rules.checks import refusal
 from approval_guard.provider.rules.config import ToolRule
 from approval_guard.provider.store.checks import changed_names

@@ -20,12 +20,8 @@ from starlette.responses import Response
 
 from approval_guard._codec.duration import check_duration_text, parse_duration_string
 from approval_guard._codec.exact_json import InvalidJSON, dump_json, load_json
-from approval_guard._codec.wire import (
-    format_http_date,
-)
-from approval_guard._codec.wire_models import (
-    error_body,
-)
+from approval_guard._codec.wire import format_http_date
+from approval_guard._codec.wire_models import error_body
 from approval_guard.provider.http.limits import (
     CONTENT_LENGTH,
     HTML_HEADERS,

@@ -19,9 +19,7 @@ from approval_guard._codec.exact_json import (
     check_json_value,
     load_json,
 )
-from approval_guard._codec.marker import (
-    holds_marker_key as contains_redacted,
-)
+from approval_guard._codec.marker import holds_marker_key as contains_redacted
 from approval_guard._codec.wire import APPROVED
 from approval_guard.provider.store.models import InvalidEdit, StoredRequest
 

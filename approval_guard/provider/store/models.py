@@ -13,9 +13,7 @@ from typing import Any
 import attrs
 
 from approval_guard._codec.now import utcnow
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire_models import ApprovalRequest
 
 #: What a store's clock is: the provider's "now" as an aware datetime.
 Clock = Callable[[], datetime]

@@ -12,9 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.store.models import (
     Annotation,

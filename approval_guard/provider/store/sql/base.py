@@ -21,9 +21,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from approval_guard._codec.exact_json import canonical_json, load_stored
-from approval_guard._codec.wire_models import (
-    Decision,
-)
+from approval_guard._codec.wire_models import Decision
 from approval_guard.provider.store.feed import ChangeFeed, Subscriber
 from approval_guard.provider.store.models import (
     Approval,

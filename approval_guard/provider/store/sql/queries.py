@@ -6,12 +6,8 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from approval_guard._codec.exact_json import load_stored
-from approval_guard._codec.wire import (
-    STATUSES,
-)
-from approval_guard._codec.wire_models import (
-    ApprovalRequest,
-)
+from approval_guard._codec.wire import STATUSES
+from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.provider.store.models import Annotation, AuditEvent, History, UnknownRequest
 from approval_guard.provider.store.sql.base import credential_from_row, from_us, request_from_row
 from approval_guard.provider.store.sql.requests import RequestsMixin
