@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import select
+import selectors
 import socket
 import struct
 import threading
@@ -102,7 +102,7 @@ class FaultProxy:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self._host, self._port))
-        sock.listen(1024)
+        sock.listen(4096)  # a burst of connects from a large suite (the kernel caps it)
         self._port = sock.getsockname()[1]
         self._listener = sock
 
@@ -250,9 +250,12 @@ class FaultProxy:
     def _fresh(self, upstream: socket.socket | None) -> socket.socket:
         """The upstream connection, replaced if the provider closed it while idle."""
         if upstream is not None:
-            readable, _, _ = select.select([upstream], [], [], 0)
-            if not readable:
-                return upstream
+            # A selector, not select(): select() fails on a descriptor past 1023, which a
+            # process holding a few hundred connections soon has.
+            with selectors.DefaultSelector() as idle:
+                idle.register(upstream, selectors.EVENT_READ)
+                if not idle.select(0):
+                    return upstream
             self._forget(upstream)
         return self._connect()
 
@@ -282,14 +285,16 @@ class FaultProxy:
     def _relay(self, client: socket.socket, upstream: socket.socket, pending: bytes) -> None:
         """Pass bytes both ways, untouched, until either side closes."""
         upstream.sendall(pending)
-        pair = {client: upstream, upstream: client}
-        while not self._stopping.is_set():
-            readable, _, _ = select.select(list(pair), [], [], 1.0)
-            for sock in readable:
-                data = sock.recv(65536)
-                if not data:
-                    return
-                pair[sock].sendall(data)
+        with selectors.DefaultSelector() as both:
+            both.register(client, selectors.EVENT_READ, (client, upstream))
+            both.register(upstream, selectors.EVENT_READ, (upstream, client))
+            while not self._stopping.is_set():
+                for key, _ in both.select(1.0):
+                    sock, peer = key.data
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    peer.sendall(data)
 
     # ------------------------------------------------------------------ answers it makes
 
