@@ -12,14 +12,13 @@ import pytest
 import responses
 
 import approval_guard as ag
-from tests._pg import pg_dsn, pg_schema_dsn  # noqa: F401  (fixtures for every directory)
-from tests.fakes import BASE, FakeProvider, ManualClock
+from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
-SECRET = "agi_secret_token_never_shown_123"
-
+# Fixtures for every directory: a PostgreSQL server (``pg_dsn``, ``pg_schema_dsn``).
+pytest_plugins = ["tests.support.pg"]
 
 @pytest.fixture
 def clock() -> ManualClock:

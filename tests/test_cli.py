@@ -28,7 +28,7 @@ from approval_guard.cli import main
 from approval_guard.cli._demo import load_refund_example
 from approval_guard.cli._output import LiveLine
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import create_from_text
+from tests.support.api import create_from_text
 
 ENV_NAMES = (_env.ENV_URL, _env.ENV_REVIEWER_TOKEN, _env.ENV_CREDENTIAL)
 REPO = Path(__file__).resolve().parents[1]

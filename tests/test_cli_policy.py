@@ -17,7 +17,7 @@ import requests
 
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import create_from_text
+from tests.support.api import create_from_text
 from tests.test_cli import ENV_NAMES, cli, run
 from tests.test_integration import finish, in_thread, make_guard
 

@@ -21,7 +21,7 @@ import requests
 
 import approval_guard as ag
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import create_from_text
+from tests.support.api import create_from_text
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page

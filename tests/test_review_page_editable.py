@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import create_from_text
+from tests.support.api import create_from_text
 from tests.test_review_page import TIMEOUT_MS
 
 if TYPE_CHECKING:

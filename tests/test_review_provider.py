@@ -18,7 +18,7 @@ import requests
 from approval_guard import _env
 from approval_guard.cli import main
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import create_from_text
+from tests.support.api import create_from_text
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,9 +20,8 @@ from approval_guard._codec.wire import format_http_date
 from approval_guard._transport.answer import Answer
 from approval_guard._transport.exchange import ExchangeSpec
 from approval_guard.testing import LocalProvider, approve_after
-from tests.conftest import SECRET
-from tests.fakes import BASE, FakeProvider, ManualClock
-from tests.provider.helpers import REFUND, Api
+from tests.support.api import REFUND, Api
+from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
 from tests.test_integration import make_guard, refund_tool
 from tests.test_rules_unit import make_tool, status_fault
 

@@ -17,8 +17,7 @@ from approval_guard._call.retry import Again, GaveUp, retrying
 from approval_guard._codec.clock import SystemClock, sleep_async
 from approval_guard._transport.sync_client import RetryPolicy
 from approval_guard.testing import LocalProvider, Timings, approve_after
-from tests.conftest import SECRET
-from tests.fakes import BASE, FakeProvider, ManualClock
+from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
 
 
 class AsyncManualClock(ManualClock):

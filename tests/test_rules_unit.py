@@ -16,8 +16,7 @@ import requests
 import approval_guard as ag
 from approval_guard._codec.wire import format_http_date
 from approval_guard._transport.answer import MAX_ANSWER_BYTES
-from tests.conftest import SECRET
-from tests.fakes import BASE, FakeProvider, ManualClock
+from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
 
 
 def make_guard(clock: ManualClock, **options: Any) -> ag.Guard:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.frameworks._require import require_framework
+from tests.support.frameworks import require_framework
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import attrs
 import pytest
 
-from tests.frameworks._require import require_framework
+from tests.support.frameworks import require_framework
 
 require_framework("langchain_core")
 

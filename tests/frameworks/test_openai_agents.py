@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.frameworks._require import require_framework
+from tests.support.frameworks import require_framework
 
 require_framework("agents")
 

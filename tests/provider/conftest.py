@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api
+from tests.support.api import Api
 
 
 @pytest.fixture

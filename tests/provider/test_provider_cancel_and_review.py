@@ -11,7 +11,7 @@ import pytest
 
 from approval_guard._codec.wire import parse_request, parse_timestamp
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api, error_type, in_thread
+from tests.support.api import Api, error_type, in_thread
 
 # --------------------------------------------------------------------------- cancel
 

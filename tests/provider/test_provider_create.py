@@ -24,7 +24,7 @@ from approval_guard._codec.wire import (
     parse_timestamp,
 )
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import REFUND, Api, error_type, eventually, in_thread
+from tests.support.api import REFUND, Api, error_type, eventually, in_thread
 
 
 @pytest.fixture(scope="module")

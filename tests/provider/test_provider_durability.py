@@ -19,7 +19,7 @@ import requests
 
 from approval_guard.provider import ProviderServer, Store
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api, in_thread
+from tests.support.api import Api, in_thread
 
 _LAUNCH = "approval_guard.provider.serving.process"
 

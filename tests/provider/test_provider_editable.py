@@ -24,7 +24,7 @@ from approval_guard._codec.exact_json import load_json
 from approval_guard.provider.serving.lifecycle import ProviderServer
 from approval_guard.provider.store.checks import MAX_EDITABLE
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import REFUND, Api, error_type
+from tests.support.api import REFUND, Api, error_type
 
 MARKER = {"$redacted": "1a2b3c4d5e6f"}
 SHOWN_MARKER = "\u2039redacted 1a2b3c4d5e6f\u203a"

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api, error_type
+from tests.support.api import Api, error_type
 
 
 def test_drop_after_commit_on_create_commits_then_hangs_up(

@@ -22,7 +22,7 @@ from approval_guard._codec.display import escape
 from approval_guard._codec.exact_json import MAX_JSON_DEPTH, InvalidJSON, JSONNumber, load_json
 from approval_guard.provider.store.opening import Store
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api, error_type
+from tests.support.api import Api, error_type
 
 EXACT_NUMBERS = [
     "9007199254740993",

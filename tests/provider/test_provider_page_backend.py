@@ -12,7 +12,7 @@ import requests
 
 from approval_guard.provider.http.limits import CONTENT_SECURITY_POLICY
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api, error_type
+from tests.support.api import Api, error_type
 
 
 def signed_in(provider: LocalProvider) -> tuple[requests.Session, str]:

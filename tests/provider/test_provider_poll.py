@@ -10,7 +10,7 @@ import pytest
 
 from approval_guard._codec.wire import parse_request
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api, error_type, in_thread
+from tests.support.api import Api, error_type, in_thread
 
 
 def test_read_without_wait_answers_at_once(api: Api) -> None:

@@ -13,7 +13,7 @@ import pytest
 import approval_guard.testing as ag_testing
 from approval_guard.provider import NotPendingError
 from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api, in_thread
+from tests.support.api import Api, in_thread
 
 pytest_plugins = ["pytester"]
 

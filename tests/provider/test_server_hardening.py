@@ -25,7 +25,7 @@ import pytest
 import requests
 
 from approval_guard.provider import ProviderServer, Store
-from tests.provider.helpers import REFUND, Api
+from tests.support.api import REFUND, Api
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,8 @@ import pytest
 import requests
 
 from approval_guard._codec.wire import parse_timestamp as _parse
-from tests.provider.helpers import REFUND, error_type
-from tests.provider.team_helpers import Team, team_fixture  # noqa: F401 (the fixture)
+from tests.support.api import REFUND, error_type
+from tests.support.team import Team, team_fixture  # noqa: F401 (the fixture)
 
 
 def parse_timestamp(text: str) -> Any:
@@ -154,7 +154,7 @@ def test_max_valid_for_refuses_a_longer_approval_and_caps_the_default(team: Team
 
 def test_a_short_max_valid_for_caps_the_default(tmp_path: Any) -> None:
     """max_valid_for = 2m: an approval without valid_for stays valid 2 minutes, not 5."""
-    from tests.provider.team_helpers import start_team
+    from tests.support.team import start_team
 
     rules = tmp_path / "r.toml"
     rules.write_text('[tools.t]\nmax_valid_for = "2m"\n')
@@ -162,7 +162,7 @@ def test_a_short_max_valid_for_caps_the_default(tmp_path: Any) -> None:
     try:
         reviewer_token = t.server.first_start_tokens.reviewer  # type: ignore[union-attr]
         created = t.instance.new(body={"tool": "t", "arguments": {}, "timeout": "30m"})
-        from tests.provider.helpers import Api
+        from tests.support.api import Api
 
         done = Api(t.server.url, reviewer_token).decide(created["id"], {"status": "approved"})
         decision = done.json()["decision"]

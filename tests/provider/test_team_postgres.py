@@ -11,8 +11,8 @@ import requests
 
 from approval_guard.provider import PostgresStore, ProviderServer
 from approval_guard.provider.rules.config import parse_rules
-from tests.provider.helpers import REFUND, Api
-from tests.provider.team_helpers import RULES
+from tests.support.api import REFUND, Api
+from tests.support.team import RULES
 
 pytestmark = pytest.mark.postgres
 

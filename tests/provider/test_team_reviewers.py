@@ -13,7 +13,7 @@ import requests
 from approval_guard.cli import main
 from approval_guard.provider import ProviderServer, Store
 from approval_guard.provider.http.limits import SESSION_COOKIE
-from tests.provider.helpers import Api
+from tests.support.api import Api
 
 
 def run(*argv: str) -> tuple[int, str, str]:

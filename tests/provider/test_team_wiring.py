@@ -24,8 +24,8 @@ from approval_guard.provider.webhooks.signing import (
     new_secret,
     verify,
 )
-from tests.provider.helpers import REFUND, Api, eventually
-from tests.provider.webhook_receiver import Receiver
+from tests.support.api import REFUND, Api, eventually
+from tests.support.webhook_receiver import Receiver
 
 SECRET = "whsec_" + base64.b64encode(b"wiring-secret-key-0123456789").decode()
 MARKER = {"$redacted": "0123456789ab"}

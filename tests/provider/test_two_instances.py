@@ -25,7 +25,7 @@ import attrs
 import pytest
 import requests
 
-from tests.provider.helpers import REFUND, Api
+from tests.support.api import REFUND, Api
 
 pytestmark = pytest.mark.postgres
 

@@ -24,8 +24,8 @@ from approval_guard.provider.webhooks.signing import (
     sign,
     verify,
 )
-from tests.provider.helpers import Api
-from tests.provider.webhook_receiver import Delivery, Receiver
+from tests.support.api import Api
+from tests.support.webhook_receiver import Delivery, Receiver
 from tests.test_integration import finish, in_thread
 
 SECRET = new_secret()

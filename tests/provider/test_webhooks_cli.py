@@ -23,8 +23,8 @@ from approval_guard.provider.webhooks.signing import (
     parse_secret,
     verify,
 )
-from tests.provider.helpers import Api
-from tests.provider.webhook_receiver import Receiver
+from tests.support.api import Api
+from tests.support.webhook_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = new_secret()

@@ -12,7 +12,7 @@ from approval_guard.provider import PostgresStore
 from approval_guard.provider.webhooks.signing import WebhookTarget, new_secret, verify
 from tests.provider import test_two_instances
 from tests.provider.test_two_instances import Fleet
-from tests.provider.webhook_receiver import Receiver
+from tests.support.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.postgres
 

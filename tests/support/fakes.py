@@ -22,6 +22,8 @@ from approval_guard._codec.duration import format_duration, parse_duration_strin
 from approval_guard._codec.wire import format_http_date, format_timestamp
 
 BASE = "https://approvals.example.com"
+#: The credential of the Guards on the fake provider: tests check it never shows.
+SECRET = "agi_secret_token_never_shown_123"
 EPOCH = datetime(2026, 9, 16, 12, 0, 0, tzinfo=timezone.utc)
 
 

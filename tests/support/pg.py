@@ -22,7 +22,7 @@ from typing import NoReturn
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 POSTGRES_SCRIPT = ROOT / ".ci" / "postgres.sh"
 
 

@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from approval_guard.provider import ProviderServer
-from tests.provider.helpers import Api
+from tests.support.api import Api
 
 RULES = """\
 [tools.issue_refund]

@@ -1,6 +1,6 @@
 """One worker process for the race and crash tests: a script, not a test module.
 
-    AG_WORKER='{"mode": "claim", ...}' python tests/ledger/_ledger_worker.py
+    AG_WORKER='{"mode": "claim", ...}' python tests/support/ledger_worker.py
 
 The spec travels in the environment, not argv, so a DSN's password stays out of
 ``ps``. Keys:
