@@ -17,8 +17,9 @@ from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
-# Fixtures for every directory: a PostgreSQL server (``pg_dsn``, ``pg_schema_dsn``).
-pytest_plugins = ["tests.support.pg"]
+# Fixtures for every directory: a PostgreSQL server (``pg_dsn``, ``pg_schema_dsn``) and
+# provider processes on a database of their own (``fleet``).
+pytest_plugins = ["tests.support.pg", "tests.support.fleet"]
 
 @pytest.fixture
 def clock() -> ManualClock:

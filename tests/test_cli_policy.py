@@ -18,8 +18,8 @@ import requests
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
-from tests.test_cli import ENV_NAMES, cli, run
-from tests.test_integration import finish, in_thread, make_guard
+from tests.support.cli import ENV_NAMES, cli, run
+from tests.support.guards import finish, in_thread, make_guard
 
 MARKER = '{"$redacted": "1a2b3c4d5e6f"}'
 SHOWN = "\u2039redacted 1a2b3c4d5e6f\u203a"

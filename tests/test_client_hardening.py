@@ -33,7 +33,7 @@ from approval_guard._transport.answer import TransportError
 from approval_guard._transport.scrub import SECRET_WORDS, Scrubber, scrub_text
 from approval_guard._transport.sync_client import ProviderClient
 from approval_guard.testing import LocalProvider, approve_after
-from tests.test_integration import make_guard, refund_tool
+from tests.support.guards import make_guard, refund_tool
 
 # Has characters that URL-encoding changes, so every encoded form differs.
 SECRET = "agi_s3cret/t0ken+never=shown_123"

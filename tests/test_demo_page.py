@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.test_cli import subprocess_env
+from tests.support.cli import subprocess_env
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser

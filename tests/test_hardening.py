@@ -23,7 +23,7 @@ from approval_guard._call.verdict import same_json
 from approval_guard._codec.serialize import to_json_value
 from approval_guard._codec.wire import format_http_date, format_timestamp
 from approval_guard.testing import LocalProvider, approve_after, deny_after
-from tests.test_integration import ctrl_c_during, finish, in_thread, make_guard, refund_tool
+from tests.support.guards import ctrl_c_during, finish, in_thread, make_guard, refund_tool
 
 
 class DrippingProvider:

@@ -14,7 +14,7 @@ import pytest
 import approval_guard as ag
 from approval_guard._codec.wire import format_timestamp
 from approval_guard.testing import LocalProvider, approve_after
-from tests.test_integration import make_guard, refund_tool
+from tests.support.guards import make_guard, refund_tool
 
 GUARDS = 100
 

@@ -27,7 +27,7 @@ import requests
 import approval_guard as ag
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider, approve_after, deny_after
-from tests.test_integration import make_guard
+from tests.support.guards import make_guard
 
 MODES = ("sync", "async")
 

@@ -18,7 +18,7 @@ from approval_guard._codec.serialize import dumps
 from approval_guard._codec.wire import format_http_date, format_timestamp
 from approval_guard._options.spec import provider_scope as _provider_scope
 from approval_guard.testing import LocalProvider, approve_after
-from tests.test_integration import make_guard, refund_tool
+from tests.support.guards import make_guard, refund_tool
 
 ARGS = {"payment_id": "p", "amount": 1, "currency": "GBP"}
 

@@ -22,6 +22,7 @@ import requests
 import approval_guard as ag
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
+from tests.support.browser import TIMEOUT_MS
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -29,11 +30,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.browser
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "review-page.png"
-TIMEOUT_MS = 5_000
 HOSTILE_IMG = "<img src=x onerror=alert(1)>"
 HOSTILE_SCRIPT = "<script>window.pwned=1</script>"
-
-
 
 
 @attrs.define

@@ -11,44 +11,19 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import pytest
 
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
-from tests.test_review_page import TIMEOUT_MS
+from tests.support.browser import TIMEOUT_MS, Review, edit_field
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Locator, Page
+    from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.browser
 
 REFUND_JSON = '{"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}'
 SHOWN_MARKER = "\u2039redacted 1a2b3c4d5e6f\u203a"
-
-
-@attrs.define
-class Review:
-    """A browser tab on one local provider, with the console errors the page logged."""
-
-    page: Page
-    provider: LocalProvider
-    console_errors: list[str]
-
-    def open(self) -> None:
-        """Sign in with the reviewer token and wait until the page has loaded its list."""
-        self.page.goto(f"{self.provider.url}/?token={self.provider.reviewer_credential}")
-        self.page.wait_for_selector('[data-testid="live"][data-state="live"]', timeout=TIMEOUT_MS)
-
-    def pending(self, request_id: str) -> Locator:
-        return self.page.get_by_test_id("pending-list").locator(
-            f'[data-testid="request-{request_id}"]'
-        )
-
-    def done(self, request_id: str) -> Locator:
-        return self.page.get_by_test_id("done-list").locator(
-            f'[data-testid="request-{request_id}"]'
-        )
 
 
 @pytest.fixture
@@ -77,10 +52,6 @@ def create(provider: LocalProvider, arguments_json: str, editable: list[str]) ->
     )
     request_id = create_from_text(provider, body)
     return request_id
-
-
-def edit_field(card: Locator, name: str) -> Locator:
-    return card.locator(f'[data-testid="edit"][data-name="{name}"]')
 
 
 def stored_edit(provider: LocalProvider, request_id: str) -> dict[str, Any] | None:

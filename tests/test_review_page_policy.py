@@ -19,9 +19,8 @@ import pytest
 import approval_guard as ag
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
-from tests.test_integration import finish, in_thread, make_guard
-from tests.test_review_page import TIMEOUT_MS
-from tests.test_review_page_editable import Review, edit_field
+from tests.support.browser import TIMEOUT_MS, Review, edit_field
+from tests.support.guards import finish, in_thread, make_guard
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser

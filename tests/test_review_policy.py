@@ -16,7 +16,7 @@ import pytest
 import approval_guard as ag
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
-from tests.test_integration import make_guard
+from tests.support.guards import make_guard
 from tests.test_policy import MODES, define, refund, run
 
 

@@ -21,9 +21,8 @@ from approval_guard._transport.answer import Answer
 from approval_guard._transport.exchange import ExchangeSpec
 from approval_guard.testing import LocalProvider, approve_after
 from tests.support.api import REFUND, Api
-from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
-from tests.test_integration import make_guard, refund_tool
-from tests.test_rules_unit import make_tool, status_fault
+from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock, make_tool, status_fault
+from tests.support.guards import make_guard, refund_tool
 
 ARGS = {"payment_id": "p", "amount": 1, "currency": "GBP"}
 T0 = datetime(2026, 9, 16, 12, 0, 0, tzinfo=timezone.utc)

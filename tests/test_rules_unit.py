@@ -16,36 +16,20 @@ import requests
 import approval_guard as ag
 from approval_guard._codec.wire import format_http_date
 from approval_guard._transport.answer import MAX_ANSWER_BYTES
-from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
+from tests.support.fakes import (
+    BASE,
+    SECRET,
+    FakeProvider,
+    ManualClock,
+    make_tool,
+    raise_fault,
+    status_fault,
+)
 
 
 def make_guard(clock: ManualClock, **options: Any) -> ag.Guard:
     """A Guard on the fake provider and ``clock``, with ``options`` for the rest."""
     return ag.Guard(base_url=BASE, credential=SECRET, clock=clock, **options)
-
-
-def make_tool(guard: ag.Guard, ran: list[tuple[Any, ...]], **options: Any) -> Any:
-    @guard.requires_approval(timeout=options.pop("timeout", "30m"), **options)
-    def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
-        ran.append((payment_id, amount, currency))
-        return {"refunded": amount}
-
-    return issue_refund
-
-
-def status_fault(code: int, kind: str = "unavailable", retry_after: str | None = None) -> Any:
-    def fault() -> Any:
-        headers = {"Retry-After": retry_after} if retry_after is not None else {}
-        return code, headers, json.dumps({"error": {"type": kind, "message": "try later"}})
-
-    return fault
-
-
-def raise_fault(exc: Exception) -> Any:
-    def fault() -> Any:
-        raise exc
-
-    return fault
 
 
 def test_approved_call_runs_once_with_original_objects(

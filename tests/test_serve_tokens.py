@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from approval_guard._env import ENV_SERVE_INSTANCE_TOKEN, ENV_SERVE_REVIEWER_TOKEN
-from tests.test_cli import cli, subprocess_env
+from tests.support.cli import cli, subprocess_env
 
 INSTANCE = "agi_known-instance-token-for-ci-0001"
 REVIEWER = "agr_known-reviewer-token-for-ci-0001"

@@ -22,9 +22,8 @@ import approval_guard as ag
 from approval_guard import _default
 from approval_guard._env import ENV_REQUESTED_BY, default_guard_settings
 from approval_guard.testing import LocalProvider
-from tests.support.fakes import FakeProvider
-from tests.test_integration import in_thread, make_guard
-from tests.test_rules_unit import make_tool
+from tests.support.fakes import FakeProvider, make_tool
+from tests.support.guards import in_thread, make_guard
 
 RULES = """\
 [tools.issue_refund]

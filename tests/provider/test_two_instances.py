@@ -8,103 +8,21 @@ answered.
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
 import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import requests
 
-from tests.support.api import REFUND, Api
+from tests.support.api import REFUND
+from tests.support.fleet import Fleet, Instance
 
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCH = "approval_guard.provider.serving.process"
-
-
-@attrs.define
-class Instance:
-    process: subprocess.Popen[str]
-    url: str
-
-
-@attrs.define
-class Fleet:
-    dsn: str
-    instance: str
-    reviewer: str
-    running: list[Instance] = attrs.Factory(list)
-
-    def start(self, *extra: str) -> Instance:
-        """Start an instance; ``extra`` are more of the runner's flags (``--webhook ...``)."""
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                LAUNCH,
-                "--dsn",
-                self.dsn,
-                "--port",
-                "0",
-                "--instance-token",
-                self.instance,
-                "--reviewer-token",
-                self.reviewer,
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line:
-            raise AssertionError(f"the instance did not start: {process.stderr.read()[-2000:]}")
-        started = Instance(process, json.loads(line)["url"])
-        self.running.append(started)
-        return started
-
-    def api(self, instance: Instance, *, reviewer: bool = False) -> Api:
-        return Api(instance.url, self.reviewer if reviewer else self.instance)
-
-
-@pytest.fixture
-def fleet(pg_dsn: str) -> Iterator[Fleet]:
-    """A fresh database of its own, and the instances a test starts on it."""
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    name = f"ag_fleet_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    dsn = make_conninfo(**{**conninfo_to_dict(pg_dsn), "dbname": name})
-    made = Fleet(
-        dsn=dsn,
-        instance="agi_" + secrets.token_urlsafe(24),
-        reviewer="agr_" + secrets.token_urlsafe(24),
-    )
-    try:
-        yield made
-    finally:
-        for instance in made.running:
-            if instance.process.poll() is None:
-                instance.process.kill()
-            instance.process.communicate(timeout=10)
-        with psycopg.connect(pg_dsn, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_a_decision_on_one_instance_wakes_a_poll_waiting_on_another(fleet: Fleet) -> None:

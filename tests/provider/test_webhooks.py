@@ -25,8 +25,8 @@ from approval_guard.provider.webhooks.signing import (
     verify,
 )
 from tests.support.api import Api
+from tests.support.guards import finish, in_thread
 from tests.support.webhook_receiver import Delivery, Receiver
-from tests.test_integration import finish, in_thread
 
 SECRET = new_secret()
 

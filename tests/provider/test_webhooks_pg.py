@@ -10,15 +10,12 @@ import pytest
 
 from approval_guard.provider import PostgresStore
 from approval_guard.provider.webhooks.signing import WebhookTarget, new_secret, verify
-from tests.provider import test_two_instances
-from tests.provider.test_two_instances import Fleet
+from tests.support.fleet import Fleet
 from tests.support.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.postgres
 
 SECRET = new_secret()
-#: A fresh database and the instances a test starts on it (the two-instance tests' fixture).
-fleet = test_two_instances.fleet
 
 
 def test_two_instances_claim_disjoint_rows(pg_schema_dsn: str) -> None:

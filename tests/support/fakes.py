@@ -18,6 +18,7 @@ from typing import Any
 
 import responses
 
+import approval_guard as ag
 from approval_guard._codec.duration import format_duration, parse_duration_string
 from approval_guard._codec.wire import format_http_date, format_timestamp
 
@@ -290,3 +291,27 @@ class FakeProvider:
 
 def _err(kind: str, message: str) -> str:
     return json.dumps({"error": {"type": kind, "message": message}})
+
+
+def make_tool(guard: ag.Guard, ran: list[tuple[Any, ...]], **options: Any) -> Any:
+    @guard.requires_approval(timeout=options.pop("timeout", "30m"), **options)
+    def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
+        ran.append((payment_id, amount, currency))
+        return {"refunded": amount}
+
+    return issue_refund
+
+
+def status_fault(code: int, kind: str = "unavailable", retry_after: str | None = None) -> Any:
+    def fault() -> Any:
+        headers = {"Retry-After": retry_after} if retry_after is not None else {}
+        return code, headers, json.dumps({"error": {"type": kind, "message": "try later"}})
+
+    return fault
+
+
+def raise_fault(exc: Exception) -> Any:
+    def fault() -> Any:
+        raise exc
+
+    return fault
