@@ -12,6 +12,7 @@ import pytest
 import responses
 
 import approval_guard as ag
+from approval_guard.testing import LocalProvider, approve_after
 from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
 
 if TYPE_CHECKING:
@@ -20,6 +21,24 @@ if TYPE_CHECKING:
 # Fixtures for every directory: a PostgreSQL server (``pg_dsn``, ``pg_schema_dsn``) and
 # provider processes on a database of their own (``fleet``).
 pytest_plugins = ["tests.support.pg", "tests.support.fleet"]
+
+@pytest.fixture
+def provider(approval_provider: LocalProvider) -> LocalProvider:
+    """The local provider of a test: the pytest plugin's ``approval_provider``.
+
+    In memory, on 127.0.0.1, stopped after the test; the plugin's ``guard`` points
+    at it. A test that needs another one (a file, a clock offset, a poll cap,
+    rules) builds its own ``LocalProvider(...)`` where it is used.
+    """
+    return approval_provider
+
+
+@pytest.fixture
+def approving(provider: LocalProvider) -> LocalProvider:
+    """``provider`` with a reviewer who approves each new request 0.05 s after it is made."""
+    provider.policy = approve_after(0.05)
+    return provider
+
 
 @pytest.fixture
 def clock() -> ManualClock:

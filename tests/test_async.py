@@ -115,7 +115,7 @@ def test_guarded_async_def_is_a_coroutine_function(guard: ag.Guard) -> None:
 
 
 def test_waiting_never_blocks_the_event_loop(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """A ticking task keeps its rate while a guarded call waits a second for approval."""
     period = 0.02
@@ -130,7 +130,7 @@ def test_waiting_never_blocks_the_event_loop(
                 await asyncio.sleep(period)
 
         ticking = asyncio.create_task(ticker())
-        reviewer = _reviewer(approval_provider, 1.0, approval_provider.approve)
+        reviewer = _reviewer(provider, 1.0, provider.approve)
         start = time.monotonic()
         result = await refund("payment_1")
         waited = time.monotonic() - start
@@ -148,10 +148,10 @@ def test_waiting_never_blocks_the_event_loop(
 
 
 def test_approved_async_call_runs_and_returns(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """An approved async tool runs once, with the caller's objects, and its value comes back."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     calls: list[tuple[str, int]] = []
 
     @guard.requires_approval(timeout="1m")
@@ -162,7 +162,7 @@ def test_approved_async_call_runs_and_returns(
 
     assert {"refunded": 4900} == asyncio.run(refund("payment_1", amount=4900))
     assert [("payment_1", 4900)] == calls
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert {"payment_id": "payment_1", "amount": 4900} == request.arguments
     execution = guard.ledger.get(request.id)
     assert execution is not None
@@ -185,14 +185,14 @@ def test_approved_async_call_runs_and_returns(
     ],
 )
 def test_unapproved_async_call_returns_not_run(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
     guard: ag.Guard,
     policy: Policy,
     reason: ag.Reason,
     note: str | None,
 ) -> None:
     """A denied or already-expired approval does not run the async tool: NotRun with its reason."""
-    approval_provider.policy = policy
+    provider.policy = policy
     ran: list[str] = []
     result = asyncio.run(_refund_tool(guard, ran)("payment_1"))
     assert isinstance(result, ag.NotRun)
@@ -202,23 +202,23 @@ def test_unapproved_async_call_returns_not_run(
 
 
 def test_async_call_survives_a_failed_create_and_a_dropped_poll(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """A 503 on create and a dropped poll are retried; one request is created and it runs."""
-    approval_provider.faults.add("status", on="create", status=503)
-    approval_provider.faults.add("drop_after_commit", on="poll")
-    approval_provider.policy = approve_after(0.3)
+    provider.faults.add("status", on="create", status=503)
+    provider.faults.add("drop_after_commit", on="poll")
+    provider.policy = approve_after(0.3)
     assert "refunded payment_1" == asyncio.run(_refund_tool(guard, [])("payment_1"))
     assert [("status", "create"), ("drop_after_commit", "poll")] == [
-        (fault.kind, fault.exchange) for fault in approval_provider.faults.log
+        (fault.kind, fault.exchange) for fault in provider.faults.log
     ]
-    assert 1 == approval_provider.stats.created
-    assert 2 == approval_provider.stats.creates
-    assert approval_provider.stats.polls >= 2
+    assert 1 == provider.stats.created
+    assert 2 == provider.stats.creates
+    assert provider.stats.polls >= 2
 
 
 def test_async_call_gives_up_at_the_harness_limit(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """With nobody deciding, the wait ends at the harness's limit: NOT_OBTAINED, not denied."""
     refund = _refund_tool(guard, [])
@@ -232,55 +232,55 @@ def test_async_call_gives_up_at_the_harness_limit(
     assert time.monotonic() - start < 6
     assert isinstance(result, ag.NotRun)
     assert ag.Reason.NOT_OBTAINED == result.reason
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert "2s" == request.timeout  # 4s less the test guard's two 1s margins
-    assert "pending" != approval_provider.get(request.id).status
+    assert "pending" != provider.get(request.id).status
 
 
 def test_cancelling_the_task_cancels_the_request(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """Cancelling the awaiting task cancels the pending request and CancelledError propagates."""
     ran: list[str] = []
 
     async def main() -> tuple[ApprovalRequest, float]:
         call = _refund_tool(guard, ran)("payment_1")
-        return await _cancel_when(call, _first_polled_request(approval_provider))
+        return await _cancel_when(call, _first_polled_request(provider))
 
     request, cancelled_at = asyncio.run(main())
-    waited = _wait_for_status(approval_provider, request.id, CANCELLED, within=2.0)
+    waited = _wait_for_status(provider, request.id, CANCELLED, within=2.0)
     assert waited is not None
     assert time.monotonic() - cancelled_at < 1.5
     assert [] == ran
-    assert 1 == approval_provider.stats.cancels
+    assert 1 == provider.stats.cancels
 
 
 def test_cancelling_during_the_create_still_cancels_the_request(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """A cancel that lands while the create is in flight cancels the request it made."""
-    approval_provider.faults.add("delay", on="create", delay=0.5)
+    provider.faults.add("delay", on="create", delay=0.5)
 
     async def main() -> None:
         # Cancelled once the create has reached the provider.
-        reached = _until(lambda: approval_provider.faults.log)
+        reached = _until(lambda: provider.faults.log)
         await _cancel_when(_refund_tool(guard, [])("payment_1"), reached)
 
     asyncio.run(main())
 
     def only_request_cancelled() -> bool:
-        return [CANCELLED] == [request.status for request in approval_provider.requests()]
+        return [CANCELLED] == [request.status for request in provider.requests()]
 
     # The create's late answer is what names the request to withdraw: after CancelledError.
     assert _eventually(only_request_cancelled, within=3.0) is not None
-    assert 0 == approval_provider.stats.polls
+    assert 0 == provider.stats.polls
 
 
 def test_harness_call_applies_inside_async_code(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """harness_call's key and limit reach the provider from an async tool."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     refund = _refund_tool(guard, [], timeout="30m")
 
     async def main() -> Any:
@@ -288,14 +288,14 @@ def test_harness_call_applies_inside_async_code(
             return await refund("payment_1")
 
     assert "refunded payment_1" == asyncio.run(main())
-    assert {"toolcall_async_1": "1m28s"} == _keys_and_timeouts(approval_provider)
+    assert {"toolcall_async_1": "1m28s"} == _keys_and_timeouts(provider)
 
 
 def test_concurrent_tasks_do_not_see_each_others_harness_call(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """Two tasks inside their own harness_call at once each send their own key and limit."""
-    approval_provider.policy = approve_after(0.2)
+    provider.policy = approve_after(0.2)
     refund = _refund_tool(guard, [], timeout="30m")
 
     async def main() -> list[Any]:
@@ -317,15 +317,15 @@ def test_concurrent_tasks_do_not_see_each_others_harness_call(
         )
 
     assert ["refunded payment_a", "refunded payment_b"] == asyncio.run(main())
-    assert {"toolcall_a": "58s", "toolcall_b": "1m28s"} == _keys_and_timeouts(approval_provider)
+    assert {"toolcall_a": "58s", "toolcall_b": "1m28s"} == _keys_and_timeouts(provider)
     by_key = {
-        request.arguments["payment_id"]: request.timeout for request in approval_provider.requests()
+        request.arguments["payment_id"]: request.timeout for request in provider.requests()
     }
     assert {"payment_a": "58s", "payment_b": "1m28s"} == by_key
 
 
 def test_abandon_event_abandons_an_async_call(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """harness_call(abandon=event) in async: NotRun(CANCELLED) and the request is cancelled."""
     abandon = threading.Event()
@@ -334,7 +334,7 @@ def test_abandon_event_abandons_an_async_call(
     async def main() -> tuple[Any, str, float]:
         with ag.harness_call(abandon=abandon):
             task = asyncio.create_task(_refund_tool(guard, ran)("payment_1"))
-        request = await _first_polled_request(approval_provider)
+        request = await _first_polled_request(provider)
         abandon.set()
         set_at = time.monotonic()
         return await task, request.id, set_at
@@ -342,16 +342,16 @@ def test_abandon_event_abandons_an_async_call(
     result, request_id, set_at = asyncio.run(main())
     assert isinstance(result, ag.NotRun)
     assert ag.Reason.CANCELLED == result.reason
-    assert _wait_for_status(approval_provider, request_id, CANCELLED, within=2.0) is not None
+    assert _wait_for_status(provider, request_id, CANCELLED, within=2.0) is not None
     assert time.monotonic() - set_at < 1.5
     assert [] == ran
 
 
 def test_fifty_concurrent_async_calls_each_run_once(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """Fifty guarded calls on one loop, all approved: each runs exactly once."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     ran: list[str] = []
     refund = _refund_tool(guard, ran)
     payment_ids = [f"payment_{n}" for n in range(50)]
@@ -361,11 +361,11 @@ def test_fifty_concurrent_async_calls_each_run_once(
 
     assert [f"refunded {payment_id}" for payment_id in payment_ids] == asyncio.run(main())
     assert {payment_id: 1 for payment_id in payment_ids} == collections.Counter(ran)
-    assert 50 == approval_provider.stats.created
+    assert 50 == provider.stats.created
 
 
 def test_cancelling_during_the_claim_gives_the_claim_back(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """A cancel that lands while the record is claimed: the tool does not run, nor count as run."""
     claiming = threading.Event()
@@ -378,9 +378,9 @@ def test_cancelling_during_the_claim_gives_the_claim_back(
 
     ledger = SlowLedger()
     guard = ag.Guard(
-        base_url=approval_provider.url, credential=approval_provider.credential, ledger=ledger
+        base_url=provider.url, credential=provider.credential, ledger=ledger
     )
-    approval_provider.policy = approve_after(0.0)
+    provider.policy = approve_after(0.0)
     ran: list[str] = []
     asyncio.run(_cancel_when(_refund_tool(guard, ran)("payment_1"), _until(claiming.is_set)))
     assert [] == ran

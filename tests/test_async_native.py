@@ -18,7 +18,7 @@ import time
 import tracemalloc
 import warnings
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -44,12 +44,6 @@ def _eventually(check: Callable[[], bool], within: float) -> bool:
             return True
         time.sleep(0.02)
     return check()
-
-
-@pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider() as p:
-        yield p
 
 
 def _direct_guard(provider: LocalProvider, **options: Any) -> ag.Guard:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +35,6 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The user's own APPROVAL_GUARD_* variables must not leak into these tests."""
     for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider(":memory:") as local:
-        yield local
 
 
 # ----------------------------------------------------------------------------- list / show

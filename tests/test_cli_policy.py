@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,12 +34,6 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The user's own APPROVAL_GUARD_* variables must not leak into these tests."""
     for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider(":memory:") as local:
-        yield local
 
 
 def create(provider: LocalProvider, arguments_json: str, editable: tuple[str, ...] = ()) -> str:

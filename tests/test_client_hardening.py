@@ -32,7 +32,7 @@ from approval_guard._transport import exchange
 from approval_guard._transport.answer import TransportError
 from approval_guard._transport.scrub import SECRET_WORDS, Scrubber, scrub_text
 from approval_guard._transport.sync_client import ProviderClient
-from approval_guard.testing import LocalProvider, approve_after
+from approval_guard.testing import LocalProvider
 from tests.support.guards import make_guard, refund_tool
 
 # Has characters that URL-encoding changes, so every encoded form differs.
@@ -135,12 +135,6 @@ def set_header(reply: Reply, name: str, value: str) -> Reply:
 
 def is_create(method: str, path: str) -> bool:
     return method == "POST" and urllib.parse.urlsplit(path).path == "/v1/requests"
-
-
-@pytest.fixture
-def approving() -> Iterator[LocalProvider]:
-    with LocalProvider(policy=approve_after(0.05)) as local:
-        yield local
 
 
 def quick_guard(url: str, credential: str, **options: Any) -> ag.Guard:

@@ -119,63 +119,63 @@ def test_a_dripping_answer_cannot_stretch_the_wait(dripping: DrippingProvider) -
 
 
 def test_retry_after_longer_than_the_wait_ends_it_without_spinning(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """A poll answered 429 Retry-After: 100 gives up at once instead of polling in a loop."""
-    approval_provider.faults.add("status", on="poll", status=429, retry_after=100, times=10_000)
-    guard = make_guard(approval_provider, harness_limit="8s", poll_wait="1s")
+    provider.faults.add("status", on="poll", status=429, retry_after=100, times=10_000)
+    guard = make_guard(provider, harness_limit="8s", poll_wait="1s")
     started = time.monotonic()
     out = refund_tool(guard, [])("p", 1)
     assert time.monotonic() - started < 8
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
-    assert approval_provider.stats.polls <= 2
-    assert "cancelled" == approval_provider.requests()[0].status
+    assert provider.stats.polls <= 2
+    assert "cancelled" == provider.requests()[0].status
 
 
 def test_lost_create_answers_are_recovered_and_withdrawn(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """A create answer lost, then no answer in time: the request made is found and cancelled."""
-    approval_provider.faults.add("drop_after_commit", on="create")
-    approval_provider.faults.add("status", on="create", status=503, retry_after=30)
-    guard = make_guard(approval_provider, harness_limit="4s")
+    provider.faults.add("drop_after_commit", on="create")
+    provider.faults.add("status", on="create", status=503, retry_after=30)
+    guard = make_guard(provider, harness_limit="4s")
     out = refund_tool(guard, [])("p", 1)
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert "cancelled" == request.status
     assert request.id == out.request_id
 
 
 def test_ctrl_c_during_the_create_still_withdraws_the_request(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """KeyboardInterrupt while the create is in flight: the request it made is cancelled."""
-    approval_provider.faults.add("delay", on="create", delay=1.0)
-    tool = refund_tool(make_guard(approval_provider), [])
+    provider.faults.add("delay", on="create", delay=1.0)
+    tool = refund_tool(make_guard(provider), [])
     with pytest.raises(KeyboardInterrupt):
         ctrl_c_during(lambda: tool("p", 1), after=0.4)
     # Withdrawn by the recovery, or as soon as the delayed create is answered.
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        statuses = [r.status for r in approval_provider.requests()]
+        statuses = [r.status for r in provider.requests()]
         if statuses == ["cancelled"]:
             break
         time.sleep(0.05)
-    assert ["cancelled"] == [r.status for r in approval_provider.requests()]
+    assert ["cancelled"] == [r.status for r in provider.requests()]
 
 
 def test_a_recovered_approval_does_not_run_once_the_harness_has_abandoned_it(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """Abandoned while the (already approved) create answer was on its way: not run."""
-    approval_provider.policy = approve_after(0.0)
+    provider.policy = approve_after(0.0)
     ran: list[Any] = []
-    first = refund_tool(make_guard(approval_provider), ran)
+    first = refund_tool(make_guard(provider), ran)
     with ag.harness_call(idempotency_key="tc_abandon"):
         first("p", 1)
     # A restarted worker (its own record) replays the key, and the harness gives up meanwhile.
-    tool = refund_tool(make_guard(approval_provider, ledger=ag.MemoryLedger()), ran)
-    approval_provider.faults.add("delay", on="create", delay=1.0)
+    tool = refund_tool(make_guard(provider, ledger=ag.MemoryLedger()), ran)
+    provider.faults.add("delay", on="create", delay=1.0)
     gone = threading.Event()
     threading.Timer(0.3, gone.set).start()
     with ag.harness_call(idempotency_key="tc_abandon", abandon=gone):
@@ -184,9 +184,9 @@ def test_a_recovered_approval_does_not_run_once_the_harness_has_abandoned_it(
     assert 1 == len(ran)
 
 
-def test_closing_a_waiting_generator_is_clean(approval_provider: LocalProvider) -> None:
+def test_closing_a_waiting_generator_is_clean(provider: LocalProvider) -> None:
     """A call's rules closed mid-wait (an orphaned generator) end without RuntimeError."""
-    guard = make_guard(approval_provider)
+    guard = make_guard(provider)
     spec = refund_tool(guard, []).__approval_guard__  # type: ignore[attr-defined]
     plan, _ = guard._plan(spec, ("p", 1), {}, spec.bind(("p", 1), {}))
     assert isinstance(plan, ops_module.CallPlan)
@@ -199,9 +199,9 @@ def test_closing_a_waiting_generator_is_clean(approval_provider: LocalProvider) 
     gen.close()  # must not raise "generator ignored GeneratorExit"
 
 
-def test_closing_a_waiting_coroutine_is_clean(approval_provider: LocalProvider) -> None:
+def test_closing_a_waiting_coroutine_is_clean(provider: LocalProvider) -> None:
     """An async guarded call closed while suspended ends without RuntimeError."""
-    guard = make_guard(approval_provider)
+    guard = make_guard(provider)
 
     @guard.requires_approval(timeout="1m")
     async def refund(payment_id: str) -> str:
@@ -216,19 +216,19 @@ def test_closing_a_waiting_coroutine_is_clean(approval_provider: LocalProvider) 
 
 
 def test_denial_seen_while_giving_up_is_not_called_undenied(
-    approval_provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
+    provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A cancel answered 'already denied' never yields the words 'nobody denied it'."""
-    approval_provider.faults.add("status", on="create", status=503, retry_after=2)
-    tool = refund_tool(make_guard(approval_provider, poll_wait="1s"), [])
+    provider.faults.add("status", on="create", status=503, retry_after=2)
+    tool = refund_tool(make_guard(provider, poll_wait="1s"), [])
 
-    original = approval_provider.server.store.cancel
+    original = provider.server.store.cancel
 
     def deny_first(request_id: str, **kwargs: Any) -> Any:
-        approval_provider.deny(request_id, "no")
+        provider.deny(request_id, "no")
         return original(request_id, **kwargs)
 
-    monkeypatch.setattr(approval_provider.server.store, "cancel", deny_first)
+    monkeypatch.setattr(provider.server.store, "cancel", deny_first)
     with ag.harness_call(limit="5s"):
         out = tool("p", 1)
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
@@ -253,15 +253,15 @@ def test_echo_is_compared_as_json(sent: Any, echoed: Any, same: bool) -> None:
 
 
 def test_netrc_does_not_replace_the_credential(
-    approval_provider: LocalProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    provider: LocalProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A .netrc entry for the provider's host does not replace the Bearer credential."""
     netrc = tmp_path / "netrc"
     netrc.write_text("machine 127.0.0.1 login someone password elsewhere\n")
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
-    approval_provider.policy = approve_after(0.0)
-    assert {"refund_id": "re_1", "amount": 1} == refund_tool(make_guard(approval_provider), [])(
+    provider.policy = approve_after(0.0)
+    assert {"refund_id": "re_1", "amount": 1} == refund_tool(make_guard(provider), [])(
         "p", 1
     )
 
@@ -303,9 +303,9 @@ def test_deny_policy_helper_is_importable() -> None:
     assert callable(deny_after(0.0, "no"))
 
 
-def test_abandon_checked_again_after_the_claim(approval_provider: LocalProvider) -> None:
+def test_abandon_checked_again_after_the_claim(provider: LocalProvider) -> None:
     """The abandon event is looked at between the claim and the call."""
-    approval_provider.policy = approve_after(0.0)
+    provider.policy = approve_after(0.0)
     gone = threading.Event()
 
     class AbandonWhileClaiming(ag.MemoryLedger):
@@ -315,7 +315,7 @@ def test_abandon_checked_again_after_the_claim(approval_provider: LocalProvider)
 
     ledger = AbandonWhileClaiming()
     ran: list[Any] = []
-    tool = refund_tool(make_guard(approval_provider, ledger=ledger), ran)
+    tool = refund_tool(make_guard(provider, ledger=ledger), ran)
     thread, box = in_thread(lambda: _with_abandon(gone, tool))
     out = finish(thread, box)
     assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason

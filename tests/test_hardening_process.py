@@ -128,10 +128,10 @@ def _nested(depth: int, make: Any) -> Any:
     ],
 )
 def test_an_argument_json_cannot_carry_raises_argument_serialization_error(
-    approval_provider: LocalProvider, argument: Any
+    provider: LocalProvider, argument: Any
 ) -> None:
     """Whatever makes JSON fail raises ArgumentSerializationError (a TypeError); nothing is sent."""
-    guard = make_guard(approval_provider)
+    guard = make_guard(provider)
 
     @guard.requires_approval(timeout="30s")
     def store(value: Any) -> None:
@@ -141,14 +141,14 @@ def test_an_argument_json_cannot_carry_raises_argument_serialization_error(
         store(argument)
     assert isinstance(info.value, TypeError)
     assert len(str(info.value)) < 1000
-    assert [] == approval_provider.requests()
+    assert [] == provider.requests()
 
 
 def test_nesting_up_to_the_limit_and_long_integers_are_sent(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """64 levels deep and a 4,300-digit integer are still plain JSON: they go for approval."""
-    guard = make_guard(approval_provider, harness_limit="5s", return_margin="1s",
+    guard = make_guard(provider, harness_limit="5s", return_margin="1s",
                        deadline_margin="1s")
 
     @guard.requires_approval(timeout="2s")
@@ -157,6 +157,6 @@ def test_nesting_up_to_the_limit_and_long_integers_are_sent(
 
     out = store(_nested(63, lambda inner: [inner]), 10**4299)
     assert ag.Reason.NOT_OBTAINED == out.reason  # type: ignore[union-attr]
-    (request,) = approval_provider.requests()
+    (request,) = provider.requests()
     big = request.arguments["big"]  # the provider keeps a number this long as its source text
     assert str(10**4299) == str(getattr(big, "text", big))

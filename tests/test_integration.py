@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,6 @@ import pytest
 import approval_guard as ag
 from approval_guard.testing import LocalProvider, Timings, approve_after
 from tests.support.guards import ctrl_c_during, finish, in_thread, make_guard, refund_tool
-
-
-@pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider() as p:
-        yield p
 
 
 def test_approved_by_a_person_runs_the_tool(provider: LocalProvider) -> None:

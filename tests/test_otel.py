@@ -40,12 +40,6 @@ def spans() -> Iterator[InMemorySpanExporter]:
     _EXPORTER.clear()
 
 
-@pytest.fixture
-def p() -> Iterator[LocalProvider]:
-    with LocalProvider() as provider:
-        yield provider
-
-
 def only_call_span(exporter: InMemorySpanExporter) -> Any:
     calls = [s for s in exporter.get_finished_spans() if s.name == "approval_guard.call"]
     assert 1 == len(calls), [s.name for s in exporter.get_finished_spans()]
@@ -54,9 +48,9 @@ def only_call_span(exporter: InMemorySpanExporter) -> Any:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_approved_call_is_one_span_with_its_stages(
-    p: LocalProvider, spans: InMemorySpanExporter, mode: str
+    provider: LocalProvider, spans: InMemorySpanExporter, mode: str
 ) -> None:
-    guard = make_guard(p)
+    guard = make_guard(provider)
     tracer = trace.get_tracer("test")
     inner: list[Any] = []
 
@@ -65,11 +59,11 @@ def test_an_approved_call_is_one_span_with_its_stages(
             inner.append(child.get_span_context())
         return amount
 
-    p.policy = edit_to(amount=7)
+    provider.policy = edit_to(amount=7)
     out = run(define(guard, mode, body, editable=("amount",)), "pay_SECRET", 4900)
     assert 7 == out
     span = only_call_span(spans)
-    (request,) = p.requests()
+    (request,) = provider.requests()
     attrs = dict(span.attributes)
     assert "issue_refund" != attrs["approval_guard.tool"]  # the body's own name
     assert "body" == attrs["approval_guard.tool"]
@@ -95,10 +89,10 @@ def test_an_approved_call_is_one_span_with_its_stages(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_denied_call_is_not_an_error(
-    p: LocalProvider, spans: InMemorySpanExporter, mode: str
+    provider: LocalProvider, spans: InMemorySpanExporter, mode: str
 ) -> None:
-    guard = make_guard(p)
-    p.policy = deny_after(0.05, "no")
+    guard = make_guard(provider)
+    provider.policy = deny_after(0.05, "no")
     out = run(define(guard, mode, refund([])), "pay", 1)
     assert isinstance(out, ag.NotRun)
     span = only_call_span(spans)
@@ -109,14 +103,14 @@ def test_a_denied_call_is_not_an_error(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_only_the_tools_own_exception_makes_the_span_an_error(
-    p: LocalProvider, spans: InMemorySpanExporter, mode: str
+    provider: LocalProvider, spans: InMemorySpanExporter, mode: str
 ) -> None:
-    guard = make_guard(p)
+    guard = make_guard(provider)
 
     def body(x: int) -> int:
         raise ValueError("tool broke")
 
-    p.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     with pytest.raises(ValueError, match="tool broke"):
         run(define(guard, mode, body), 1)
     span = only_call_span(spans)
@@ -127,9 +121,9 @@ def test_only_the_tools_own_exception_makes_the_span_an_error(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_skipped_approval_is_a_span_too(
-    p: LocalProvider, spans: InMemorySpanExporter, mode: str
+    provider: LocalProvider, spans: InMemorySpanExporter, mode: str
 ) -> None:
-    guard = make_guard(p)
+    guard = make_guard(provider)
     assert 3 == run(define(guard, mode, lambda x: x, when=lambda a: False), 3)
     span = only_call_span(spans)
     assert "skipped" == span.attributes["approval_guard.outcome"]

@@ -73,19 +73,6 @@ def define(
     return guard.requires_approval(**options)(tool)
 
 
-@pytest.fixture
-def p() -> Iterator[LocalProvider]:
-    with LocalProvider() as provider:
-        yield provider
-
-
-@pytest.fixture
-def guard(p: LocalProvider) -> Iterator[ag.Guard]:
-    g = make_guard(p)
-    yield g
-    g.close()
-
-
 def refund(ran: list[Any]) -> Callable[..., Any]:
     def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
         ran.append((payment_id, amount, currency))
@@ -103,7 +90,7 @@ def small(args: Any) -> bool:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_refunds_under_50_gbp_run_at_once_and_larger_ones_ask(
-    p: LocalProvider, guard: ag.Guard, mode: str, caplog: pytest.LogCaptureFixture
+    provider: LocalProvider, guard: ag.Guard, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     events: list[Any] = []
     ran: list[Any] = []
@@ -116,7 +103,7 @@ def test_refunds_under_50_gbp_run_at_once_and_larger_ones_ask(
     )
     caplog.set_level(logging.INFO, "approval_guard")
     assert {"refunded": 4900, "currency": "GBP"} == run(tool, "pay_1", 4900)
-    assert [] == p.requests()  # no request was made
+    assert [] == provider.requests()  # no request was made
     assert [("pay_1", 4900, "GBP")] == ran
     assert any(
         "approval not needed for issue_refund" in r.message and r.levelno == logging.INFO
@@ -126,16 +113,16 @@ def test_refunds_under_50_gbp_run_at_once_and_larger_ones_ask(
     assert {"payment_id": "pay_1", "amount": 4900, "currency": "GBP"} == events[0].arguments
     assert events[1].request_id is None
     # 50 GBP and more: a person is asked.
-    p.policy = deny_after(0.05, "too much")
+    provider.policy = deny_after(0.05, "too much")
     out = run(tool, "pay_2", 5000)
     assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.DENIED
-    assert 1 == len(p.requests())
+    assert 1 == len(provider.requests())
     assert 1 == len(ran)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_when_gets_the_original_values_with_defaults_applied(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     seen: list[dict[str, Any]] = []
 
@@ -166,7 +153,7 @@ def test_when_gets_the_original_values_with_defaults_applied(
     ],
 )
 def test_a_when_that_raises_or_returns_no_bool_means_ask(
-    p: LocalProvider,
+    provider: LocalProvider,
     guard: ag.Guard,
     mode: str,
     when: Callable[[Any], Any],
@@ -174,20 +161,23 @@ def test_a_when_that_raises_or_returns_no_bool_means_ask(
 ) -> None:
     ran: list[Any] = []
     tool = define(guard, mode, refund(ran), when=when)
-    p.policy = deny_after(0.05)
+    provider.policy = deny_after(0.05)
     with caplog.at_level(logging.WARNING, "approval_guard"):
         out = run(tool, "pay", 10)
     assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.DENIED
     assert [] == ran
-    assert 1 == len(p.requests())
+    assert 1 == len(provider.requests())
     # The sent arguments are the call's own, whatever the predicate did.
-    assert {"payment_id": "pay", "amount": 10, "currency": "GBP"} == p.requests()[0].arguments
+    (request,) = provider.requests()
+    assert {"payment_id": "pay", "amount": 10, "currency": "GBP"} == request.arguments
     assert any(
         r.levelno == logging.WARNING and "asking for approval" in r.message for r in caplog.records
     )
 
 
-def test_an_async_when_is_awaited_for_an_async_tool(p: LocalProvider, guard: ag.Guard) -> None:
+def test_an_async_when_is_awaited_for_an_async_tool(
+    provider: LocalProvider, guard: ag.Guard
+) -> None:
     async def when(args: Any) -> bool:
         await asyncio.sleep(0)
         return bool(args["amount"] >= 100)
@@ -195,30 +185,30 @@ def test_an_async_when_is_awaited_for_an_async_tool(p: LocalProvider, guard: ag.
     ran: list[Any] = []
     tool = define(guard, "async", refund(ran), when=when)
     assert {"refunded": 5, "currency": "GBP"} == run(tool, "p", 5)
-    assert [] == p.requests()
-    p.policy = approve_after(0.05)
+    assert [] == provider.requests()
+    provider.policy = approve_after(0.05)
     assert {"refunded": 500, "currency": "GBP"} == run(tool, "p", 500)
-    assert 1 == len(p.requests())
+    assert 1 == len(provider.requests())
 
 
-def test_an_async_when_that_raises_asks(p: LocalProvider, guard: ag.Guard) -> None:
+def test_an_async_when_that_raises_asks(provider: LocalProvider, guard: ag.Guard) -> None:
     async def when(args: Any) -> bool:
         raise RuntimeError("boom")
 
     ran: list[Any] = []
     tool = define(guard, "async", refund(ran), when=when)
-    p.policy = deny_after(0.05)
+    provider.policy = deny_after(0.05)
     out = run(tool, "p", 5)
     assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.DENIED
 
 
-def test_a_sync_when_returning_a_coroutine_asks(p: LocalProvider, guard: ag.Guard) -> None:
+def test_a_sync_when_returning_a_coroutine_asks(provider: LocalProvider, guard: ag.Guard) -> None:
     async def later() -> bool:
         return False
 
     ran: list[Any] = []
     tool = define(guard, "sync", refund(ran), when=lambda args: later())
-    p.policy = deny_after(0.05)
+    provider.policy = deny_after(0.05)
     out = run(tool, "p", 5)
     assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.DENIED
 
@@ -274,7 +264,7 @@ def marker_digest(value: Any) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_redacted_value_never_reaches_the_provider_and_the_tool_gets_it(
-    p: LocalProvider, guard: ag.Guard, mode: str, caplog: pytest.LogCaptureFixture
+    provider: LocalProvider, guard: ag.Guard, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     got: list[Any] = []
 
@@ -284,12 +274,12 @@ def test_a_redacted_value_never_reaches_the_provider_and_the_tool_gets_it(
 
     events: list[Any] = []
     tool = define(guard, mode, charge, redact=("api_key", "card.number"), on_event=events.append)
-    p.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     caplog.set_level(logging.DEBUG)
     card = Card(holder="Ada", number="4111111111111111")
     assert "charged" == run(tool, "sk_live_SECRET123", card, 10)
     assert [("sk_live_SECRET123", card, 10)] == got
-    (request,) = p.requests()
+    (request,) = provider.requests()
     marker_digest(request.arguments["api_key"])
     assert "Ada" == request.arguments["card"]["holder"]
     marker_digest(request.arguments["card"]["number"])
@@ -300,13 +290,13 @@ def test_a_redacted_value_never_reaches_the_provider_and_the_tool_gets_it(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_not_run_carries_the_redacted_form_only(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     def login(user: str, pin: str) -> str:
         return "in"
 
     tool = define(guard, mode, login, redact=("pin",))
-    p.policy = deny_after(0.05, "no")
+    provider.policy = deny_after(0.05, "no")
     out = run(tool, "ada", "1234")
     assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.DENIED
     assert "1234" not in out.to_json() and "1234" not in repr(out)
@@ -314,9 +304,9 @@ def test_a_not_run_carries_the_redacted_form_only(
 
 
 def test_markers_are_stable_for_a_guard_and_differ_between_values_and_keys(
-    p: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
-    p.policy = deny_after(0.0)
+    provider.policy = deny_after(0.0)
 
     def digests(guard: ag.Guard, *pins: str) -> list[str]:
         @guard.requires_approval(redact=("pin",))
@@ -329,7 +319,7 @@ def test_markers_are_stable_for_a_guard_and_differ_between_values_and_keys(
             out.append(marker_digest(result.arguments["pin"]))
         return out
 
-    one = make_guard(p)
+    one = make_guard(provider)
     a1, b1, a2 = digests(one, "1234", "9999", "1234")
     assert a1 == a2 and a1 != b1
     # A four-digit PIN is not recoverable by trying all 10,000: the digest is keyed.
@@ -338,37 +328,37 @@ def test_markers_are_stable_for_a_guard_and_differ_between_values_and_keys(
     }
     assert a1 not in unkeyed
     # Another Guard has another random key...
-    (other,) = digests(make_guard(p), "1234")
+    (other,) = digests(make_guard(provider), "1234")
     assert other != a1
     # ...unless they share one, as processes replaying one call must.
     key = "k" * 32
-    (k1,) = digests(make_guard(p, redaction_key=key), "1234")
-    (k2,) = digests(make_guard(p, redaction_key=key), "1234")
+    (k1,) = digests(make_guard(provider, redaction_key=key), "1234")
+    (k2,) = digests(make_guard(provider, redaction_key=key), "1234")
     assert k1 == k2 != a1
 
 
-def test_a_redaction_key_must_be_long_enough_and_is_never_shown(p: LocalProvider) -> None:
+def test_a_redaction_key_must_be_long_enough_and_is_never_shown(provider: LocalProvider) -> None:
     with pytest.raises(ValueError, match="at least 16 bytes"):
-        make_guard(p, redaction_key="short")
-    guard = make_guard(p, redaction_key="s3cr3t-redaction-key-xyz")
+        make_guard(provider, redaction_key="short")
+    guard = make_guard(provider, redaction_key="s3cr3t-redaction-key-xyz")
     assert "s3cr3t" not in repr(guard)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_path_through_a_list_and_a_dict_redacts_each_item(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     def send(cards: list[dict[str, str]], headers: dict[str, str]) -> int:
         return len(cards)
 
     tool = define(guard, mode, send, redact=("cards.number", "headers.authorization"))
-    p.policy = deny_after(0.0)
+    provider.policy = deny_after(0.0)
     run(
         tool,
         [{"number": "1111", "name": "a"}, {"number": "2222", "name": "b"}],
         {"authorization": "Bearer tok", "accept": "json"},
     )
-    (request,) = p.requests()
+    (request,) = provider.requests()
     cards = request.arguments["cards"]
     assert ["a", "b"] == [c["name"] for c in cards]
     assert marker_digest(cards[0]["number"]) != marker_digest(cards[1]["number"])
@@ -377,19 +367,19 @@ def test_a_path_through_a_list_and_a_dict_redacts_each_item(
 
 
 def test_a_path_into_a_value_that_is_not_an_object_hides_all_of_it(
-    p: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     @guard.requires_approval(redact=("card.number",))
     def pay(card: Any) -> None: ...
 
-    p.policy = deny_after(0.0)
+    provider.policy = deny_after(0.0)
     pay("4111 1111 1111 1111")
-    marker_digest(p.requests()[0].arguments["card"])
+    marker_digest(provider.requests()[0].arguments["card"])
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_redact_function_hides_what_it_changes_with_markers_of_the_real_value(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     def scrub(args: dict[str, Any]) -> dict[str, Any]:
         args["token"] = "***"  # changed: hidden
@@ -401,9 +391,9 @@ def test_a_redact_function_hides_what_it_changes_with_markers_of_the_real_value(
         return n
 
     tool = define(guard, mode, call_api, redact=scrub)
-    p.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     assert 3 == run(tool, "tok_SECRET", "hello", 3)
-    (request,) = p.requests()
+    (request,) = provider.requests()
     assert {"token", "note", "n"} == set(request.arguments)
     marker_digest(request.arguments["token"])
     marker_digest(request.arguments["note"])
@@ -413,7 +403,7 @@ def test_a_redact_function_hides_what_it_changes_with_markers_of_the_real_value(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_redact_function_that_fails_sends_nothing_and_does_not_run(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     ran: list[Any] = []
 
@@ -428,12 +418,12 @@ def test_a_redact_function_that_fails_sends_nothing_and_does_not_run(
     assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.NOT_OBTAINED
     assert "redact function failed" in out.message
     assert "SECRET" not in out.to_json()
-    assert [] == p.requests() and [] == ran
+    assert [] == provider.requests() and [] == ran
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_arguments_that_hold_a_forged_marker_are_refused(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     ran: list[Any] = []
 
@@ -444,7 +434,7 @@ def test_arguments_that_hold_a_forged_marker_are_refused(
     out = run(tool, {"account": {"$redacted": "0123456789ab"}}, 5)
     assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.NOT_OBTAINED
     assert "$redacted" in out.message
-    assert [] == p.requests() and [] == ran
+    assert [] == provider.requests() and [] == ran
 
 
 @pytest.mark.parametrize(
@@ -496,19 +486,19 @@ def edit_to(**changes: Any) -> Callable[[LocalProvider, Any], None]:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_approved_edit_runs_the_tool_with_the_new_values(
-    p: LocalProvider, guard: ag.Guard, mode: str, caplog: pytest.LogCaptureFixture
+    provider: LocalProvider, guard: ag.Guard, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     ran: list[Any] = []
     events: list[Any] = []
     tool = define(guard, mode, refund(ran), editable=("amount", "currency"), on_event=events.append)
-    p.policy = edit_to(amount=2500)
+    provider.policy = edit_to(amount=2500)
     with caplog.at_level(logging.WARNING, "approval_guard"):
         out = run(tool, "pay_1", 4900)
     assert {"refunded": 2500, "currency": "GBP"} == out
     assert [("pay_1", 2500, "GBP")] == ran
     assert type(ran[0][1]) is int
-    (request,) = p.requests()
-    assert ("amount", "currency") == tuple(p.store.get_request(request.id).editable)
+    (request,) = provider.requests()
+    assert ("amount", "currency") == tuple(provider.store.get_request(request.id).editable)
     (edited,) = [e for e in events if isinstance(e, ag.ArgumentsEdited)]
     assert 4900 == edited.before["amount"] and 2500 == edited.after["amount"]
     assert ("amount",) == edited.changed
@@ -524,7 +514,9 @@ def test_an_approved_edit_runs_the_tool_with_the_new_values(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_edits_convert_to_each_annotation(p: LocalProvider, guard: ag.Guard, mode: str) -> None:
+def test_edits_convert_to_each_annotation(
+    provider: LocalProvider, guard: ag.Guard, mode: str
+) -> None:
     got: list[Any] = []
 
     def book(
@@ -540,7 +532,7 @@ def test_edits_convert_to_each_annotation(p: LocalProvider, guard: ag.Guard, mod
 
     tool = define(guard, mode, book, editable=("amount", "on", "currency", "ref", "tags", "limit"))
     new_ref = uuid.UUID(int=7)
-    p.policy = edit_to(
+    provider.policy = edit_to(
         amount="10.05", on="2027-03-04", currency="EUR", ref=str(new_ref), tags=["x"], limit=3
     )
     assert "booked" == run(
@@ -562,7 +554,7 @@ def test_edits_convert_to_each_annotation(p: LocalProvider, guard: ag.Guard, mod
     ],
 )
 def test_an_edit_that_does_not_convert_never_runs(
-    p: LocalProvider, guard: ag.Guard, mode: str, change: dict[str, Any]
+    provider: LocalProvider, guard: ag.Guard, mode: str, change: dict[str, Any]
 ) -> None:
     ran: list[Any] = []
     tool = define(guard, mode, refund(ran), editable=("amount", "currency"))
@@ -573,7 +565,7 @@ def test_an_edit_that_does_not_convert_never_runs(
         except ValueError:
             provider.approve(request.id)  # the provider refused it: not this test's case
 
-    p.policy = policy
+    provider.policy = policy
     out = run(tool, "pay", 4900)
     if change == {"amount": {"$redacted": "0123456789ab"}}:
         # The local provider refuses to put a marker into an edit, so nothing was edited.
@@ -584,7 +576,7 @@ def test_an_edit_that_does_not_convert_never_runs(
     assert "approved edit could not be applied" in out.message
     assert "changes that could not be applied" in str(out)
     assert [] == ran
-    (request,) = p.requests()
+    (request,) = provider.requests()
     assert guard.ledger.get(request.id) is None  # nothing claimed: nothing started
 
 
@@ -638,9 +630,11 @@ class RewritingProxy:
         self.server.server_close()
 
 
-def hostile(p: LocalProvider, rewrite: Callable[[dict[str, Any]], None]) -> Iterator[ag.Guard]:
-    proxy = RewritingProxy(p.url, rewrite)
-    guard = make_guard(p, base_url=proxy.url, allow_insecure_http=True)
+def hostile(
+    provider: LocalProvider, rewrite: Callable[[dict[str, Any]], None]
+) -> Iterator[ag.Guard]:
+    proxy = RewritingProxy(provider.url, rewrite)
+    guard = make_guard(provider, base_url=proxy.url, allow_insecure_http=True)
     try:
         yield guard
     finally:
@@ -667,10 +661,10 @@ def _approved_with(**changes: Any) -> Callable[[dict[str, Any]], None]:
     ],
 )
 def test_a_hostile_edit_never_runs_the_tool(
-    p: LocalProvider, mode: str, rewrite: Callable[[dict[str, Any]], None], words: str
+    provider: LocalProvider, mode: str, rewrite: Callable[[dict[str, Any]], None], words: str
 ) -> None:
-    p.policy = approve_after(0.05)
-    for guard in hostile(p, rewrite):
+    provider.policy = approve_after(0.05)
+    for guard in hostile(provider, rewrite):
         ran: list[Any] = []
         tool = define(guard, mode, refund(ran), editable=("amount",))
         out = run(tool, "pay", 4900)
@@ -682,11 +676,11 @@ def test_a_hostile_edit_never_runs_the_tool(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_edit_from_a_provider_never_told_the_field_was_editable_never_runs(
-    p: LocalProvider, mode: str
+    provider: LocalProvider, mode: str
 ) -> None:
     """No editable= on the tool; a provider invents an edit anyway."""
-    p.policy = approve_after(0.05)
-    for guard in hostile(p, _approved_with(amount=1)):
+    provider.policy = approve_after(0.05)
+    for guard in hostile(provider, _approved_with(amount=1)):
         ran: list[Any] = []
         out = run(define(guard, mode, refund(ran)), "pay", 4900)
         assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
@@ -696,14 +690,14 @@ def test_an_edit_from_a_provider_never_told_the_field_was_editable_never_runs(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_edit_the_provider_does_not_echo_as_editable_never_runs(
-    p: LocalProvider, mode: str
+    provider: LocalProvider, mode: str
 ) -> None:
     def rewrite(obj: dict[str, Any]) -> None:
         obj.pop("editable", None)
         _approved_with(amount=1)(obj)
 
-    p.policy = approve_after(0.05)
-    for guard in hostile(p, rewrite):
+    provider.policy = approve_after(0.05)
+    for guard in hostile(provider, rewrite):
         ran: list[Any] = []
         out = run(define(guard, mode, refund(ran), editable=("amount",)), "pay", 4900)
         assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
@@ -712,37 +706,37 @@ def test_an_edit_the_provider_does_not_echo_as_editable_never_runs(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_changed_tool_name_never_runs(p: LocalProvider, mode: str) -> None:
+def test_a_changed_tool_name_never_runs(provider: LocalProvider, mode: str) -> None:
     def rewrite(obj: dict[str, Any]) -> None:
         if isinstance(obj.get("decision"), dict):
             obj["tool"] = "delete_everything"
 
-    p.policy = approve_after(0.05)
-    for guard in hostile(p, rewrite):
+    provider.policy = approve_after(0.05)
+    for guard in hostile(provider, rewrite):
         ran: list[Any] = []
         out = run(define(guard, mode, refund(ran), editable=("amount",)), "pay", 4900)
         assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
         assert [] == ran
 
 
-def test_an_unchanged_decision_arguments_object_is_no_edit(p: LocalProvider) -> None:
+def test_an_unchanged_decision_arguments_object_is_no_edit(provider: LocalProvider) -> None:
     """A provider that echoes the whole arguments object unchanged: the call runs as sent."""
-    p.policy = approve_after(0.05)
-    for guard in hostile(p, _approved_with()):
+    provider.policy = approve_after(0.05)
+    for guard in hostile(provider, _approved_with()):
         ran: list[Any] = []
         out = run(define(guard, "sync", refund(ran)), "pay", 4900)
         assert {"refunded": 4900, "currency": "GBP"} == out
 
 
-def test_the_edit_is_the_decision_the_reread_shows(p: LocalProvider) -> None:
+def test_the_edit_is_the_decision_the_reread_shows(provider: LocalProvider) -> None:
     """decided_by from the provider reaches the Decided event."""
 
     def rewrite(obj: dict[str, Any]) -> None:
         if isinstance(obj.get("decision"), dict):
             obj["decision"]["decided_by"] = "ada@example.com"
 
-    p.policy = approve_after(0.05)
-    for guard in hostile(p, rewrite):
+    provider.policy = approve_after(0.05)
+    for guard in hostile(provider, rewrite):
         events: list[Any] = []
         out = run(define(guard, "sync", refund([]), on_event=events.append), "pay", 1)
         assert {"refunded": 1, "currency": "GBP"} == out
@@ -754,12 +748,12 @@ def test_the_edit_is_the_decision_the_reread_shows(p: LocalProvider) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_events_tell_the_harness_what_is_happening(p: LocalProvider, mode: str) -> None:
+def test_events_tell_the_harness_what_is_happening(provider: LocalProvider, mode: str) -> None:
     guard_events: list[Any] = []
     tool_events: list[Any] = []
-    guard = make_guard(p, on_event=guard_events.append, poll_wait="1s")
+    guard = make_guard(provider, on_event=guard_events.append, poll_wait="1s")
     tool = define(guard, mode, refund([]), on_event=tool_events.append)
-    p.policy = approve_after(1.6)
+    provider.policy = approve_after(1.6)
     assert {"refunded": 1, "currency": "GBP"} == run(tool, "pay", 1)
     assert guard_events == tool_events
     kinds = [type(e) for e in guard_events]
@@ -767,7 +761,7 @@ def test_events_tell_the_harness_what_is_happening(p: LocalProvider, mode: str) 
     assert ag.StillWaiting in kinds
     assert [ag.Decided, ag.ToolStarted, ag.ToolFinished] == kinds[-3:]
     created = guard_events[0]
-    (request,) = p.requests()
+    (request,) = provider.requests()
     assert request.id == created.request_id and request.deadline_at == created.deadline_at
     waiting = [e for e in guard_events if isinstance(e, ag.StillWaiting)]
     assert all(0 < e.seconds_left <= 120 for e in waiting)
@@ -777,10 +771,12 @@ def test_events_tell_the_harness_what_is_happening(p: LocalProvider, mode: str) 
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_call_that_does_not_run_ends_with_call_not_run(p: LocalProvider, mode: str) -> None:
+def test_a_call_that_does_not_run_ends_with_call_not_run(
+    provider: LocalProvider, mode: str
+) -> None:
     events: list[Any] = []
-    guard = make_guard(p, on_event=events.append)
-    p.policy = deny_after(0.05, "no")
+    guard = make_guard(provider, on_event=events.append)
+    provider.policy = deny_after(0.05, "no")
     out = run(define(guard, mode, refund([])), "pay", 1)
     assert isinstance(events[-1], ag.CallNotRun) and out == events[-1].not_run
     (decided,) = [e for e in events if isinstance(e, ag.Decided)]
@@ -789,7 +785,7 @@ def test_a_call_that_does_not_run_ends_with_call_not_run(p: LocalProvider, mode:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_callback_that_raises_never_changes_the_outcome(
-    p: LocalProvider, mode: str, caplog: pytest.LogCaptureFixture
+    provider: LocalProvider, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     calls: list[Any] = []
 
@@ -797,8 +793,8 @@ def test_a_callback_that_raises_never_changes_the_outcome(
         calls.append(event)
         raise RuntimeError("callback broke")
 
-    guard = make_guard(p, on_event=bad)
-    p.policy = approve_after(0.05)
+    guard = make_guard(provider, on_event=bad)
+    provider.policy = approve_after(0.05)
     with caplog.at_level(logging.WARNING, "approval_guard"):
         assert {"refunded": 1, "currency": "GBP"} == run(define(guard, mode, refund([])), "p", 1)
     assert len(calls) >= 3
@@ -809,23 +805,23 @@ def test_a_callback_that_raises_never_changes_the_outcome(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_each_reason_tells_the_model_what_to_do_next(p: LocalProvider, mode: str) -> None:
-    guard = make_guard(p)
-    p.policy = deny_after(0.05, "no")
+def test_each_reason_tells_the_model_what_to_do_next(provider: LocalProvider, mode: str) -> None:
+    guard = make_guard(provider)
+    provider.policy = deny_after(0.05, "no")
     out = run(define(guard, mode, refund([])), "pay", 1)
     assert str(out).startswith(out.message)
     assert "Do not retry the same call" in str(out)
     assert out.advice in str(out) and out.to_dict()["advice"] == out.advice
-    p.policy = None
-    short = make_guard(p, harness_limit="4s", return_margin="1s", deadline_margin="1s")
+    provider.policy = None
+    short = make_guard(provider, harness_limit="4s", return_margin="1s", deadline_margin="1s")
     out = run(define(short, mode, refund([])), "pay", 1)
     assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.NOT_OBTAINED
     assert "Nobody denied it" in str(out)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_messages_override_the_advice_per_tool(p: LocalProvider, mode: str) -> None:
-    guard = make_guard(p)
+def test_messages_override_the_advice_per_tool(provider: LocalProvider, mode: str) -> None:
+    guard = make_guard(provider)
     tool = define(
         guard,
         mode,
@@ -833,7 +829,7 @@ def test_messages_override_the_advice_per_tool(p: LocalProvider, mode: str) -> N
         messages={ag.Reason.DENIED: "Tell the customer a manager said no.", "cancelled": "x"},
         on_not_run=str,
     )
-    p.policy = deny_after(0.05, "no")
+    provider.policy = deny_after(0.05, "no")
     out = run(tool, "pay", 1)
     assert isinstance(out, str)
     assert out.endswith("Tell the customer a manager said no.")
@@ -842,7 +838,7 @@ def test_messages_override_the_advice_per_tool(p: LocalProvider, mode: str) -> N
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_edited_number_is_run_exactly_or_not_at_all(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """A JSON number reaches a Decimal exactly; one a float cannot hold never runs rounded."""
     from approval_guard._codec.exact_json import JSONNumber
@@ -854,13 +850,13 @@ def test_an_edited_number_is_run_exactly_or_not_at_all(
         return "paid"
 
     tool = define(guard, mode, pay, editable=("exact", "ratio"))
-    p.policy = edit_to(exact=JSONNumber("0.10000000000000000001"))
+    provider.policy = edit_to(exact=JSONNumber("0.10000000000000000001"))
     assert "paid" == run(tool, Decimal("1"), 0.5)
     assert [(Decimal("0.10000000000000000001"), 0.5)] == got
-    p.policy = edit_to(ratio=JSONNumber("0.10000000000000000001"))
+    provider.policy = edit_to(ratio=JSONNumber("0.10000000000000000001"))
     out = run(tool, Decimal("1"), 0.5)
     assert isinstance(out, ag.NotRun) and "does not convert" in out.message
-    p.policy = edit_to(ratio=0.25)
+    provider.policy = edit_to(ratio=0.25)
     assert "paid" == run(tool, Decimal("1"), 0.5)
     assert (Decimal("1"), 0.25) == got[-1]
 
@@ -874,7 +870,7 @@ def test_an_edited_number_is_run_exactly_or_not_at_all(
     ],
 )
 def test_a_redact_function_returning_no_arguments_object_sends_nothing(
-    p: LocalProvider, guard: ag.Guard, scrub: Callable[[Any], Any]
+    provider: LocalProvider, guard: ag.Guard, scrub: Callable[[Any], Any]
 ) -> None:
     @guard.requires_approval(redact=scrub)
     def call_api(token: dict[str, Any]) -> None: ...
@@ -882,12 +878,12 @@ def test_a_redact_function_returning_no_arguments_object_sends_nothing(
     out = call_api({"x": "tok_SECRET"})
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
     assert "SECRET" not in out.to_json()
-    assert [] == p.requests()
+    assert [] == provider.requests()
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_when_false_still_honours_an_abandoned_call(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     ran: list[Any] = []
     tool = define(guard, mode, refund(ran), when=lambda args: False)
@@ -896,11 +892,11 @@ def test_when_false_still_honours_an_abandoned_call(
     with ag.harness_call(idempotency_key="k_gone", abandon=gone):
         out = run(tool, "pay", 1)
     assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED is out.reason
-    assert [] == ran and [] == p.requests()
+    assert [] == ran and [] == provider.requests()
 
 
 def test_a_refused_call_tells_the_model_not_to_retry_it_unchanged(
-    p: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     @guard.requires_approval()
     def transfer(to: dict[str, Any]) -> None: ...

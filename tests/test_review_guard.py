@@ -46,10 +46,10 @@ def _create_raw(p: LocalProvider, key: str, arguments: dict[str, Any], timeout: 
     [("create", ag.Reason.APPROVAL_EXPIRED), ("any", ag.Reason.NOT_OBTAINED)],
 )
 def test_a_date_behind_an_old_decision_does_not_keep_an_expired_approval_alive(
-    approval_provider: LocalProvider, lagging: str, expected: ag.Reason
+    provider: LocalProvider, lagging: str, expected: ag.Reason
 ) -> None:
     """An approval that expired a minute ago, read through a Date lagging behind it: no run."""
-    p = approval_provider
+    p = provider
     p.clock_offset = timedelta(seconds=-120)
     request_id = _create_raw(p, "tc_old", ARGS, "1m")
     p.approve(request_id, valid_for="1m")  # decided 2 min ago, expired 1 min ago
@@ -101,10 +101,10 @@ class LyingStr(str):
     ],
 )
 def test_a_subclass_argument_is_sent_and_run_as_its_own_value(
-    approval_provider: LocalProvider, value: Any, shown: Any
+    provider: LocalProvider, value: Any, shown: Any
 ) -> None:
     """A str/int/float/Decimal subclass is sent as the value the tool gets, not its conversions'."""
-    p = approval_provider
+    p = provider
     p.policy = approve_after(0.0)
     ran: list[Any] = []
 
@@ -316,7 +316,7 @@ def test_a_poll_refused_for_good_still_withdraws_the_request(
     assert out.message.endswith("; the pending request was cancelled."), out.message
 
 
-def test_arguments_changed_while_waiting_do_not_run(approval_provider: LocalProvider) -> None:
+def test_arguments_changed_while_waiting_do_not_run(provider: LocalProvider) -> None:
     """The caller's list changes after the request was made: what would run was never seen."""
     payees = ["alice"]
 
@@ -324,21 +324,21 @@ def test_arguments_changed_while_waiting_do_not_run(approval_provider: LocalProv
         payees.append("mallory")
         provider.approve(request.id)
 
-    approval_provider.policy = mutate_then_approve
+    provider.policy = mutate_then_approve
     ran: list[Any] = []
 
-    @make_guard(approval_provider).requires_approval(timeout="1m")
+    @make_guard(provider).requires_approval(timeout="1m")
     def pay(to: list[str]) -> str:
         ran.append(list(to))
         return "paid"
 
     out = pay(payees)
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert {"to": ["alice"]} == request.arguments
     assert [] == ran
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason, out
     # The approval was not used up: nothing ran.
-    assert None is make_guard(approval_provider).ledger.get(request.id)
+    assert None is make_guard(provider).ledger.get(request.id)
 
 
 @pytest.mark.parametrize(

@@ -53,12 +53,6 @@ class Review:
 
 
 @pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider(":memory:") as local:
-        yield local
-
-
-@pytest.fixture
 def review(browser: Browser, provider: LocalProvider) -> Iterator[Review]:
     context = browser.new_context(viewport={"width": 1100, "height": 760})
     context.set_default_timeout(TIMEOUT_MS)

@@ -27,12 +27,6 @@ SHOWN_MARKER = "\u2039redacted 1a2b3c4d5e6f\u203a"
 
 
 @pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider(":memory:") as local:
-        yield local
-
-
-@pytest.fixture
 def review(browser: Browser, provider: LocalProvider) -> Iterator[Review]:
     context = browser.new_context(viewport={"width": 1100, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)

@@ -20,7 +20,7 @@ import approval_guard as ag
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
 from tests.support.browser import TIMEOUT_MS, Review, edit_field
-from tests.support.guards import finish, in_thread, make_guard
+from tests.support.guards import finish, in_thread
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -30,19 +30,6 @@ pytestmark = pytest.mark.browser
 MODES = ("sync", "async")
 SECRET = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
 Ran = list[tuple[str, int, str, str]]
-
-
-@pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider(":memory:") as local:
-        yield local
-
-
-@pytest.fixture
-def guard(provider: LocalProvider) -> Iterator[ag.Guard]:
-    made = make_guard(provider)
-    yield made
-    made.close()
 
 
 @pytest.fixture

@@ -20,22 +20,9 @@ from tests.support.guards import make_guard
 from tests.test_policy import MODES, define, refund, run
 
 
-@pytest.fixture
-def p() -> Iterator[LocalProvider]:
-    with LocalProvider() as provider:
-        yield provider
-
-
-@pytest.fixture
-def guard(p: LocalProvider) -> Iterator[ag.Guard]:
-    g = make_guard(p)
-    yield g
-    g.close()
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_a_forged_marker_refusal_never_carries_the_redacted_secret(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """The NotRun for arguments holding a forged marker shows redacted values, never the secret."""
     events: list[Any] = []
@@ -47,12 +34,12 @@ def test_a_forged_marker_refusal_never_carries_the_redacted_secret(
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
     shown = out.to_json() + repr(out) + repr(events)
     assert "SECRET123" not in shown
-    assert [] == p.requests()
+    assert [] == provider.requests()
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_redacted_secret_that_is_not_valid_unicode_is_hidden_not_raised(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """A lone surrogate in a redacted value is never sent, so it cannot make the call raise."""
     got: list[Any] = []
@@ -63,12 +50,12 @@ def test_a_redacted_secret_that_is_not_valid_unicode_is_hidden_not_raised(
 
     from approval_guard.testing import approve_after
 
-    p.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     tool = define(guard, mode, login, redact=("pin",))
     secret = "12\ud80034"
     assert "in" == run(tool, "ada", secret)
     assert [secret] == got
-    (request,) = p.requests()
+    (request,) = provider.requests()
     assert {"$redacted"} == set(request.arguments["pin"])
 
 
@@ -85,7 +72,7 @@ def test_a_bad_editable_option_raises_value_error(guard: ag.Guard, editable: Any
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_slow_tool_started_callback_cannot_outlast_the_approval(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """The approval's expiry is checked after ToolStarted's callbacks return, not before."""
     ran: list[Any] = []
@@ -97,7 +84,7 @@ def test_a_slow_tool_started_callback_cannot_outlast_the_approval(
     def policy(provider: LocalProvider, request: Any) -> None:
         provider.approve(request.id, valid_for=2)
 
-    p.policy = policy
+    provider.policy = policy
     tool = define(guard, mode, refund(ran), on_event=slow)
     out = run(tool, "pay", 1)
     assert [] == ran
@@ -105,9 +92,11 @@ def test_a_slow_tool_started_callback_cannot_outlast_the_approval(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_time_spent_in_when_counts_against_the_harness_limit(p: LocalProvider, mode: str) -> None:
+def test_time_spent_in_when_counts_against_the_harness_limit(
+    provider: LocalProvider, mode: str
+) -> None:
     """A slow when= uses up the harness's time: the wait that follows still ends inside it."""
-    short = make_guard(p, harness_limit="3s", return_margin="1s", deadline_margin="1s")
+    short = make_guard(provider, harness_limit="3s", return_margin="1s", deadline_margin="1s")
     ran: list[Any] = []
 
     def when(args: Any) -> bool:
@@ -118,10 +107,10 @@ def test_time_spent_in_when_counts_against_the_harness_limit(p: LocalProvider, m
     short.close()
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED is out.reason
     assert "Too little of the harness's time limit" in out.message
-    assert [] == p.requests() and [] == ran
+    assert [] == provider.requests() and [] == ran
 
 
-def test_a_late_denial_is_not_advised_as_nobody_denied_it(p: LocalProvider) -> None:
+def test_a_late_denial_is_not_advised_as_nobody_denied_it(provider: LocalProvider) -> None:
     """A request reported denied as the wait ends is never advised "nobody denied it"."""
     from approval_guard.testing import deny_after
     from tests.test_policy import RewritingProxy
@@ -130,10 +119,10 @@ def test_a_late_denial_is_not_advised_as_nobody_denied_it(p: LocalProvider) -> N
         obj["status"] = "pending"
         obj.pop("decision", None)
 
-    p.policy = deny_after(0.0, "no")
-    proxy = RewritingProxy(p.url, pending)
+    provider.policy = deny_after(0.0, "no")
+    proxy = RewritingProxy(provider.url, pending)
     proxied = make_guard(
-        p,
+        provider,
         base_url=proxy.url,
         allow_insecure_http=True,
         harness_limit="4s",
@@ -152,7 +141,7 @@ def test_a_late_denial_is_not_advised_as_nobody_denied_it(p: LocalProvider) -> N
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_callback_that_changes_an_event_cannot_change_the_record(
-    p: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """Events hold copies: a callback scrubbing ArgumentsEdited leaves the record's digest true."""
     from tests.test_policy import edit_to
@@ -163,10 +152,10 @@ def test_a_callback_that_changes_an_event_cannot_change_the_record(
             event.before.clear()
 
     ran: list[Any] = []
-    p.policy = edit_to(amount=2500)
+    provider.policy = edit_to(amount=2500)
     tool = define(guard, mode, refund(ran), editable=("amount",), on_event=scrub)
     assert {"refunded": 2500, "currency": "GBP"} == run(tool, "pay_1", 4900)
-    (request,) = p.requests()
+    (request,) = provider.requests()
     row = guard.ledger.get(request.id)
     assert row is not None
     ran_json = {"payment_id": "pay_1", "amount": 2500, "currency": "GBP"}
@@ -183,7 +172,7 @@ def exporter() -> Iterator[Any]:
 
 
 def test_a_cancelled_tool_on_the_when_false_path_is_no_error_span(
-    p: LocalProvider, guard: ag.Guard, exporter: Any
+    provider: LocalProvider, guard: ag.Guard, exporter: Any
 ) -> None:
     """Only a tool's own exception is an ERROR span: a cancelled task is not one, skipped or not."""
     from opentelemetry.trace import StatusCode
@@ -211,7 +200,7 @@ def test_a_cancelled_tool_on_the_when_false_path_is_no_error_span(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_call_that_raises_before_it_is_planned_still_ends_its_span(
-    p: LocalProvider, guard: ag.Guard, mode: str, exporter: Any
+    provider: LocalProvider, guard: ag.Guard, mode: str, exporter: Any
 ) -> None:
     """Arguments that cannot be sent raise, as documented, and the call's span is still ended."""
     tool = define(guard, mode, refund([]))

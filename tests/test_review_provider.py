@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,12 +20,6 @@ from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider(":memory:") as local:
-        yield local
 
 
 @pytest.fixture(autouse=True)

@@ -129,19 +129,19 @@ def test_reused_key_for_another_call_is_not_obtained(
 
 
 def test_harness_retry_with_less_time_left_uses_the_first_approval(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """Same key, less time left (so another timeout): the approval of the first create is used."""
-    api = Api(approval_provider.url, approval_provider.credential)
+    api = Api(provider.url, provider.credential)
     first = api.new(key="tc_less_time", arguments=REFUND, timeout="30m")
-    approval_provider.approve(first["id"], note="fine")
+    provider.approve(first["id"], note="fine")
     ran: list[Any] = []
-    tool = refund_tool(make_guard(approval_provider), ran)
+    tool = refund_tool(make_guard(provider), ran)
     with ag.harness_call(idempotency_key="tc_less_time", limit="1m"):
         out = tool("payment_123", 4900)
     assert {"refund_id": "re_1", "amount": 4900} == out
     assert [("payment_123", 4900, "GBP")] == ran
-    assert 1 == len(approval_provider.requests())
+    assert 1 == len(provider.requests())
 
 
 # -- 6: a stale Date ------------------------------------------------------------------
@@ -274,15 +274,15 @@ def test_retry_after_zero_is_paused_at_the_floor(clock: ManualClock, fake: FakeP
 
 
 @pytest.mark.parametrize("on", ["create", "poll"])
-def test_retry_after_zero_forever_is_not_a_storm(approval_provider: LocalProvider, on: str) -> None:
+def test_retry_after_zero_forever_is_not_a_storm(provider: LocalProvider, on: str) -> None:
     """A provider answering 503 Retry-After: 0 forever gets a bounded number of exchanges."""
-    approval_provider.faults.add("status", on=on, status=503, retry_after=0, times=100_000)
+    provider.faults.add("status", on=on, status=503, retry_after=0, times=100_000)
     guard = make_guard(
-        approval_provider, harness_limit=1.5, return_margin=0.25, deadline_margin=0.25
+        provider, harness_limit=1.5, return_margin=0.25, deadline_margin=0.25
     )
     out = refund_tool(guard, [])("p", 1)
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
-    exchanges = getattr(approval_provider.stats, f"{on}s")
+    exchanges = getattr(provider.stats, f"{on}s")
     assert exchanges <= 1.25 / RetryPolicy().floor + 5
 
 
@@ -331,28 +331,28 @@ def _no_request_left_pending(provider: LocalProvider) -> None:
 
 
 def test_abandoning_during_a_slow_create_returns_promptly(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """Abandoned 0.3 s into a create that takes 2.5 s: CANCELLED at once, nothing left pending."""
-    approval_provider.faults.add("delay", on="create", delay=CREATE_DELAY)
+    provider.faults.add("delay", on="create", delay=CREATE_DELAY)
     gone = threading.Event()
     threading.Timer(0.3, gone.set).start()
     ran: list[Any] = []
     started = time.monotonic()
     with ag.harness_call(abandon=gone):
-        out = refund_tool(make_guard(approval_provider), ran)("p", 1)
+        out = refund_tool(make_guard(provider), ran)("p", 1)
     assert time.monotonic() - started < CREATE_DELAY - 0.3
     assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
     assert [] == ran
-    _no_request_left_pending(approval_provider)
+    _no_request_left_pending(provider)
 
 
 def test_cancelling_a_task_during_a_slow_create_returns_promptly(
-    approval_provider: LocalProvider,
+    provider: LocalProvider,
 ) -> None:
     """A task cancelled 0.3 s into a 2.5 s create: CancelledError at once, nothing left pending."""
-    approval_provider.faults.add("delay", on="create", delay=CREATE_DELAY)
-    guard = make_guard(approval_provider)
+    provider.faults.add("delay", on="create", delay=CREATE_DELAY)
+    guard = make_guard(provider)
 
     @guard.requires_approval(timeout="1m")
     async def refund(payment_id: str) -> str:
@@ -368,7 +368,7 @@ def test_cancelling_a_task_during_a_slow_create_returns_promptly(
         return time.monotonic() - started
 
     assert asyncio.run(main()) < CREATE_DELAY - 0.5
-    _no_request_left_pending(approval_provider)
+    _no_request_left_pending(provider)
 
 
 # -- 2: nothing a provider sends may make the call raise -------------------------------
@@ -437,11 +437,11 @@ def test_an_exchange_that_always_raises_is_not_obtained(
 @pytest.mark.parametrize("error", ERRORS, ids=["ValueError", "OverflowError"])
 @pytest.mark.parametrize("method", ["create", "read"])
 def test_an_exchange_that_raises_is_retried_async(
-    approval_provider: LocalProvider, method: str, error: Exception
+    provider: LocalProvider, method: str, error: Exception
 ) -> None:
     """Async: a create or poll that raises once is a failed exchange, retried, never raised."""
-    approval_provider.policy = approve_after(0.2)
-    guard = make_guard(approval_provider)
+    provider.policy = approve_after(0.2)
+    guard = make_guard(provider)
     raising(guard, method, error, times=1)
 
     @guard.requires_approval(timeout="1m")
@@ -449,7 +449,7 @@ def test_an_exchange_that_raises_is_retried_async(
         return payment_id
 
     assert "p" == asyncio.run(refund("p"))
-    assert 1 == len(approval_provider.requests())
+    assert 1 == len(provider.requests())
 
 
 def test_an_answer_too_deep_to_handle_is_not_obtained(

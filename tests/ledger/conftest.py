@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -67,12 +66,3 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
         yield pool
     finally:
         pool.kill_all()
-
-
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[Any]:
-    """A local provider on 127.0.0.1 with its own database file."""
-    from approval_guard.testing import LocalProvider
-
-    with LocalProvider(db=str(tmp_path / "provider.sqlite3")) as running:
-        yield running

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from approval_guard.testing import LocalProvider
 from tests.support.api import Api
-
-
-@pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider() as local:
-        yield local
 
 
 @pytest.fixture
