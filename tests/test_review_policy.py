@@ -17,7 +17,7 @@ import approval_guard as ag
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
 from tests.support.guards import make_guard
-from tests.test_policy import MODES, define, refund, run
+from tests.support.tools import MODES, define, refund, run
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -113,7 +113,7 @@ def test_time_spent_in_when_counts_against_the_harness_limit(
 def test_a_late_denial_is_not_advised_as_nobody_denied_it(provider: LocalProvider) -> None:
     """A request reported denied as the wait ends is never advised "nobody denied it"."""
     from approval_guard.testing import deny_after
-    from tests.test_policy import RewritingProxy
+    from tests.support.proxies import RewritingProxy
 
     def pending(obj: dict[str, Any]) -> None:
         obj["status"] = "pending"
@@ -144,7 +144,7 @@ def test_a_callback_that_changes_an_event_cannot_change_the_record(
     provider: LocalProvider, guard: ag.Guard, mode: str
 ) -> None:
     """Events hold copies: a callback scrubbing ArgumentsEdited leaves the record's digest true."""
-    from tests.test_policy import edit_to
+    from tests.support.tools import edit_to
 
     def scrub(event: Any) -> None:
         if isinstance(event, ag.ArgumentsEdited):
@@ -164,7 +164,7 @@ def test_a_callback_that_changes_an_event_cannot_change_the_record(
 
 @pytest.fixture
 def exporter() -> Iterator[Any]:
-    from tests.test_otel import _EXPORTER
+    from tests.call.test_otel_spans import _EXPORTER
 
     _EXPORTER.clear()
     yield _EXPORTER

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import json
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,8 +17,6 @@ from approval_guard import _env
 from approval_guard.cli import main
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)

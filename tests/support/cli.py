@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,11 +15,11 @@ import requests
 from approval_guard import _env
 from approval_guard.cli import main
 from approval_guard.testing import LocalProvider
+from tests.support.paths import REPO
 
 ENV_NAMES = (_env.ENV_URL, _env.ENV_REVIEWER_TOKEN, _env.ENV_CREDENTIAL)
 
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def create(

@@ -9,14 +9,13 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import attrs
 import pytest
 
 from tests.support.api import Api
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = "approval_guard.provider.serving.process"
 
 
@@ -53,8 +52,8 @@ class Fleet:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
         )
         assert process.stdout is not None
         line = process.stdout.readline()

@@ -22,8 +22,9 @@ from typing import NoReturn
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-POSTGRES_SCRIPT = ROOT / ".ci" / "postgres.sh"
+from tests.support.paths import REPO
+
+POSTGRES_SCRIPT = REPO / ".ci" / "postgres.sh"
 
 
 def _unavailable(reason: str) -> NoReturn:

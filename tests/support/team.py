@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
-import pytest
 
 from approval_guard.provider import ProviderServer
 from tests.support.api import Api
@@ -41,23 +39,3 @@ def start_team(db: str | ProviderServer, rules: str | Path | None) -> Team:
     assert tokens is not None
     team = Team(server=server, instance=Api(server.url, tokens.instance), tokens={})
     return team
-
-
-@pytest.fixture(name="team")
-def team_fixture(tmp_path: Path) -> Iterator[Team]:
-    """A provider with :data:`RULES`; alice and bob (payments), carol (admin), dave (none)."""
-    rules = tmp_path / "rules.toml"
-    rules.write_text(RULES)
-    made = start_team(str(tmp_path / "team.sqlite3"), rules)
-    store = made.server.store
-    for name, roles in (
-        ("alice", ["payments"]),
-        ("bob", ["payments", "support"]),
-        ("carol", ["admin"]),
-        ("dave", []),
-    ):
-        made.tokens[name] = store.add_reviewer(name, roles=roles)
-    try:
-        yield made
-    finally:
-        made.server.close()

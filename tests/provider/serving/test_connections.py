@@ -26,8 +26,7 @@ import requests
 
 from approval_guard.provider import ProviderServer, Store
 from tests.support.api import REFUND, Api
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
 
 @pytest.fixture
@@ -287,8 +286,8 @@ def test_sigterm_answers_waiting_polls_with_the_current_state_and_loses_nothing(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:
         assert process.stdout is not None

@@ -23,13 +23,14 @@ import approval_guard as ag
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
 from tests.support.browser import TIMEOUT_MS
+from tests.support.paths import REPO
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "review-page.png"
+SCREENSHOT = REPO / "docs" / "review-page.png"
 HOSTILE_IMG = "<img src=x onerror=alert(1)>"
 HOSTILE_SCRIPT = "<script>window.pwned=1</script>"
 

@@ -27,7 +27,8 @@ from approval_guard.cli._demo import load_refund_example
 from approval_guard.cli._output import LiveLine
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
-from tests.support.cli import ENV_NAMES, REPO, cli, create, free_port, read, run, subprocess_env
+from tests.support.cli import ENV_NAMES, cli, create, free_port, read, run, subprocess_env
+from tests.support.paths import REPO
 
 
 @pytest.fixture(autouse=True)

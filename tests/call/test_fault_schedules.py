@@ -78,7 +78,6 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -98,6 +97,7 @@ from approval_guard._codec.wire import (
 )
 from approval_guard.provider.store.models import InvalidEdit, NotPendingError
 from approval_guard.testing import LocalProvider, Timings
+from tests.support.paths import REPO
 
 BATCH = 30  # schedules per hypothesis example, run at once on BATCH providers
 EXAMPLES = 10  # hypothesis examples: BATCH * EXAMPLES = 300 schedules per run
@@ -118,7 +118,7 @@ DELAYS = {
 }
 #: The guards' redaction key, known here so the expected markers are computed independently.
 REDACTION_KEY = b"fault-schedules-redaction-key-32"
-RESULTS = Path(__file__).parent.parent / "benchmarks" / "results" / "fault_schedules.json"
+RESULTS = REPO / "benchmarks" / "results" / "fault_schedules.json"
 
 # --------------------------------------------------------------------------- schedules
 

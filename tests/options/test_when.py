@@ -18,18 +18,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import date
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-import requests
 
 import approval_guard as ag
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider, approve_after, deny_after
 from tests.support.guards import make_guard
-
-MODES = ("sync", "async")
+from tests.support.proxies import RewritingProxy
+from tests.support.tools import MODES, define, edit_to, refund, run
 
 
 class Currency(str, enum.Enum):
@@ -41,44 +39,6 @@ class Currency(str, enum.Enum):
 class Card:
     holder: str
     number: str
-
-
-def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a guarded tool, sync or async (whichever it is)."""
-    out = fn(*args, **kwargs)
-    if asyncio.iscoroutine(out):
-        return asyncio.run(out)
-    return out
-
-
-def define(
-    guard: ag.Guard, mode: str, body: Callable[..., Any], **options: Any
-) -> Callable[..., Any]:
-    """``body`` guarded as a sync or an async tool with the same signature and name."""
-    import functools
-
-    if mode == "sync":
-
-        @functools.wraps(body)
-        def tool(*args: Any, **kwargs: Any) -> Any:
-            return body(*args, **kwargs)
-
-    else:
-
-        @functools.wraps(body)
-        async def tool(*args: Any, **kwargs: Any) -> Any:
-            await asyncio.sleep(0)
-            return body(*args, **kwargs)
-
-    return guard.requires_approval(**options)(tool)
-
-
-def refund(ran: list[Any]) -> Callable[..., Any]:
-    def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict[str, Any]:
-        ran.append((payment_id, amount, currency))
-        return {"refunded": amount, "currency": currency}
-
-    return issue_refund
 
 
 def small(args: Any) -> bool:
@@ -472,18 +432,6 @@ def test_an_editable_parameter_without_a_convertible_annotation_raises(guard: ag
             guard.requires_approval(editable=("a",))(fn)
 
 
-# --------------------------------------------------------------------------- editable=
-
-
-def edit_to(**changes: Any) -> Callable[[LocalProvider, Any], None]:
-    """A policy: approve each new request with these arguments changed."""
-
-    def policy(provider: LocalProvider, request: Any) -> None:
-        provider.approve(request.id, arguments={**request.arguments, **changes})
-
-    return policy
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_an_approved_edit_runs_the_tool_with_the_new_values(
     provider: LocalProvider, guard: ag.Guard, mode: str, caplog: pytest.LogCaptureFixture
@@ -578,56 +526,6 @@ def test_an_edit_that_does_not_convert_never_runs(
     assert [] == ran
     (request,) = provider.requests()
     assert guard.ledger.get(request.id) is None  # nothing claimed: nothing started
-
-
-class RewritingProxy:
-    """A real HTTP proxy in front of the local provider that rewrites request objects."""
-
-    def __init__(self, target: str, rewrite: Callable[[dict[str, Any]], None]) -> None:
-        self.target = target
-        self.rewrite = rewrite
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                headers = {
-                    k: v
-                    for k, v in self.headers.items()
-                    if k.lower() not in ("host", "content-length", "connection")
-                }
-                answer = requests.request(
-                    self.command, proxy.target + self.path, data=body, headers=headers, timeout=30
-                )
-                data = answer.content
-                try:
-                    obj = answer.json()
-                except ValueError:
-                    obj = None
-                if isinstance(obj, dict) and "tool" in obj:
-                    proxy.rewrite(obj)
-                    data = json.dumps(obj).encode()
-                self.send_response(answer.status_code)
-                for k, v in answer.headers.items():
-                    if k.lower() in ("content-type", "retry-after", "x-request-id"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = _forward
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def hostile(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +21,6 @@ from tests.support.fleet import Fleet, Instance
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_decision_on_one_instance_wakes_a_poll_waiting_on_another(fleet: Fleet) -> None:

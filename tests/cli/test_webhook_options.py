@@ -24,9 +24,9 @@ from approval_guard.provider.webhooks.signing import (
     verify,
 )
 from tests.support.api import Api
+from tests.support.paths import REPO
 from tests.support.webhook_receiver import Receiver
 
-ROOT = Path(__file__).resolve().parents[2]
 SECRET = new_secret()
 
 
@@ -171,8 +171,8 @@ def test_the_bare_runner_takes_the_webhook_flags(tmp_path: Path) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
         )
         try:
             assert process.stdout is not None

@@ -1,6 +1,6 @@
 """The review page's editable arguments and redacted values (API 1.1), in a headless browser.
 
-Debian's chromium driven by Playwright, as in tests/test_review_page.py: without
+Debian's chromium driven by Playwright, as in tests/browser/test_review_page.py: without
 playwright or chromium these tests skip on a developer's machine, and fail when
 ``CI`` is set.
 """

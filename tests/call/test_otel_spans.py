@@ -25,7 +25,7 @@ from opentelemetry.trace import StatusCode
 import approval_guard as ag
 from approval_guard.testing import LocalProvider, approve_after, deny_after
 from tests.support.guards import make_guard
-from tests.test_policy import MODES, define, edit_to, refund, run
+from tests.support.tools import MODES, define, edit_to, refund, run
 
 _EXPORTER = InMemorySpanExporter()
 _PROVIDER = TracerProvider()

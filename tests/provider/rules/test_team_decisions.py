@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ import requests
 
 from approval_guard._codec.wire import parse_timestamp as _parse
 from tests.support.api import REFUND, error_type
-from tests.support.team import Team, team_fixture  # noqa: F401 (the fixture)
+from tests.support.team import RULES, Team, start_team
 
 
 def parse_timestamp(text: str) -> Any:
@@ -21,6 +23,26 @@ def parse_timestamp(text: str) -> Any:
 def _refund(t: Team, **extra: Any) -> dict[str, Any]:
     body = {"tool": "issue_refund", "arguments": REFUND, "timeout": "30m", **extra}
     return t.instance.new(body=body)
+
+
+@pytest.fixture(name="team")
+def team_fixture(tmp_path: Path) -> Iterator[Team]:
+    """A provider with :data:`RULES`; alice and bob (payments), carol (admin), dave (none)."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(RULES)
+    made = start_team(str(tmp_path / "team.sqlite3"), rules)
+    store = made.server.store
+    for name, roles in (
+        ("alice", ["payments"]),
+        ("bob", ["payments", "support"]),
+        ("carol", ["admin"]),
+        ("dave", []),
+    ):
+        made.tokens[name] = store.add_reviewer(name, roles=roles)
+    try:
+        yield made
+    finally:
+        made.server.close()
 
 
 def test_a_reviewer_without_the_role_is_refused_403(team: Team) -> None:
@@ -154,8 +176,6 @@ def test_max_valid_for_refuses_a_longer_approval_and_caps_the_default(team: Team
 
 def test_a_short_max_valid_for_caps_the_default(tmp_path: Any) -> None:
     """max_valid_for = 2m: an approval without valid_for stays valid 2 minutes, not 5."""
-    from tests.support.team import start_team
-
     rules = tmp_path / "r.toml"
     rules.write_text('[tools.t]\nmax_valid_for = "2m"\n')
     t = start_team(str(tmp_path / "db.sqlite3"), rules)

@@ -4,7 +4,7 @@ A real provider (ProviderServer on a SQLite file, with a rules file) on
 127.0.0.1; alice and bob have the role ``payments``, carol only ``support``;
 each signs in with their own token in their own browser context. Without
 playwright or chromium these tests skip (and fail when ``CI`` is set), as in
-``tests/test_review_page.py``.
+``tests/browser/test_review_page.py``.
 """
 
 from __future__ import annotations
