@@ -257,7 +257,7 @@ def test_an_unsupported_annotation_is_refused(annotation: Any, shown: str) -> No
         converter(annotation)
     message = str(info.value)
     assert "editable parameter 'value' of " in message
-    assert f"is annotated {shown}" in message.replace("tests.test_convert.", "")
+    assert f"is annotated {shown}" in message.replace(f"{__name__}.", "")
 
 
 @pytest.mark.parametrize(
@@ -265,7 +265,7 @@ def test_an_unsupported_annotation_is_refused(annotation: Any, shown: str) -> No
     [
         (list[Any], "typing.Any"),
         (dict[str, Any], "typing.Any"),
-        (Optional[list[Code]], "tests.test_convert.Code"),  # noqa: UP045
+        (Optional[list[Code]], f"{__name__}.Code"),  # noqa: UP045
     ],
 )
 def test_an_unsupported_annotation_inside_another_is_named(annotation: Any, piece: str) -> None:
