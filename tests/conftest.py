@@ -17,8 +17,14 @@ from tests.support.api import Api
 from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
 
 # Fixture modules for every directory: a PostgreSQL server (``pg_dsn``,
-# ``pg_schema_dsn``) and provider processes on a database of their own (``fleet``).
-pytest_plugins = ["tests.support.pg", "tests.support.fleet"]
+# ``pg_schema_dsn``), provider processes on a database of their own (``fleet``),
+# scripted HTTP servers (``servers``) and a hostile provider (``hostile``).
+pytest_plugins = [
+    "tests.support.pg",
+    "tests.support.fleet",
+    "tests.support.scripted",
+    "tests.support.hostile",
+]
 
 
 # -- the local provider, over real HTTP on 127.0.0.1 ---------------------------------

@@ -50,7 +50,6 @@ def create_raw(provider: LocalProvider, arguments_json: str, *, tool: str = "tra
     return request_id
 
 
-# ----------------------------------------------------------------------------- provider input
 
 
 @pytest.mark.parametrize(
@@ -76,7 +75,6 @@ def test_a_request_target_that_is_no_url_gets_a_json_400(
     assert 200 == listed.status_code
 
 
-# ----------------------------------------------------------------------------- the CLI
 
 
 def run(capsys: pytest.CaptureFixture[str], provider: LocalProvider, *argv: str) -> tuple[int, str]:

@@ -7,6 +7,7 @@ that nothing is imported and calls behave the same.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -159,3 +160,44 @@ def test_without_the_extra_nothing_is_imported_and_calls_still_run(tmp_path: Any
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
     )
     assert "ok" in done.stdout, done.stderr
+
+
+# A bug found in the review of issue 11 (when=, redact=, editable=, events).
+def test_a_cancelled_tool_on_the_when_false_path_is_no_error_span(
+    provider: LocalProvider, guard: ag.Guard, spans: Any
+) -> None:
+    """Only a tool's own exception is an ERROR span: a cancelled task is not one, skipped or not."""
+    from opentelemetry.trace import StatusCode
+
+    started = asyncio.Event()
+
+    async def slow(amount: int) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    tool = guard.requires_approval(when=lambda args: False)(slow)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(tool(1))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "approval_guard.call"]
+    assert StatusCode.ERROR is not span.status.status_code
+    assert "interrupted" == span.attributes["approval_guard.outcome"]
+
+
+# A bug found in the review of issue 11 (when=, redact=, editable=, events).
+@pytest.mark.parametrize("mode", MODES)
+def test_a_call_that_raises_before_it_is_planned_still_ends_its_span(
+    provider: LocalProvider, guard: ag.Guard, mode: str, spans: Any
+) -> None:
+    """Arguments that cannot be sent raise, as documented, and the call's span is still ended."""
+    tool = define(guard, mode, refund([]))
+    with pytest.raises(ag.ArgumentSerializationError):
+        run(tool, object(), 1)
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "approval_guard.call"]
+    assert "raised" == span.attributes["approval_guard.outcome"]

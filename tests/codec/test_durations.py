@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import approval_guard as ag
 from approval_guard._codec.duration import (
+    canonical,
     check_duration_text,
     format_age,
+    format_duration,
     format_time_left,
     parse_age,
     parse_duration_string,
@@ -111,3 +116,52 @@ def test_a_guard_refuses_a_harness_limit_with_a_non_ascii_digit(digit: str) -> N
     """Guard(harness_limit=...) with a non-ASCII digit is a ConfigurationError at once."""
     with pytest.raises(ag.ConfigurationError, match="malformed duration"):
         ag.Guard(base_url="http://127.0.0.1:1", credential="c" * 20, harness_limit=f"{digit}h")
+
+
+@pytest.mark.parametrize(
+    ("expected", "value"),
+    [
+        ("1h30m", timedelta(hours=1, minutes=30)),
+        ("45s", 45),
+        ("30m", "30m"),
+        ("1m30s", "90s"),
+        ("2h", "2h"),
+        ("1h5s", "1h5s"),
+        ("1m", 60.9),
+    ],
+)
+def test_durations_are_sent_in_canonical_form(expected: str, value: Any) -> None:
+    """Strings, timedeltas and seconds all become the API's canonical duration."""
+    assert expected == canonical(value)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "0s",
+        "-5s",
+        "5",
+        "m",
+        "30m1h",
+        "1h1h",
+        "1d",
+        "",
+        " ",
+        0,
+        -1,
+        timedelta(0),
+        float("nan"),
+        float("inf"),
+        "1.5m",
+    ],
+)
+def test_bad_durations_raise_value_error(bad: Any) -> None:
+    """Zero, negative and malformed durations are refused."""
+    with pytest.raises(ValueError):
+        canonical(bad)
+
+
+@given(st.integers(min_value=1, max_value=10 * 24 * 3600))
+def test_duration_round_trip(seconds: int) -> None:
+    """Any whole number of seconds survives formatting and parsing."""
+    assert seconds == parse_duration_string(format_duration(seconds))

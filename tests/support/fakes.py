@@ -315,3 +315,9 @@ def raise_fault(exc: Exception) -> Any:
         raise exc
 
     return fault
+
+
+def unit_guard_for(clock: ManualClock, **options: Any) -> ag.Guard:
+    settings: dict[str, Any] = {"base_url": BASE, "credential": SECRET, "clock": clock}
+    settings.update(options)
+    return ag.Guard(**settings)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 from collections.abc import Callable
 from typing import Any
 
@@ -60,3 +62,14 @@ def edit_to(**changes: Any) -> Callable[[LocalProvider, Any], None]:
         provider.approve(request.id, arguments={**request.arguments, **changes})
 
     return policy
+
+
+class Currency(str, enum.Enum):
+    GBP = "GBP"
+    EUR = "EUR"
+
+
+@dataclasses.dataclass
+class Card:
+    holder: str
+    number: str

@@ -12,7 +12,7 @@ import pytest
 
 import approval_guard.testing as ag_testing
 from approval_guard.provider import NotPendingError
-from approval_guard.testing import LocalProvider
+from approval_guard.testing import LocalProvider, deny_after
 from tests.support.api import Api, in_thread
 
 pytest_plugins = ["pytester"]
@@ -157,3 +157,8 @@ def test_pytest_plugin_fixtures(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+
+
+def test_deny_policy_helper_is_importable() -> None:
+    """deny_after is part of the testing helpers used above."""
+    assert callable(deny_after(0.0, "no"))

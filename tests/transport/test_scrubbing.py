@@ -1,431 +1,46 @@
-"""What a provider (or anything between us and it) sends never makes a guarded call misbehave.
+"""The credential never comes back out, and what a provider writes is quoted bounded,
+printable and scrubbed: in a NotRun (str, repr, JSON), a log line or an exception.
 
-Over real HTTP on 127.0.0.1: the real local provider, a rewriting proxy in
-front of it, a hostile provider that echoes our credential back, and an
-environment proxy that must never see a plain-http call.
+Over real HTTP on 127.0.0.1: a scripted provider that echoes our credential back in
+every form, and the real local provider behind a rewriting proxy.
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
-import http.server
 import json
 import logging
-import socket
-import threading
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import approval_guard as ag
-from approval_guard._codec.clock import SystemClock
-from approval_guard._codec.wire import format_http_date, format_timestamp
-from approval_guard._transport import exchange
+from approval_guard._codec.wire import (
+    MESSAGE_LIMIT,
+    WireError,
+    format_http_date,
+    format_timestamp,
+    parse_error,
+)
 from approval_guard._transport.answer import TransportError
-from approval_guard._transport.scrub import SECRET_WORDS, Scrubber, scrub_text
-from approval_guard._transport.sync_client import ProviderClient
+from approval_guard._transport.scrub import SECRET_WORDS, Scrubber, safe_text, scrub_text
 from approval_guard.testing import LocalProvider
 from tests.support.guards import make_guard, refund_tool
-
-# Has characters that URL-encoding changes, so every encoded form differs.
-SECRET = "agi_s3cret/t0ken+never=shown_123"
-
-
-@attrs.define
-class Reply:
-    """An HTTP answer as a test server sends it, byte for byte."""
-
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-
-
-Handler = Callable[[str, str, dict[str, str], bytes], Reply]
-
-
-class ScriptedServer:
-    """A tiny HTTP server on 127.0.0.1 whose every answer is ``handler``'s (one per connection)."""
-
-    def __init__(self, handler: Handler) -> None:
-        outer = self
-
-        class _Handler(http.server.BaseHTTPRequestHandler):
-            def _any(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                reply = handler(self.command, self.path, dict(self.headers.items()), body)
-                self.send_response_only(reply.status)
-                names = {name.lower() for name, _ in reply.headers}
-                for name, value in reply.headers:
-                    self.send_header(name, value)
-                if "content-length" not in names:
-                    self.send_header("Content-Length", str(len(reply.body)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(reply.body)
-                self.close_connection = True
-
-            do_GET = do_POST = _any
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(
-            target=outer.server.serve_forever, args=(0.02,), daemon=True
-        )
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def forward(upstream: str, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
-    """Send the request on to ``upstream`` and return its answer unchanged."""
-    parts = urllib.parse.urlsplit(upstream)
-    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=70)
-    try:
-        sent = {k: v for k, v in headers.items() if k.lower() not in ("host", "connection")}
-        conn.request(method, path, body=body or None, headers=sent)
-        response = conn.getresponse()
-        return Reply(response.status, response.getheaders(), response.read())
-    finally:
-        conn.close()
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ScriptedServer]]:
-    started: list[ScriptedServer] = []
-    yield started
-    for server in started:
-        server.close()
-
-
-def rewriting_proxy(
-    servers: list[ScriptedServer], upstream: str, rewrite: Callable[[str, str, Reply], Reply]
-) -> str:
-    """The URL of a proxy in front of ``upstream`` that passes each answer through ``rewrite``."""
-
-    def handle(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
-        reply = forward(upstream, method, path, headers, body)
-        reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
-        return rewrite(method, path, reply)
-
-    server = ScriptedServer(handle)
-    servers.append(server)
-    return server.url
-
-
-def set_header(reply: Reply, name: str, value: str) -> Reply:
-    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != name.lower()]
-    reply.headers.append((name, value))
-    return reply
-
-
-def is_create(method: str, path: str) -> bool:
-    return method == "POST" and urllib.parse.urlsplit(path).path == "/v1/requests"
-
-
-def quick_guard(url: str, credential: str, **options: Any) -> ag.Guard:
-    settings: dict[str, Any] = {
-        "base_url": url,
-        "credential": credential,
-        "harness_limit": "4s",
-        "poll_wait": "1s",
-        "return_margin": "1s",
-        "deadline_margin": "1s",
-    }
-    settings.update(options)
-    return ag.Guard(**settings)
-
-
-# -- item 2: headers are parsed strictly and never raise ------------------------
-
-
-@pytest.mark.parametrize("on", ["create", "poll"])
-@pytest.mark.parametrize(
-    "retry_after", ["\u00b2", "\u00b9\u00b2\u00b3", "Fri, 31 Dec 9999 23:59:59 -2359"]
+from tests.support.scripted import (
+    SECRET,
+    Reply,
+    ScriptedServer,
+    is_create,
+    quick_guard,
+    rewriting_proxy,
+    set_header,
 )
-def test_a_retry_after_that_is_not_rfc_9110_is_ignored(
-    approving: LocalProvider, on: str, retry_after: str
-) -> None:
-    """A Unicode-digit or calendar-edge Retry-After is treated as absent: backoff, retry, run."""
-    approving.faults.add("status", on=on, status=503, retry_after=retry_after)
-    ran: list[Any] = []
-    tool = refund_tool(make_guard(approving), ran)
-    assert {"refund_id": "re_1", "amount": 1} == tool("p_1", 1)
-    assert [("p_1", 1, "GBP")] == ran
-
-
-def _two_digit_year(date: str) -> str:
-    moment = datetime.strptime(date, "%a, %d %b %Y %H:%M:%S GMT")
-    return moment.strftime("%a, %d %b %y %H:%M:%S GMT")
-
-
-def _rfc850(date: str) -> str:
-    moment = datetime.strptime(date, "%a, %d %b %Y %H:%M:%S GMT")
-    return moment.strftime("%A, %d-%b-%y %H:%M:%S GMT")
-
-
-@pytest.mark.parametrize(
-    "bad_date",
-    [
-        lambda date: "Fri, 31 Dec 9999 23:59:59 -2359",
-        lambda date: "Mon, 01 Jan 0001 00:00:00 +2359",
-        _two_digit_year,
-        _rfc850,
-        lambda date: date.replace("GMT", "+0000"),
-        lambda date: date.replace("GMT", "-0100"),
-    ],
-    ids=["overflow", "underflow", "two_digit_year", "rfc850", "numeric_zone", "other_zone"],
-)
-def test_an_approval_whose_date_header_is_not_an_http_date_does_not_run(
-    approving: LocalProvider, servers: list[ScriptedServer], bad_date: Callable[[str], str]
-) -> None:
-    """A Date that is not RFC 9110's (or would overflow) is no Date: the approval cannot run."""
-
-    def rewrite(method: str, path: str, reply: Reply) -> Reply:
-        date = dict(reply.headers)["Date"]
-        return set_header(reply, "Date", bad_date(date))
-
-    url = rewriting_proxy(servers, approving.url, rewrite)
-    ran: list[Any] = []
-    tool = refund_tool(make_guard(approving, base_url=url), ran)
-    out = tool("p_1", 1)
-    assert isinstance(out, ag.NotRun)
-    assert ag.Reason.NOT_OBTAINED == out.reason
-    assert "Date" in str(out)
-    assert [] == ran
-
-
-@pytest.mark.parametrize(
-    "body",
-    [b"[" * 200_000 + b"]" * 200_000, b'{"a": ' * 100_000 + b"1" + b"}" * 100_000],
-    ids=["deep_list", "deep_object"],
-)
-def test_a_create_answer_too_deep_to_decode_is_retried_and_the_request_adopted(
-    approving: LocalProvider, servers: list[ScriptedServer], body: bytes
-) -> None:
-    """A body that makes the JSON decoder give up is garbage: the retried create adopts it."""
-    spoiled: list[str] = []
-
-    def rewrite(method: str, path: str, reply: Reply) -> Reply:
-        if is_create(method, path) and not spoiled:
-            spoiled.append(path)
-            reply.body = body
-        return reply
-
-    url = rewriting_proxy(servers, approving.url, rewrite)
-    ran: list[Any] = []
-    tool = refund_tool(make_guard(approving, base_url=url), ran)
-    assert {"refund_id": "re_1", "amount": 1} == tool("p_1", 1)
-    assert [("p_1", 1, "GBP")] == ran
-    assert 1 == len(approving.requests())
-
-
-@pytest.mark.parametrize("length", ["\u00b2", "\u00b9\u00b2", "1" * 5000])
-def test_a_content_length_that_is_not_ascii_digits_does_not_break_the_call(
-    approving: LocalProvider, servers: list[ScriptedServer], length: str
-) -> None:
-    """Content-Length is read as ASCII digits or not at all: the call goes on and runs once."""
-    spoiled: list[str] = []
-
-    def rewrite(method: str, path: str, reply: Reply) -> Reply:
-        if is_create(method, path) and not spoiled:
-            spoiled.append(path)
-            return set_header(reply, "Content-Length", length)
-        return reply
-
-    url = rewriting_proxy(servers, approving.url, rewrite)
-    ran: list[Any] = []
-    assert {"refund_id": "re_1", "amount": 1} == refund_tool(
-        make_guard(approving, base_url=url), ran
-    )("p_1", 1)
-    assert [("p_1", 1, "GBP")] == ran
-
-
-def test_a_request_id_header_is_kept_bounded_and_printable(
-    approving: LocalProvider, servers: list[ScriptedServer], caplog: pytest.LogCaptureFixture
-) -> None:
-    """An X-Request-ID with control characters and 10 000 characters is logged cut and clean."""
-
-    def rewrite(method: str, path: str, reply: Reply) -> Reply:
-        return set_header(reply, "X-Request-ID", "\x1b[2J\x07" + "r" * 10_000)
-
-    url = rewriting_proxy(servers, approving.url, rewrite)
-    caplog.set_level(logging.DEBUG, logger="approval_guard")
-    ran: list[Any] = []
-    assert {"refund_id": "re_1", "amount": 1} == refund_tool(
-        make_guard(approving, base_url=url), ran
-    )("p_1", 1)
-    logged = [r.getMessage() for r in caplog.records if "provider_request_id" in r.getMessage()]
-    assert logged
-    assert all("\x1b" not in line and "\x07" not in line and len(line) < 1000 for line in logged)
-
-
-# -- item 15: timestamps are RFC 3339 or nothing --------------------------------
-
-
-def _week_date(moment: datetime) -> str:
-    year, week, day = moment.isocalendar()
-    return f"{year}-W{week:02d}-{day}T{moment:%H:%M:%S}Z"
-
-
-@pytest.mark.parametrize(
-    "spell",
-    [
-        _week_date,
-        lambda moment: f"{moment:%Y%m%dT%H%M%S}Z",
-        lambda moment: f"{moment + timedelta(hours=1):%Y-%m-%dT%H}Z",
-        lambda moment: f"{moment:%Y-%m-%d %H:%M:%S}Z",
-        lambda moment: f"{moment:%Y-%j}T{moment:%H:%M:%S}Z",
-        lambda moment: f"{moment:%Y-%m-%dT%H:%M}:60Z",
-    ],
-    ids=["week_date", "basic_format", "hour_only", "space", "ordinal_date", "leap_second"],
-)
-def test_an_approval_whose_expiry_is_not_rfc_3339_does_not_run(
-    approving: LocalProvider, servers: list[ScriptedServer], spell: Callable[[datetime], str]
-) -> None:
-    """An expires_at in another ISO 8601 form (or a leap second) is unreadable: no run."""
-
-    def rewrite(method: str, path: str, reply: Reply) -> Reply:
-        try:
-            body = json.loads(reply.body)
-        except ValueError:
-            return reply
-        decision = body.get("decision") if isinstance(body, dict) else None
-        if isinstance(decision, dict) and decision.get("expires_at"):
-            later = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(minutes=5)
-            decision["expires_at"] = spell(later)
-            reply.body = json.dumps(body).encode()
-        return reply
-
-    url = rewriting_proxy(servers, approving.url, rewrite)
-    ran: list[Any] = []
-    out = refund_tool(make_guard(approving, base_url=url), ran)("p_1", 1)
-    assert isinstance(out, ag.NotRun)
-    assert ag.Reason.NOT_OBTAINED == out.reason
-    assert "expires_at" in str(out)
-    assert [] == ran
-
-
-def test_an_approval_with_any_rfc_3339_offset_and_long_fraction_runs(
-    approving: LocalProvider, servers: list[ScriptedServer]
-) -> None:
-    """Lower-case t/z, an offset and a nanosecond fraction are RFC 3339: the approval runs."""
-
-    def rewrite(method: str, path: str, reply: Reply) -> Reply:
-        body = json.loads(reply.body) if reply.body else None
-        decision = body.get("decision") if isinstance(body, dict) else None
-        if isinstance(decision, dict) and decision.get("expires_at"):
-            later = datetime.now(timezone(timedelta(hours=-5))) + timedelta(minutes=5)
-            decision["expires_at"] = f"{later:%Y-%m-%dt%H:%M:%S}.123456789-05:00"
-            decision["decided_at"] = format_timestamp(datetime.now(timezone.utc)).lower()
-            reply.body = json.dumps(body).encode()
-        return reply
-
-    url = rewriting_proxy(servers, approving.url, rewrite)
-    ran: list[Any] = []
-    assert {"refund_id": "re_1", "amount": 1} == refund_tool(
-        make_guard(approving, base_url=url), ran
-    )("p_1", 1)
-
-
-# -- item 10: plain http never goes through an environment proxy ----------------
-
-
-class RecordingProxy:
-    """A 'proxy' on 127.0.0.1 that records every byte it is sent and answers nothing."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.received: list[bytes] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                data = b""
-                try:
-                    while b"\r\n\r\n" not in data:
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                except OSError:
-                    pass
-                self.received.append(data)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-PROXY_VARIABLES = [
-    "HTTP_PROXY",
-    "http_proxy",
-    "HTTPS_PROXY",
-    "https_proxy",
-    "ALL_PROXY",
-    "all_proxy",
-]
-
-
-@pytest.fixture
-def env_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingProxy]:
-    proxy = RecordingProxy()
-    for name in PROXY_VARIABLES:
-        monkeypatch.setenv(name, proxy.url)
-    for name in ("NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    yield proxy
-    proxy.close()
-
-
-def test_a_plain_http_provider_is_never_reached_through_an_environment_proxy(
-    approving: LocalProvider, env_proxy: RecordingProxy
-) -> None:
-    """With every *_PROXY variable set, a loopback http call goes direct; the proxy sees nothing."""
-    ran: list[Any] = []
-    tool = refund_tool(quick_guard(approving.url, approving.credential), ran)
-    assert {"refund_id": "re_1", "amount": 1} == tool("p_1", 1)
-    assert [] == env_proxy.received
-
-
-def test_an_https_provider_goes_through_an_environment_proxy_in_a_tunnel(
-    env_proxy: RecordingProxy,
-) -> None:
-    """For https the environment's proxy is used, by CONNECT: the token is never sent in clear."""
-    client = ProviderClient("https://approvals.example.com", SECRET, clock=SystemClock())
-    try:
-        with pytest.raises(TransportError):
-            client.perform(exchange.create(b"{}", "key-1", timeout=3))
-    finally:
-        client.close()
-    assert env_proxy.received
-    assert env_proxy.received[0].startswith(b"CONNECT approvals.example.com:443 ")
-    assert all(SECRET.encode() not in data for data in env_proxy.received)
-
-
-# -- item 4: the credential never comes back out --------------------------------
 
 
 def secret_forms(secret: str) -> list[str]:
@@ -582,8 +197,6 @@ def test_a_reviewers_note_without_secrets_is_kept_word_for_word(
     assert note == out.note
 
 
-# -- the scrubber's shortcut is sound -------------------------------------------
-
 _PIECES = st.sampled_from(
     [*secret_forms(SECRET), "Bearer ", "Authorization: ", "token=", "Basic ", " ", "x", "\u212a"]
 )
@@ -610,3 +223,71 @@ def test_the_scrubbers_shortcut_agrees_with_the_full_walk(value: Any, ascii_only
     scrubber = Scrubber(SECRET)
     raw = json.dumps(value, ensure_ascii=ascii_only).encode()
     assert scrubber.json(value) == scrubber.body(raw, value)
+
+
+# From the hardening pass, item 2: headers are parsed strictly and never raise.
+def test_a_request_id_header_is_kept_bounded_and_printable(
+    approving: LocalProvider, servers: list[ScriptedServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An X-Request-ID with control characters and 10 000 characters is logged cut and clean."""
+
+    def rewrite(method: str, path: str, reply: Reply) -> Reply:
+        return set_header(reply, "X-Request-ID", "\x1b[2J\x07" + "r" * 10_000)
+
+    url = rewriting_proxy(servers, approving.url, rewrite)
+    caplog.set_level(logging.DEBUG, logger="approval_guard")
+    ran: list[Any] = []
+    assert {"refund_id": "re_1", "amount": 1} == refund_tool(
+        make_guard(approving, base_url=url), ran
+    )("p_1", 1)
+    logged = [r.getMessage() for r in caplog.records if "provider_request_id" in r.getMessage()]
+    assert logged
+    assert all("\x1b" not in line and "\x07" not in line and len(line) < 1000 for line in logged)
+
+
+@given(st.text(), st.integers(min_value=1, max_value=600))
+def test_safe_text_is_bounded_and_printable(text: str, limit: int) -> None:
+    """Whatever a provider wrote, what is quoted is at most ``limit`` (+ "...") and printable."""
+    out = safe_text(text, limit)
+    assert len(out) <= limit + 3
+    assert out.isprintable()
+
+
+@pytest.mark.parametrize(
+    ("expected", "text"),
+    [
+        ("Authorization: *** was refused", "Authorization: Bearer abc.DEF-123 was refused"),
+        ("{'authorization': '***'}", "{'authorization': 'Bearer agi_secret_1'}"),
+        ('{"token": "***"}', '{"token": "s3cr3t"}'),
+        ("password=***&next=1", "password=hunter2&next=1"),
+        ("got Bearer *** back", "got Bearer agi_secret_token_123 back"),
+        ("Basic ***", "Basic dXNlcjpwYXNz"),
+        ("Token provided was checked", "Token provided was checked"),
+        ("Basic authentication is not supported", "Basic authentication is not supported"),
+        ('Bearer realm="api"', 'Bearer realm="api"'),
+    ],
+)
+def test_scrub_text_removes_what_is_shaped_like_a_secret(expected: str, text: str) -> None:
+    """Authorization values and credential-shaped tokens go; ordinary words stay."""
+    assert expected == scrub_text(text)
+
+
+def test_wire_and_transport_errors_are_bounded_and_printable() -> None:
+    """A megabyte of provider text with control characters never becomes a megabyte message."""
+    text = "\x1b[31m" + "x" * 1_000_000 + "\n\x00"
+    for message in (str(WireError(text)), TransportError("garbage", text).message):
+        assert len(message) <= MESSAGE_LIMIT + 3
+        assert message.isprintable()
+
+
+def test_an_error_body_is_quoted_bounded_and_scrubbed() -> None:
+    """parse_error's type and message are short, printable and free of Authorization values."""
+    body = {
+        "error": {"type": "t\x00" * 1000, "message": "Authorization: Bearer x1y2z3w4v5\n" * 10**5}
+    }
+    parsed = parse_error(body)
+    assert parsed is not None
+    kind, message = parsed
+    assert len(kind) < 100 and kind.isprintable()
+    assert len(message) <= MESSAGE_LIMIT + 3 and message.isprintable()
+    assert "x1y2z3w4v5" not in message
