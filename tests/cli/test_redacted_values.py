@@ -17,7 +17,7 @@ import requests
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
-from tests.support.cli import ENV_NAMES, cli, run
+from tests.support.cli import cli, run
 from tests.support.guards import finish, in_thread, make_guard
 
 MARKER = '{"$redacted": "1a2b3c4d5e6f"}'
@@ -27,13 +27,6 @@ REDACTED_REFUND = (
     f'"api_key": {MARKER}, "card": {{"holder": "A. Person", "number": '
     '{"$redacted": "00ff00ff00ff"}}}'
 )
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The user's own APPROVAL_GUARD_* variables must not leak into these tests."""
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
 
 
 def create(provider: LocalProvider, arguments_json: str, editable: tuple[str, ...] = ()) -> str:

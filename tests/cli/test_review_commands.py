@@ -1,44 +1,27 @@
-"""The ``approval-guard`` command line, against a real local provider over real HTTP."""
+"""The reviewer's commands (list, show, approve, deny, cancel): what they print and send,
+and each error in one clear line, against a real local provider over real HTTP.
+"""
 
 from __future__ import annotations
 
-import ast
-import importlib
 import io
 import json
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 import approval_guard as ag
 from approval_guard import _env
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.wire import parse_timestamp
 from approval_guard.cli import main
-from approval_guard.cli._demo import load_refund_example
 from approval_guard.cli._output import LiveLine
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
-from tests.support.cli import ENV_NAMES, cli, create, free_port, read, run, subprocess_env
-from tests.support.paths import REPO
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The user's own APPROVAL_GUARD_* variables must not leak into these tests."""
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
-
-
-# ----------------------------------------------------------------------------- list / show
+from tests.support.cli import create, free_port, read, run
 
 
 def test_list_shows_requests_newest_first(
@@ -121,9 +104,6 @@ def test_output_escapes_terminal_control_characters(
         assert "\u009b" not in out
         assert "\u202e" not in out
         assert "\\u009b2Jb" in out
-
-
-# ----------------------------------------------------------------------------- decisions
 
 
 def test_approve_records_approval_valid_for_the_given_time(
@@ -276,9 +256,6 @@ def test_reviewer_commands_read_url_and_token_from_the_environment(
     assert request_id in out
 
 
-# ----------------------------------------------------------------------------- errors
-
-
 def test_wrong_token_is_one_clear_line_and_exit_1(
     capsys: pytest.CaptureFixture[str], provider: LocalProvider
 ) -> None:
@@ -370,144 +347,6 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
         assert command in out
 
 
-# ----------------------------------------------------------------------------- subprocesses
-
-
-def test_python_dash_m_runs_the_same_cli(provider: LocalProvider) -> None:
-    """``python -m approval_guard list`` works in a child process."""
-    request_id = create(provider)
-
-    done = cli("list", "--url", provider.url, "--token", provider.reviewer_credential)
-
-    assert (0, "") == (done.returncode, done.stderr)
-    assert request_id in done.stdout
-
-
-def test_python_dash_m_reports_a_missing_provider_with_exit_1() -> None:
-    """The child process exits 1 with the one-line hint when nothing listens."""
-    url = f"http://127.0.0.1:{free_port()}"
-
-    done = cli("list", "--url", url, "--token", "agr_x")
-
-    assert 1 == done.returncode
-    assert f"no provider is answering at {url}" in done.stderr
-
-
-def _serve(db: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "approval_guard", "serve", "--db", str(db), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=subprocess_env(),
-    )
-
-
-def _read_until(process: subprocess.Popen[str], marker: str) -> str:
-    assert process.stdout is not None
-    lines = []
-    for line in process.stdout:
-        lines.append(line)
-        if marker in line:
-            break
-    return "".join(lines)
-
-
-def _stop(process: subprocess.Popen[str]) -> tuple[int, str]:
-    process.send_signal(signal.SIGINT)
-    out, _ = process.communicate(timeout=15)
-    return process.returncode, out
-
-
-def test_serve_prints_credentials_on_first_start_only(tmp_path: Path) -> None:
-    """First start prints URL, instance credential and reviewer URL; a restart does not."""
-    db = tmp_path / "approvals.sqlite3"
-
-    first = _serve(db)
-    try:
-        banner = _read_until(first, "Ctrl-C")
-        url = banner.split("listening on ", 1)[1].split()[0]
-        reviewer = banner.split(f"{url}/?token=", 1)[1].split()[0]
-        instance = banner.split("APPROVAL_GUARD_CREDENTIAL): ", 1)[1].split()[0]
-        # The printed credentials work: the instance creates, the reviewer lists.
-        response = requests.post(
-            f"{url}/v1/requests",
-            json={"tool": "t", "arguments": {}, "timeout": "1m"},
-            headers={"Authorization": f"Bearer {instance}", "Idempotency-Key": "k1"},
-            timeout=5,
-        )
-        assert 201 == response.status_code
-        listed = cli("list", "--url", url, "--token", reviewer)
-        assert response.json()["id"] in listed.stdout
-    finally:
-        code, rest = _stop(first)
-    assert 0 == code
-    assert "provider stopped" in rest
-
-    second = _serve(db)
-    try:
-        banner = _read_until(second, "Ctrl-C")
-    finally:
-        code, _ = _stop(second)
-    assert 0 == code
-    assert "printed when this database was first started" in banner
-    assert reviewer not in banner
-    assert instance not in banner
-
-
-def test_serve_on_a_busy_port_fails_with_exit_1(tmp_path: Path) -> None:
-    """A port already in use is a one-line error, not a traceback."""
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        done = cli("serve", "--db", str(tmp_path / "a.sqlite3"), "--port", str(port))
-
-    assert 1 == done.returncode
-    assert "cannot listen on 127.0.0.1" in done.stderr
-    assert "Traceback" not in done.stderr
-
-
-# ----------------------------------------------------------------------------- demo
-
-
-def test_demo_decide_approve_runs_the_refund() -> None:
-    """``demo --decide approve --after 1s`` ends with the refund's result and exit code 0."""
-    done = cli("demo", "--decide", "approve", "--after", "1s")
-
-    assert 0 == done.returncode, done.stdout + done.stderr
-    assert "/?token=agr_" in done.stdout  # where to approve in a browser
-    assert "approve " in done.stdout and "--token agr_" in done.stdout  # the CLI command
-    assert "waiting for a decision on" in done.stdout  # the live line
-    outcome = done.stdout.split("Outcome: approved, and issue_refund ran. It returned:", 1)[1]
-    refund = json.loads(outcome)
-    assert {
-        "payment_id": "payment_123",
-        "amount": 4900,
-        "currency": "GBP",
-        "status": "refunded",
-    } == {k: refund[k] for k in ("payment_id", "amount", "currency", "status")}
-    assert refund["refund_id"].startswith("re_")
-
-
-def test_demo_decide_deny_ends_with_reason_denied() -> None:
-    """``demo --decide deny`` reports the call did not run, reason denied, and exits 0."""
-    done = cli("demo", "--decide", "deny", "--after", "0s")
-
-    assert 0 == done.returncode, done.stdout + done.stderr
-    assert "Outcome: issue_refund did not run (reason: denied)." in done.stdout
-    assert "the payment is not a duplicate" in done.stdout
-    assert "refund_id" not in done.stdout
-
-
-def test_refund_example_loads_from_the_checkout() -> None:
-    """The demo finds examples/refund_tool.py and its build() guards issue_refund."""
-    module = load_refund_example()
-
-    assert Path(module.__file__ or "").name == "refund_tool.py"
-    assert callable(module.build)
-
-
 @pytest.mark.parametrize("command", ["list", "show", "approve"])
 def test_a_netrc_entry_for_the_provider_never_replaces_the_reviewer_token(
     capsys: pytest.CaptureFixture[str],
@@ -552,49 +391,6 @@ def test_the_cli_shows_numbers_exactly_and_hidden_characters_escaped(
     assert "1e400" in out and "Infinity" not in out and "inf" not in out.lower().split()
     assert "a\\u202eb\\u200b" in out
     assert "\u202e" not in out and "\u200b" not in out
-
-
-# ----------------------------------------------------------------------------- the package's shape
-
-# What a second HTTP client would import; the CLI sends only through ``_client.ProviderClient``.
-HTTP_MODULES = {"requests", "urllib3", "httpx", "aiohttp", "http", "urllib.request", "socket"}
-
-
-def _imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-    return names
-
-
-@pytest.mark.parametrize(
-    "path", sorted((REPO / "approval_guard" / "cli").glob("*.py")), ids=lambda p: p.name
-)
-def test_the_cli_has_no_http_client_of_its_own(path: Path) -> None:
-    """No CLI module imports an HTTP library: every exchange goes through the library's client."""
-    imported = _imported_modules(path)
-
-    assert set() == {
-        name
-        for name in imported
-        for http in HTTP_MODULES
-        if name == http or name.startswith(f"{http}.")
-    }
-
-
-def test_the_console_script_runs_the_cli_main() -> None:
-    """The approval-guard script names approval_guard.cli:main."""
-    tomllib = pytest.importorskip("tomllib")
-    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
-        "scripts"
-    ]
-    module_name, _, attribute = scripts["approval-guard"].partition(":")
-
-    assert main is getattr(importlib.import_module(module_name), attribute)
 
 
 @pytest.mark.parametrize(
@@ -670,3 +466,148 @@ def test_approve_set_refuses_what_cannot_be_an_edit(
 
     assert 1 == code and said in err, err
     assert "pending" == provider.get(request_id).status
+
+
+def create_raw(provider: LocalProvider, arguments_json: str, *, tool: str = "transfer") -> str:
+    """Create a request from JSON text (numbers Python cannot write); return its id."""
+    body = f'{{"tool":{json.dumps(tool)},"arguments":{arguments_json},"timeout":"30m"}}'
+    request_id = create_from_text(provider, body)
+    return request_id
+
+
+def run_merged(
+    capsys: pytest.CaptureFixture[str], provider: LocalProvider, *argv: str
+) -> tuple[int, str]:
+    """``approval-guard ARGV`` in-process as the reviewer; (exit code, stdout + stderr)."""
+    code = main([*argv, "--url", provider.url, "--token", provider.reviewer_credential])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+ODD_NUMBERS = (
+    '{"huge":1e400,"minus_zero":-0,"big":9007199254740993,"upper":1E5,"long":' + ("7" * 700) + "}"
+)
+
+
+def nested_arguments(depth: int) -> str:
+    """An arguments object nesting ``depth`` levels in all (the object itself is level 1)."""
+    return '{"a":' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+
+
+# Found in the adversarial review of the local provider, its CLI and what it shows.
+def test_list_json_prints_exact_numbers_in_ascii(
+    provider: LocalProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``list --json`` writes numbers as stored (no crash on 1e400) and hidden text as escapes."""
+    request_id = create_raw(provider, ODD_NUMBERS, tool="pay\u202eusd")
+
+    code, out = run_merged(capsys, provider, "list", "--json")
+
+    assert 0 == code, out
+    assert out.isascii()
+    for text in (
+        '"huge": 1e400',
+        '"minus_zero": -0',
+        '"big": 9007199254740993',
+        '"upper": 1E5',
+        '"long": ' + "7" * 700,
+        '"tool": "pay\\u202eusd"',
+    ):
+        assert text in out
+    assert [request_id] == [item["id"] for item in json.loads(out)]
+
+
+# Found in the adversarial review of the local provider, its CLI and what it shows.
+@pytest.mark.parametrize("command", ["list", "show"])
+def test_the_cli_reads_arguments_as_deep_as_the_provider_accepts(
+    provider: LocalProvider, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A request nested to the provider's limit does not make list or show unreadable."""
+    from approval_guard._codec.exact_json import MAX_JSON_DEPTH
+
+    request_id = create_raw(provider, nested_arguments(MAX_JSON_DEPTH))
+    argv = ["list"] if command == "list" else ["show", request_id]
+
+    code, out = run_merged(capsys, provider, *argv)
+
+    assert 0 == code, out
+    assert request_id in out
+
+
+# Found in the adversarial review of the local provider, its CLI and what it shows.
+def test_list_shows_an_old_pending_request_behind_a_full_page_of_newer_ones(
+    provider: LocalProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``list`` follows the provider's pages: 1,000 newer requests do not hide an old one."""
+    old = create_raw(provider, '{"payment_id":"p_old"}', tool="issue_refund")
+    store = provider.store
+    owner = store.authenticate(provider.credential)
+    assert owner is not None
+    for i in range(1000):
+        store.create_request(
+            owner=owner,
+            idempotency_key=f"bulk-{i}",
+            tool="noop",
+            arguments={"i": i},
+            timeout_seconds=1800,
+        )
+
+    code, out = run_merged(capsys, provider, "list", "--status", "pending")
+
+    assert 0 == code, out
+    assert old in out
+    assert 1001 == sum(1 for line in out.splitlines() if " pending " in line)
+
+
+# Found in the adversarial review of the local provider, its CLI and what it shows.
+def test_list_ends_when_a_hostile_provider_cursor_loops(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A provider answering the same page with ever new cursors does not hang ``list``."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    page = {
+        "requests": [
+            {
+                "id": "r1",
+                "tool": "noop",
+                "arguments": {},
+                "timeout": "30m",
+                "status": "pending",
+                "created_at": "2026-09-16T12:00:00Z",
+                "deadline_at": "2099-09-16T12:30:00Z",
+            }
+        ],
+    }
+    calls: list[str] = []
+
+    class Looping(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            calls.append(self.path)
+            # The cursor alternates, so it never repeats the one just sent; after
+            # 50 pages it stops, so that a CLI without the guard still ends.
+            answer = {**page, "next_before": f"c{len(calls) % 2}"} if len(calls) < 50 else {}
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Looping)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        code = main(["list", "--url", url, "--token", "agr_x"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    out, err = capsys.readouterr()
+
+    assert 0 == code, err
+    assert 1 == out.count("r1")
+    assert 2 == len(calls)

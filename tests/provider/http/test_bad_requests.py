@@ -1,8 +1,5 @@
-"""The provider under hostile input: every bad body, query and header is a 4xx, never a 500.
-
-Also: numbers are kept and echoed exactly as sent, duplicate keys are refused,
-the list pages without hiding anything, and a reused key's 422 carries the
-request it first made. Everything here goes over real HTTP.
+"""The provider under hostile input: every bad body, query, header, request line or target is
+a JSON 4xx, never a 500; nothing changes, and the provider still answers. Over real HTTP.
 """
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
@@ -11,102 +8,16 @@ from __future__ import annotations
 
 import http.client
 import json
-import uuid
-from decimal import Decimal
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import requests
 
-from approval_guard._codec.display import escape
-from approval_guard._codec.exact_json import MAX_JSON_DEPTH, InvalidJSON, JSONNumber, load_json
-from approval_guard.provider.store.opening import Store
+from approval_guard._codec.exact_json import MAX_JSON_DEPTH
+from approval_guard.provider import ProviderServer
 from approval_guard.testing import LocalProvider
-from tests.support.api import Api, error_type
-
-EXACT_NUMBERS = [
-    "9007199254740993",
-    "1" * 400,
-    "1" * 5000,
-    "1e400",
-    "-1e400",
-    "1e999999",
-    "0.30000000000000004",
-    "0.1000000000000000055511151231257827",
-    "-0",
-    "-0.0",
-    "1E5",
-    "1e-7",
-    "2.50",
-]
-
-
-def strict_json(text: str) -> Any:
-    """Parse as a strict, lossless reader would: no NaN/Infinity, no duplicate keys."""
-
-    def no_constant(name: str) -> Any:
-        raise ValueError(f"{name} in the provider's answer")
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        assert len({key for key, _ in items}) == len(items), items
-        return dict(items)
-
-    return json.loads(
-        text,
-        parse_constant=no_constant,
-        object_pairs_hook=pairs,
-        parse_int=Decimal,
-        parse_float=Decimal,
-    )
-
-
-def send(
-    provider: LocalProvider,
-    method: str,
-    path: str,
-    body: bytes = b"",
-    headers: list[tuple[str, str]] | None = None,
-    *,
-    token: str | None = None,
-    content_length: bool = True,
-) -> tuple[int, bytes]:
-    """One raw HTTP exchange: headers may repeat, bodies may be any bytes."""
-    parts = urlsplit(provider.url)
-    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
-    try:
-        conn.putrequest(method, path, skip_accept_encoding=True)
-        if token is not None:
-            conn.putheader("Authorization", f"Bearer {token}")
-        for name, value in headers or []:
-            conn.putheader(name, value)
-        if content_length and not any(n.lower() == "content-length" for n, _ in headers or []):
-            conn.putheader("Content-Length", str(len(body)))
-        conn.endheaders(body)
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-def create_raw(provider: LocalProvider, body: bytes, key: str | None = None) -> tuple[int, bytes]:
-    headers = [("Content-Type", "application/json"), ("Idempotency-Key", key or str(uuid.uuid4()))]
-    return send(provider, "POST", "/v1/requests", body, headers, token=provider.credential)
-
-
-def body_with(arguments: str, tool: str = '"t"') -> bytes:
-    return f'{{"tool":{tool},"arguments":{arguments},"timeout":"30m"}}'.encode()
-
-
-def listed(provider: LocalProvider, query: str = "") -> dict[str, Any]:
-    status, raw = send(provider, "GET", f"/v1/requests{query}", token=provider.reviewer_credential)
-    assert 200 == status, raw
-    result: dict[str, Any] = strict_json(raw.decode())
-    return result
-
-
-def nested(depth: int) -> str:
-    return "[" * depth + "]" * depth
-
+from tests.support.api import Api
+from tests.support.raw_http import body_with, first_tokens, listed, nested, send, strict_json
 
 ID = "{id}"  # replaced by a pending request's id
 LONG = "x" * 10_000
@@ -246,184 +157,6 @@ def test_bad_input_is_a_4xx_and_the_provider_still_answers(
     assert (200, "pending") == (poll.status_code, poll.json()["status"])
 
 
-@pytest.mark.parametrize("number", EXACT_NUMBERS)
-def test_numbers_are_kept_and_echoed_exactly_as_sent(provider: LocalProvider, number: str) -> None:
-    """A number comes back in create, replay, poll and list as the very text that was sent."""
-    body = body_with(f'{{"n":{number}}}')
-    expected = f'"arguments":{{"n":{number}}}'
-
-    status, created = create_raw(provider, body, key="exact")
-    request_id = strict_json(created.decode())["id"]
-    replay_status, replay = create_raw(provider, body, key="exact")
-    poll_status, polled = send(provider, "GET", f"/v1/requests/{request_id}",
-                               token=provider.credential)
-    page = listed(provider)
-
-    assert (201, 200, 200) == (status, replay_status, poll_status)
-    for raw in (created, replay, polled):
-        assert expected in raw.decode()
-    [entry] = page["requests"]
-    assert f'{{\n  "n": {number}\n}}' == entry["display"]["arguments"]
-
-
-def test_a_differently_written_number_is_a_different_body(provider: LocalProvider) -> None:
-    """1e400 and 1E400 are not the same text: the second create with the key is a 422."""
-    assert 201 == create_raw(provider, body_with('{"n":1e400}'), key="k")[0]
-    status, raw = create_raw(provider, body_with('{"n":1E400}'), key="k")
-    assert (422, "idempotency_key_reused") == (status, strict_json(raw.decode())["error"]["type"])
-
-
-def test_nesting_up_to_the_limit_is_accepted(provider: LocalProvider) -> None:
-    """Arguments nested exactly MAX_JSON_DEPTH levels deep are kept and echoed."""
-    arguments = '{"a":' + nested(MAX_JSON_DEPTH - 1) + "}"
-    status, raw = create_raw(provider, body_with(arguments))
-    assert 201 == status
-    assert arguments in raw.decode()
-
-
-def test_a_nul_and_hidden_characters_round_trip_unchanged(api: Api) -> None:
-    """Text the page escapes is still stored and echoed exactly (escaping is display only)."""
-    arguments = {"memo\u200b": "a\x00b\u202ec\U000e0041", "n": [1, {"x": None}]}
-    created = api.new(tool="t\x00\u2066", arguments=arguments)
-    polled = api.poll(created["id"]).json()
-    assert ("t\x00\u2066", arguments) == (polled["tool"], polled["arguments"])
-
-
-def test_reused_key_answer_carries_the_first_request(provider: LocalProvider, api: Api) -> None:
-    """422 idempotency_key_reused carries the request first made with the key, as it is now."""
-    first = api.new(key="shared", timeout="30m")
-    provider.approve(first["id"], note="ok")
-
-    response = api.create(key="shared", timeout="29m")
-
-    assert (422, "idempotency_key_reused") == (response.status_code, error_type(response))
-    original = response.json()["request"]
-    assert (first["id"], "approved", "30m") == (
-        original["id"], original["status"], original["timeout"]
-    )
-    assert first["arguments"] == original["arguments"]
-
-
-def test_another_credential_never_sees_a_request_through_a_key(provider: LocalProvider) -> None:
-    """Keys belong to one credential: another one with the same key gets its own request."""
-    first = Api(provider.url, provider.credential).new(key="shared")
-    other = Api(provider.url, provider.store.create_credential("instance", "other"))
-
-    response = other.create(key="shared", timeout="29m")
-
-    assert 201 == response.status_code
-    assert first["id"] != response.json()["id"]
-
-
-def test_the_list_pages_through_every_request(provider: LocalProvider, api: Api) -> None:
-    """limit and before walk the whole list, newest first, with next_before null at the end."""
-    ids = [api.new()["id"] for _ in range(5)][::-1]
-    seen: list[str] = []
-    query = "?limit=2"
-    while True:
-        page = listed(provider, query)
-        seen += [r["id"] for r in page["requests"]]
-        if page["next_before"] is None:
-            break
-        assert page["requests"][-1]["id"] == page["next_before"]
-        query = f"?limit=2&before={page['next_before']}"
-    assert ids == seen
-
-
-def test_the_list_filters_by_several_statuses(provider: LocalProvider, api: Api) -> None:
-    """status=approved,cancelled lists exactly the requests with one of those statuses."""
-    approved, cancelled, pending = (api.new()["id"] for _ in range(3))
-    provider.approve(approved)
-    assert 200 == api.cancel(cancelled).status_code
-
-    page = listed(provider, "?status=approved,cancelled")
-
-    assert [cancelled, approved] == [r["id"] for r in page["requests"]]
-    assert pending not in {r["id"] for r in listed(provider, "?status=approved")["requests"]}
-
-
-def test_the_list_display_escapes_hidden_characters(provider: LocalProvider, api: Api) -> None:
-    """The list's display form shows bidi and invisible characters escaped, values intact."""
-    created = api.new(tool="pay\u202eusd", arguments={"to\u200b": "a\u2066b\x1b[2J"})
-    provider.deny(created["id"], "no\u061c")
-
-    [entry] = listed(provider)["requests"]
-
-    assert {
-        "tool": "pay\\u202eusd",
-        "arguments": '{\n  "to\\u200b": "a\\u2066b\\u001b[2J"\n}',
-        "note": "no\\u061c",
-        "decided_by": "testing reviewer",
-        "cancel_reason": None,
-    } == entry["display"]
-    assert {"to\u200b": "a\u2066b\x1b[2J"} == entry["arguments"]
-
-
-@pytest.mark.parametrize(
-    "value",
-    [float("inf"), float("nan"), "\ud800", {"\udc00": 1}, {1: "x"}, object(),
-     json.loads(nested(MAX_JSON_DEPTH))],
-    ids=["inf", "nan", "surrogate", "surrogate key", "int key", "object", "too deep"],
-)
-def test_the_store_refuses_what_json_cannot_keep(value: Any) -> None:
-    """Store.create_request refuses a value it could not store exactly, and writes nothing."""
-    store = Store(":memory:")
-    try:
-        store.ensure_initial_credentials()
-        owner = next(c for c in store.list_credentials() if c.kind == "instance")
-        with pytest.raises(InvalidJSON):
-            store.create_request(owner=owner, idempotency_key="k", tool="t",
-                                 arguments={"v": value}, timeout_seconds=60)
-        assert [] == store.list_requests()
-    finally:
-        store.close()
-
-
-def test_exact_numbers_parse_to_plain_python_numbers_when_they_can() -> None:
-    """Only numbers Python would rewrite are kept as text; the rest are int and float."""
-    assert {"a": 1, "b": 0.5, "c": JSONNumber("1e400"), "d": JSONNumber("-0")} == load_json(
-        '{"a":1,"b":0.5,"c":1e400,"d":-0}'
-    )
-
-
-@pytest.mark.parametrize(
-    ("text", "shown"),
-    [
-        ("plain ascii", "plain ascii"),
-        ("tab\there", "tab\\u0009here"),
-        ("esc\x1b[2J", "esc\\u001b[2J"),
-        ("del\x7f", "del\\u007f"),
-        ("bidi\u202a\u202b\u202c\u202d\u202e", "bidi\\u202a\\u202b\\u202c\\u202d\\u202e"),
-        ("iso\u2066\u2067\u2068\u2069", "iso\\u2066\\u2067\\u2068\\u2069"),
-        ("mark\u200e\u200f\u061c", "mark\\u200e\\u200f\\u061c"),
-        ("zw\u200b\u200c\u200d\u2060\ufeff", "zw\\u200b\\u200c\\u200d\\u2060\\ufeff"),
-        ("lines\u2028\u2029", "lines\\u2028\\u2029"),
-        ("nbsp\u00a0", "nbsp\\u00a0"),
-        ("filler\u3164\u115f", "filler\\u3164\\u115f"),
-        ("tag\U000e0041", "tag\\U000e0041"),
-        ("café 💶 €", "café 💶 €"),
-    ],
-)
-def test_display_escapes_every_hidden_character(text: str, shown: str) -> None:
-    """escape() writes controls, bidi marks and invisible characters as \\u escapes, only those."""
-    assert shown == escape(text)
-
-
-def test_a_non_finite_number_stored_by_an_older_version_is_still_served(
-    provider: LocalProvider, api: Api
-) -> None:
-    """An Infinity an older provider stored reads back as a string: valid JSON, no 500."""
-    created = api.new(arguments={"n": 1})
-    with provider.store.transaction() as db:
-        db.execute("UPDATE requests SET arguments = ? WHERE id = ?",
-                   ('{"n":Infinity}', created["id"]))
-
-    polled = api.poll(created["id"])
-
-    assert (200, {"n": "Infinity"}) == (polled.status_code, polled.json()["arguments"])
-    assert [created["id"]] == [r["id"] for r in listed(provider)["requests"]]
-
-
 def test_a_malformed_request_line_gets_a_json_400(provider: LocalProvider) -> None:
     """What http.server refuses by itself is answered in the API's error shape too."""
     parts = urlsplit(provider.url)
@@ -442,3 +175,55 @@ def test_a_malformed_request_line_gets_a_json_400(provider: LocalProvider) -> No
     assert head.startswith("HTTP/1.1 400 ")
     assert "invalid_request" == strict_json(body)["error"]["type"]
     assert 200 == send(provider, "GET", "/v1/requests", token=provider.reviewer_credential)[0]
+
+
+def raw_exchange(provider: LocalProvider, data: bytes) -> tuple[str, bytes]:
+    """Send bytes as they are; return the status line and the body the provider answered."""
+    parts = urlsplit(provider.url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.sendall(data)
+        chunks = []
+        while chunk := conn.sock.recv(65536):  # these exchanges end with Connection: close
+            chunks.append(chunk)
+    finally:
+        conn.close()
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    return head.decode("latin-1").split("\r\n")[0], body
+
+
+# Found in the adversarial review of the local provider, its CLI and what it shows.
+@pytest.mark.parametrize(
+    "target",
+    ["http://[/v1/requests", "http://x]/v1/requests", "http://[::1/v1/events?after=1"],
+)
+def test_a_request_target_that_is_no_url_gets_a_json_400(
+    provider: LocalProvider, target: str
+) -> None:
+    """A target urlsplit cannot parse is a 400 in the API's error shape, not a dropped line."""
+    token = provider.reviewer_credential
+    status, body = raw_exchange(
+        provider,
+        f"GET {target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+        "Connection: close\r\n\r\n".encode(),
+    )
+
+    assert status.startswith("HTTP/1.1 400 ")
+    assert "invalid_request" == json.loads(body)["error"]["type"]
+    listed = requests.get(
+        f"{provider.url}/v1/requests", headers={"Authorization": f"Bearer {token}"}, timeout=5
+    )
+    assert 200 == listed.status_code
+
+
+def test_an_encoded_slash_does_not_pick_another_endpoint(server: ProviderServer) -> None:
+    """``POST /v1/requests/ID%2Fcancel`` is no cancel of ID: routing uses the path as sent."""
+    instance, _ = first_tokens(server)
+    api = Api(server.url, instance)
+    request_id = api.new()["id"]
+    answer = api.post_raw(f"/v1/requests/{request_id}%2Fcancel", b"")
+    assert 405 == answer.status_code
+    assert "pending" == api.poll(request_id).json()["status"]
+    assert 404 == api.poll(f"{request_id}%2F").status_code

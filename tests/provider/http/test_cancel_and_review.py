@@ -12,6 +12,7 @@ import pytest
 from approval_guard._codec.wire import parse_request, parse_timestamp
 from approval_guard.testing import LocalProvider
 from tests.support.api import Api, error_type, in_thread
+from tests.support.raw_http import listed
 
 # --------------------------------------------------------------------------- cancel
 
@@ -332,3 +333,47 @@ def test_wrong_method_is_405_with_allow(api: Api) -> None:
     assert 405 == response.status_code
     assert "GET" == response.headers["Allow"]
     assert "invalid_request" == error_type(response)
+
+
+def test_the_list_pages_through_every_request(provider: LocalProvider, api: Api) -> None:
+    """limit and before walk the whole list, newest first, with next_before null at the end."""
+    ids = [api.new()["id"] for _ in range(5)][::-1]
+    seen: list[str] = []
+    query = "?limit=2"
+    while True:
+        page = listed(provider, query)
+        seen += [r["id"] for r in page["requests"]]
+        if page["next_before"] is None:
+            break
+        assert page["requests"][-1]["id"] == page["next_before"]
+        query = f"?limit=2&before={page['next_before']}"
+    assert ids == seen
+
+
+def test_the_list_filters_by_several_statuses(provider: LocalProvider, api: Api) -> None:
+    """status=approved,cancelled lists exactly the requests with one of those statuses."""
+    approved, cancelled, pending = (api.new()["id"] for _ in range(3))
+    provider.approve(approved)
+    assert 200 == api.cancel(cancelled).status_code
+
+    page = listed(provider, "?status=approved,cancelled")
+
+    assert [cancelled, approved] == [r["id"] for r in page["requests"]]
+    assert pending not in {r["id"] for r in listed(provider, "?status=approved")["requests"]}
+
+
+def test_the_list_display_escapes_hidden_characters(provider: LocalProvider, api: Api) -> None:
+    """The list's display form shows bidi and invisible characters escaped, values intact."""
+    created = api.new(tool="pay\u202eusd", arguments={"to\u200b": "a\u2066b\x1b[2J"})
+    provider.deny(created["id"], "no\u061c")
+
+    [entry] = listed(provider)["requests"]
+
+    assert {
+        "tool": "pay\\u202eusd",
+        "arguments": '{\n  "to\\u200b": "a\\u2066b\\u001b[2J"\n}',
+        "note": "no\\u061c",
+        "decided_by": "testing reviewer",
+        "cancel_reason": None,
+    } == entry["display"]
+    assert {"to\u200b": "a\u2066b\x1b[2J"} == entry["arguments"]

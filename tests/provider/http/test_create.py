@@ -324,3 +324,29 @@ def test_any_printable_key_is_idempotent(shared: LocalProvider, key: str, data: 
     assert (200, first.json()["id"]) == (again.status_code, again.json()["id"])
     other = api.create(key=key, arguments={**arguments, "extra": 1})
     assert 422 == other.status_code
+
+
+def test_reused_key_answer_carries_the_first_request(provider: LocalProvider, api: Api) -> None:
+    """422 idempotency_key_reused carries the request first made with the key, as it is now."""
+    first = api.new(key="shared", timeout="30m")
+    provider.approve(first["id"], note="ok")
+
+    response = api.create(key="shared", timeout="29m")
+
+    assert (422, "idempotency_key_reused") == (response.status_code, error_type(response))
+    original = response.json()["request"]
+    assert (first["id"], "approved", "30m") == (
+        original["id"], original["status"], original["timeout"]
+    )
+    assert first["arguments"] == original["arguments"]
+
+
+def test_another_credential_never_sees_a_request_through_a_key(provider: LocalProvider) -> None:
+    """Keys belong to one credential: another one with the same key gets its own request."""
+    first = Api(provider.url, provider.credential).new(key="shared")
+    other = Api(provider.url, provider.store.create_credential("instance", "other"))
+
+    response = other.create(key="shared", timeout="29m")
+
+    assert 201 == response.status_code
+    assert first["id"] != response.json()["id"]

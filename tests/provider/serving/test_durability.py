@@ -1,4 +1,6 @@
-"""Nothing is lost on kill -9 and restart; deadlines keep running while the provider is down."""
+"""Nothing is lost on kill -9, SIGTERM or a restart; deadlines keep running while the provider
+is down.
+"""
 
 # House style puts the expected value first (STYLE.md); ruff's SIM300 wants it last.
 
@@ -9,10 +11,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -20,6 +24,7 @@ import requests
 from approval_guard.provider import ProviderServer, Store
 from approval_guard.testing import LocalProvider
 from tests.support.api import Api, in_thread
+from tests.support.paths import REPO
 
 _LAUNCH = "approval_guard.provider.serving.process"
 
@@ -189,3 +194,54 @@ def test_idempotency_keys_are_kept_24_hours(tmp_path: Path, hours: int, replayed
         response = Api(later.url, later.credential).create(key="k", timeout="24h")
         assert (200 if replayed else 201) == response.status_code
         assert replayed == (created["id"] == response.json()["id"])
+
+
+BARE_PROVIDER = [sys.executable, "-m", "approval_guard.provider.serving.process"]
+
+
+def test_sigterm_answers_waiting_polls_with_the_current_state_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "approvals.sqlite3"
+    store = Store(str(db))
+    instance = store.create_credential("instance", "test")
+    store.close()
+    process = subprocess.Popen(
+        [*BARE_PROVIDER, "--db", str(db), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        assert process.stdout is not None
+        url = json.loads(process.stdout.readline())["url"]
+        api = Api(url, instance)
+        created = [api.new()["id"] for _ in range(3)]
+        answers: list[Any] = []
+        polls = [
+            threading.Thread(target=lambda rid=rid: answers.append(api.poll(rid, wait="60s")))
+            for rid in created
+        ]
+        for thread in polls:
+            thread.start()
+        time.sleep(1.0)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        for thread in polls:
+            thread.join(15)
+        waited = time.monotonic() - sent
+        assert 0 == process.wait(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)
+    assert [200, 200, 200] == [answer.status_code for answer in answers]
+    assert {"pending"} == {answer.json()["status"] for answer in answers}
+    assert waited < 5
+    reopened = Store(str(db))
+    try:
+        assert set(created) == {request.id for request in reopened.list_requests()}
+    finally:
+        reopened.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,6 @@ from tests.support.webhook_receiver import Receiver
 
 SECRET = "whsec_" + base64.b64encode(b"wiring-secret-key-0123456789").decode()
 MARKER = {"$redacted": "0123456789ab"}
-
-
-@pytest.fixture(name="receiver")
-def receiver_fixture() -> Iterator[Receiver]:
-    with Receiver() as hook:
-        yield hook
 
 
 def _rules(tmp_path: Path, text: str) -> Path:
