@@ -19,7 +19,7 @@ def test_not_run_is_easy_to_hand_to_a_model() -> None:
     assert "A person denied it." == str(out)
     assert not out
     assert '"reason": "denied"' in out.to_json()
-    assert "denied" == ag.Reason.DENIED == str(ag.Reason.DENIED)
+    assert "denied" == ag.Reason.DENIED == str(ag.Reason.DENIED)  # type: ignore[comparison-overlap]
 
 
 # Found in the adversarial review of the guard side (what it does with answers).

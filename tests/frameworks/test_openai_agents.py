@@ -64,7 +64,11 @@ def _invoke(function: FunctionTool, deps: Any = None, **args: Any) -> tuple[Any,
     context = ToolContext(
         deps, tool_name=function.name, tool_call_id="call_1", tool_arguments=arguments
     )
-    output = asyncio.run(function.on_invoke_tool(context, arguments))
+
+    async def invoke() -> Any:
+        return await function.on_invoke_tool(context, arguments)
+
+    output = asyncio.run(invoke())
     call = ResponseFunctionToolCall(
         arguments=arguments, call_id="call_1", name=function.name, type="function_call"
     )

@@ -76,7 +76,7 @@ def fleet(pg_dsn: str) -> Iterator[Fleet]:
     name = f"ag_fleet_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    dsn = make_conninfo(**{**conninfo_to_dict(pg_dsn), "dbname": name})
+    dsn = make_conninfo("", **{**conninfo_to_dict(pg_dsn), "dbname": name})
     made = Fleet(
         dsn=dsn,
         instance="agi_" + secrets.token_urlsafe(24),

@@ -16,7 +16,8 @@ def require_framework(module: str) -> ModuleType:
     environment, not a reason to skip the tests that prove the integration works.
     """
     if not os.environ.get("CI"):
-        return pytest.importorskip(module)
+        found: ModuleType = pytest.importorskip(module)
+        return found
     try:
         return importlib.import_module(module)
     except ImportError as exc:
