@@ -1,4 +1,4 @@
-"""The public surfaces of approval_guard.provider and approval_guard.testing are pinned."""
+"""The public surfaces of approval_guard, .provider and .testing are pinned."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_every_public_name_is_there(module: ModuleType, names: list[str]) -> Non
 
 
 def test_the_package_surface_is_pinned() -> None:
-    """__all__ changes only on purpose."""
+    """approval_guard.__all__ changes only on purpose."""
     assert sorted(ag.__all__) == ag.__all__
     assert ag.__all__ == [
         "ApprovalGuardError",

@@ -14,9 +14,7 @@ import responses
 
 import approval_guard as ag
 from approval_guard._codec.serialize import dumps
-from approval_guard._codec.wire import (
-    format_http_date,
-)
+from approval_guard._codec.wire import format_http_date
 from approval_guard.testing import LocalProvider, approve_after
 from tests.support.fakes import FakeProvider, ManualClock, make_tool, status_fault, unit_guard_for
 from tests.support.guards import make_guard, refund_tool

@@ -1,4 +1,6 @@
-"""The core over real HTTP against the real local provider on 127.0.0.1."""
+"""Guarded sync tools against the real local provider over HTTP: each outcome, each fault,
+clock skew, threads, Ctrl-C and a provider restart.
+"""
 
 from __future__ import annotations
 
