@@ -9,7 +9,7 @@ Fixtures:
 ``guard``
     An ``approval_guard.Guard`` built against ``approval_provider`` with short
     limits suited to tests (``harness_limit="2m"``, ``poll_wait="5s"``, margins
-    of ``1s``).
+    of ``1s``), closed after the test.
 
 Example::
 
@@ -41,12 +41,15 @@ def approval_provider() -> Iterator[LocalProvider]:
 
 
 @pytest.fixture
-def guard(approval_provider: LocalProvider) -> Any:
-    """An ``approval_guard.Guard`` pointed at ``approval_provider`` with test-sized limits."""
+def guard(approval_provider: LocalProvider) -> Iterator[Any]:
+    """An ``approval_guard.Guard`` pointed at ``approval_provider`` with test-sized limits.
+
+    Its pooled connections are closed after the test.
+    """
     # Imported lazily: the plugin must load even where Guard cannot be imported.
     from approval_guard import Guard
 
-    return Guard(
+    made = Guard(
         base_url=approval_provider.url,
         credential=approval_provider.credential,
         harness_limit="2m",
@@ -54,3 +57,5 @@ def guard(approval_provider: LocalProvider) -> Any:
         return_margin="1s",
         deadline_margin="1s",
     )
+    yield made
+    made.close()

@@ -1,24 +1,66 @@
-"""Shared fixtures for the core's unit tests."""
+"""Fixtures for every test directory: the local provider and its clients, the fake provider.
+
+The browser is in ``tests/browser/conftest.py``, the ledger backends in
+``tests/ledger/conftest.py``; helpers without fixtures are in ``tests/support/``.
+"""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 import responses
 
 import approval_guard as ag
-from tests._pg import pg_dsn, pg_schema_dsn  # noqa: F401  (fixtures for every directory)
-from tests.fakes import BASE, FakeProvider, ManualClock
+from approval_guard.testing import LocalProvider, approve_after
+from tests.support.api import Api
+from tests.support.fakes import BASE, SECRET, FakeProvider, ManualClock
 
-if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+# Fixture modules for every directory: a PostgreSQL server (``pg_dsn``,
+# ``pg_schema_dsn``), provider processes on a database of their own (``fleet``),
+# scripted HTTP servers (``servers``) and a hostile provider (``hostile``).
+pytest_plugins = [
+    "tests.support.pg",
+    "tests.support.fleet",
+    "tests.support.scripted",
+    "tests.support.hostile",
+]
 
-SECRET = "agi_secret_token_never_shown_123"
+
+# -- the local provider, over real HTTP on 127.0.0.1 ---------------------------------
+
+
+@pytest.fixture
+def provider(approval_provider: LocalProvider) -> LocalProvider:
+    """The local provider of a test: the pytest plugin's ``approval_provider``.
+
+    In memory, on 127.0.0.1, stopped after the test; the plugin's ``guard`` points
+    at it. A test that needs another one (a file, a clock offset, a poll cap,
+    rules) builds its own ``LocalProvider(...)`` where it is used.
+    """
+    return approval_provider
+
+
+@pytest.fixture
+def approving(provider: LocalProvider) -> LocalProvider:
+    """``provider`` with a reviewer who approves each new request 0.05 s after it is made."""
+    provider.policy = approve_after(0.05)
+    return provider
+
+
+@pytest.fixture
+def api(provider: LocalProvider) -> Api:
+    """The instance credential's client."""
+    return Api(provider.url, provider.credential)
+
+
+@pytest.fixture
+def reviewer(provider: LocalProvider) -> Api:
+    """The reviewer credential's client."""
+    return Api(provider.url, provider.reviewer_credential)
+
+
+# -- the fake provider, behind ``responses`` on a manual clock -------------------------
 
 
 @pytest.fixture
@@ -50,41 +92,3 @@ def unit_guard(fake: FakeProvider, clock: ManualClock) -> ag.Guard:
     )
     fake.attach_async(guard)
     return guard
-
-
-# The real headless browser of the review-page tests (Debian's chromium).
-CHROMIUM = os.environ.get("APPROVAL_GUARD_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed: pip install 'approval-guard[browser]'"
-    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        return f"no chromium at {CHROMIUM}: apt-get install chromium"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    reason = _missing()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"browser tests cannot run in CI: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()

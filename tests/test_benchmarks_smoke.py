@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import REPO
+
 NAMES = [
     "latency",
     "requests_per_approval",
@@ -23,7 +24,7 @@ def test_benchmarks_run_in_quick_mode(tmp_path: Path) -> None:
     """`python -m benchmarks --quick` runs every benchmark and writes its JSON and table."""
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path)],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=180,
@@ -39,7 +40,7 @@ def test_the_policy_benchmark_gives_positive_figures(tmp_path: Path) -> None:
     """The when=False and redaction figures exist and are real measurements."""
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--only", "policy", "--out", str(tmp_path)],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
@@ -55,7 +56,7 @@ def test_the_server_benchmark_answers_every_poll_and_loses_no_decision(tmp_path:
     """Every waiting poll (provider and floor) comes back approved; a SIGKILL loses nothing."""
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--only", "server", "--out", str(tmp_path)],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,

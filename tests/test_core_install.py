@@ -6,9 +6,8 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 BLOCK = """
 import sys
@@ -22,14 +21,14 @@ sys.meta_path.insert(0, Block())
 
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-c", BLOCK + textwrap.dedent(code), *args],
         capture_output=True,
         text=True,
         timeout=60,
         env=env,
-        cwd=ROOT,
+        cwd=REPO,
     )
 
 

@@ -1,4 +1,4 @@
-"""The public surfaces of approval_guard.provider and approval_guard.testing are pinned."""
+"""The public surfaces of approval_guard, .provider and .testing are pinned."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from types import ModuleType
 
 import pytest
 
+import approval_guard as ag
 import approval_guard.provider
 import approval_guard.testing
 
@@ -66,3 +67,36 @@ def test_every_public_name_is_there(module: ModuleType, names: list[str]) -> Non
     """Each name in __all__ can be imported from the module."""
     missing = [name for name in module.__all__ if not hasattr(module, name)]
     assert [] == missing
+
+
+def test_the_package_surface_is_pinned() -> None:
+    """approval_guard.__all__ changes only on purpose."""
+    assert sorted(ag.__all__) == ag.__all__
+    assert ag.__all__ == [
+        "ApprovalGuardError",
+        "ApprovalSkipped",
+        "ArgumentSerializationError",
+        "ArgumentsEdited",
+        "CallNotRun",
+        "Clock",
+        "ConfigurationError",
+        "Decided",
+        "Event",
+        "Execution",
+        "Guard",
+        "HarnessCall",
+        "Ledger",
+        "LedgerError",
+        "MemoryLedger",
+        "NotRun",
+        "PostgresLedger",
+        "Reason",
+        "RequestCreated",
+        "SQLiteLedger",
+        "StillWaiting",
+        "SystemClock",
+        "ToolFinished",
+        "ToolStarted",
+        "harness_call",
+        "requires_approval",
+    ]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.frameworks._require import require_framework
+from tests.support.frameworks import require_framework
+from tests.support.paths import REPO
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = REPO / "examples"
 
 DENIED = (
     "denied: A person denied this call to issue_refund: refunds over 40 GBP need a manager. "

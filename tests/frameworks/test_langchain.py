@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import attrs
 import pytest
 
-from tests.frameworks._require import require_framework
+from tests.support.frameworks import require_framework
 
 require_framework("langchain_core")
 
@@ -116,16 +116,16 @@ def test_args_schema_equals_the_unguarded_one(guard: ag.Guard, flavour: Flavour)
 
 
 def test_tool_runs_after_approval(
-    approval_provider: LocalProvider, guard: ag.Guard, flavour: Flavour
+    provider: LocalProvider, guard: ag.Guard, flavour: Flavour
 ) -> None:
     """Invoking the tool with a tool call waits for approval, runs, and returns a ToolMessage."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     ran: list[str] = []
     _, message = flavour.agent_calls(guard, ran)
     assert "success" == message.status
     assert '{"refunded": 4900, "payment_id": "p_1", "currency": "GBP"}' == message.content
     assert ["p_1"] == ran
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert {"payment_id": "p_1", "amount": 4900, "currency": "GBP"} == request.arguments
 
 
@@ -133,10 +133,10 @@ DENIED_ADVICE = "Do not retry the same call: tell the user it was denied, and as
 
 
 def test_not_run_comes_back_as_a_readable_tool_message(
-    approval_provider: LocalProvider, guard: ag.Guard, flavour: Flavour
+    provider: LocalProvider, guard: ag.Guard, flavour: Flavour
 ) -> None:
     """A denied call gives the model a ToolMessage whose content is the NotRun's sentence."""
-    approval_provider.policy = deny_after(0.05, "refunds over 40 GBP need a manager")
+    provider.policy = deny_after(0.05, "refunds over 40 GBP need a manager")
     ran: list[str] = []
     name, message = flavour.agent_calls(guard, ran)
     assert (
@@ -148,10 +148,10 @@ def test_not_run_comes_back_as_a_readable_tool_message(
 
 
 def test_injected_config_and_call_id_are_not_sent_for_approval(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """RunnableConfig and InjectedToolCallId parameters reach the tool, not the reviewer."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
 
     @tool
     @guard.requires_approval(timeout="1m")
@@ -168,5 +168,5 @@ def test_injected_config_and_call_id_are_not_sent_for_approval(
     )
     assert isinstance(message, ToolMessage)
     assert "p_1 for ann in call_7" == message.content
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert {"payment_id": "p_1"} == request.arguments

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.frameworks._require import require_framework
+from tests.support.frameworks import require_framework
 
 require_framework("mcp")
 
@@ -81,25 +81,25 @@ def test_input_schema_equals_the_unguarded_one(guard: ag.Guard, fn: Any) -> None
 
 @pytest.mark.parametrize("fn", TOOLS.values(), ids=TOOLS.keys())
 def test_call_tool_runs_after_approval(
-    approval_provider: LocalProvider, guard: ag.Guard, fn: Any
+    provider: LocalProvider, guard: ag.Guard, fn: Any
 ) -> None:
     """tools/call waits for approval, runs the tool and returns its result."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     server = _server(guard.requires_approval(timeout="1m")(fn), structured_output=False)
     result = _call(server, fn.__name__, {"payment_id": "p_1", "amount": 4900})
     assert not result.is_error
     expected = fn("p_1", 4900) if fn is issue_refund else "refunded 4900 GBP of p_1"
     assert expected == (json.loads(_text(result)) if fn is issue_refund else _text(result))
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert {"payment_id": "p_1", "amount": 4900, "currency": "GBP"} == request.arguments
 
 
 @pytest.mark.parametrize("fn", TOOLS.values(), ids=TOOLS.keys())
 def test_not_run_comes_back_as_text_content(
-    approval_provider: LocalProvider, guard: ag.Guard, fn: Any
+    provider: LocalProvider, guard: ag.Guard, fn: Any
 ) -> None:
     """With structured_output=False a NotRun is text content carrying its message, not an error."""
-    approval_provider.policy = deny_after(0.05, "not this customer")
+    provider.policy = deny_after(0.05, "not this customer")
     server = _server(guard.requires_approval(timeout="1m")(fn), structured_output=False)
     result = _call(server, fn.__name__, {"payment_id": "p_1", "amount": 4900})
     assert not result.is_error
@@ -109,10 +109,10 @@ def test_not_run_comes_back_as_text_content(
 
 
 def test_structured_output_cannot_carry_a_not_run(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """Why the docs say structured_output=False: an output schema turns NotRun into an error."""
-    approval_provider.policy = deny_after(0.05, "not this customer")
+    provider.policy = deny_after(0.05, "not this customer")
     server = _server(guard.requires_approval(timeout="1m")(issue_refund_async))
     assert _listed(server)["output"] is not None  # `-> str` is structured by default
     result = _call(server, "issue_refund_async", {"payment_id": "p_1", "amount": 1})
@@ -121,10 +121,10 @@ def test_structured_output_cannot_carry_a_not_run(
 
 
 def test_context_is_not_sent_for_approval(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """MCPServer's Context reaches the tool and is not sent to the reviewer."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     server = MCPServer("refunds")
 
     @server.tool(structured_output=False)
@@ -137,13 +137,13 @@ def test_context_is_not_sent_for_approval(
     assert ["payment_id"] == list(_listed(server)["input"]["properties"])
     result = _call(server, "refund", {"payment_id": "p_1"})
     assert "refunded p_1 on refunds" == _text(result)
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert {"payment_id": "p_1"} == request.arguments
 
 
-def test_on_not_run_str_gives_plain_text(approval_provider: LocalProvider, guard: ag.Guard) -> None:
+def test_on_not_run_str_gives_plain_text(provider: LocalProvider, guard: ag.Guard) -> None:
     """With on_not_run=str the model reads the sentence itself, not a JSON string."""
-    approval_provider.policy = deny_after(0.05, "not this customer")
+    provider.policy = deny_after(0.05, "not this customer")
     guarded = guard.requires_approval(timeout="1m", on_not_run=str)(issue_refund)
     server = _server(guarded, structured_output=False)
     result = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 4900})
@@ -156,17 +156,17 @@ def _as_tool_result(not_run: ag.NotRun) -> CallToolResult:
 
 
 def test_structured_tools_carry_a_not_run_as_a_tool_error_with_its_message(
-    approval_provider: LocalProvider, guard: ag.Guard
+    provider: LocalProvider, guard: ag.Guard
 ) -> None:
     """Structured output kept: on_not_run returns MCP's own result, marked as not run."""
     guarded = guard.requires_approval(timeout="1m", on_not_run=_as_tool_result)(issue_refund)
     server = _server(guarded)
     assert _listed(server)["output"] is not None
-    approval_provider.policy = deny_after(0.05, "not this customer")
+    provider.policy = deny_after(0.05, "not this customer")
     denied = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 1})
     assert denied.is_error
     assert DENIED_TEXT == _text(denied)
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     ran = _call(server, "issue_refund", {"payment_id": "p_1", "amount": 1})
     assert not ran.is_error
     assert {"refunded": 1, "payment_id": "p_1", "currency": "GBP"} == ran.structured_content

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.frameworks._require import require_framework
+from tests.support.frameworks import require_framework
 
 require_framework("agents")
 
@@ -64,7 +64,11 @@ def _invoke(function: FunctionTool, deps: Any = None, **args: Any) -> tuple[Any,
     context = ToolContext(
         deps, tool_name=function.name, tool_call_id="call_1", tool_arguments=arguments
     )
-    output = asyncio.run(function.on_invoke_tool(context, arguments))
+
+    async def invoke() -> Any:
+        return await function.on_invoke_tool(context, arguments)
+
+    output = asyncio.run(invoke())
     call = ResponseFunctionToolCall(
         arguments=arguments, call_id="call_1", name=function.name, type="function_call"
     )
@@ -83,23 +87,23 @@ def test_params_schema_equals_the_unguarded_one(guard: ag.Guard, fn: Any) -> Non
 
 @pytest.mark.parametrize("fn", TOOLS.values(), ids=TOOLS.keys())
 def test_tool_runs_after_approval(
-    approval_provider: LocalProvider, guard: ag.Guard, fn: Any
+    provider: LocalProvider, guard: ag.Guard, fn: Any
 ) -> None:
     """Invoking the tool with JSON arguments waits for approval, then runs it."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     refund = function_tool(guard.requires_approval(timeout="1m")(fn))
     output, sent = _invoke(refund, payment_id="p_1", amount=4900)
     assert "refunded 4900 GBP of p_1" == output == sent
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert {"payment_id": "p_1", "amount": 4900, "currency": "GBP"} == request.arguments
 
 
 @pytest.mark.parametrize("fn", TOOLS.values(), ids=TOOLS.keys())
 def test_not_run_reaches_the_model_as_its_sentence(
-    approval_provider: LocalProvider, guard: ag.Guard, fn: Any
+    provider: LocalProvider, guard: ag.Guard, fn: Any
 ) -> None:
     """A denied call's output is the NotRun, and the model is sent its message as text."""
-    approval_provider.policy = deny_after(0.05, "not this customer")
+    provider.policy = deny_after(0.05, "not this customer")
     refund = function_tool(guard.requires_approval(timeout="1m")(fn))
     output, sent = _invoke(refund, payment_id="p_1", amount=4900)
     assert isinstance(output, ag.NotRun)
@@ -125,13 +129,13 @@ CONTEXT_TOOLS = {
 
 @pytest.mark.parametrize(("fn", "expected"), CONTEXT_TOOLS.values(), ids=CONTEXT_TOOLS.keys())
 def test_injected_context_is_not_sent_for_approval(
-    approval_provider: LocalProvider, guard: ag.Guard, fn: Any, expected: str
+    provider: LocalProvider, guard: ag.Guard, fn: Any, expected: str
 ) -> None:
     """A RunContextWrapper or ToolContext parameter reaches the tool but not the reviewer."""
-    approval_provider.policy = approve_after(0.05)
+    provider.policy = approve_after(0.05)
     refund = function_tool(guard.requires_approval(timeout="1m")(fn))
     assert ["payment_id"] == list(refund.params_json_schema["properties"])
     output, _ = _invoke(refund, Deps(), payment_id="p_1")
     assert expected == output
-    [request] = approval_provider.requests()
+    [request] = provider.requests()
     assert {"payment_id": "p_1"} == request.arguments

@@ -21,10 +21,10 @@ from approval_guard._ledger.scoped import ProviderLedger
 from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.cli import _ledger as cli_ledger
 from approval_guard.exceptions import LedgerError
-from tests.ledger.test_ledger_cli import run
+from tests.support.ledger import run
 
 if TYPE_CHECKING:
-    from tests.ledger.conftest import Backend, Workers
+    from tests.support.ledger import Backend, Workers
 
 DIGEST = hashlib.sha256(b'{"amount":4900,"payment_id":"payment_123"}').hexdigest()
 OTHER = hashlib.sha256(b'{"amount":1,"payment_id":"payment_123"}').hexdigest()

@@ -19,7 +19,7 @@ from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.exceptions import ConfigurationError, LedgerError
 
 if TYPE_CHECKING:
-    from tests.ledger.conftest import Backend
+    from tests.support.ledger import Backend
 
 
 # -- redacting a DSN (pure) -------------------------------------------------------------

@@ -16,7 +16,7 @@ from approval_guard._ledger.protocol import FAILED, FINISHED, STARTED, Ledger
 from approval_guard.exceptions import LedgerError
 
 if TYPE_CHECKING:
-    from tests.ledger.conftest import Backend
+    from tests.support.ledger import Backend
 
 
 def test_ledger_keeps_the_protocol(ledger: Ledger) -> None:

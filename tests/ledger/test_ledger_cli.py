@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -13,19 +12,10 @@ import pytest
 
 from approval_guard._codec.duration import format_age, parse_age
 from approval_guard._ledger.sqlite import SQLiteLedger
-from approval_guard.cli._parser import add_ledger_commands as register
+from tests.support.ledger import run
 
 if TYPE_CHECKING:
-    from tests.ledger.conftest import Backend
-
-
-def run(argv: list[str]) -> int:
-    """Parse argv with a parser that has only the ledger commands, and run the handler."""
-    parser = argparse.ArgumentParser(prog="approval-guard")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    code: int = args.func(args)
-    return code
+    from tests.support.ledger import Backend
 
 
 @pytest.fixture

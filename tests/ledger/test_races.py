@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from approval_guard._ledger.protocol import FINISHED
-from tests.ledger.conftest import guard_spec, provider_rows, tool_runs
+from approval_guard._ledger.memory import FINISHED
+from tests.support.ledger import guard_spec, provider_rows, tool_runs
 
 if TYPE_CHECKING:
-    from tests.ledger.conftest import Backend, Workers
+    from tests.support.ledger import Backend, Workers
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses SIGKILL")
 

@@ -1,4 +1,4 @@
-"""Fixtures for the local provider's integration tests: real HTTP on 127.0.0.1."""
+"""Fixtures for the provider's own tests: the server without the testing wrapper."""
 
 from __future__ import annotations
 
@@ -6,23 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from approval_guard.testing import LocalProvider
-from tests.provider.helpers import Api
+from approval_guard.provider import ProviderServer
 
 
 @pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    with LocalProvider() as local:
-        yield local
-
-
-@pytest.fixture
-def api(provider: LocalProvider) -> Api:
-    """The instance credential's client."""
-    return Api(provider.url, provider.credential)
-
-
-@pytest.fixture
-def reviewer(provider: LocalProvider) -> Api:
-    """The reviewer credential's client."""
-    return Api(provider.url, provider.reviewer_credential)
+def server() -> Iterator[ProviderServer]:
+    """A ProviderServer in memory, keep-alive 1 s and client timeout 2 s (no testing wrapper)."""
+    with ProviderServer(":memory:", keep_alive_seconds=1, client_timeout_seconds=2) as running:
+        yield running

@@ -1,0 +1,139 @@
+"""The harness gives up (an abandon event, Ctrl-C, a cancelled task): nothing runs, the call
+returns promptly, and the request it made is withdrawn, not left pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import approval_guard as ag
+from approval_guard.testing import LocalProvider, approve_after
+from tests.support.guards import ctrl_c_during, finish, in_thread, make_guard, refund_tool
+
+
+def test_ctrl_c_during_the_create_still_withdraws_the_request(
+    provider: LocalProvider,
+) -> None:
+    """KeyboardInterrupt while the create is in flight: the request it made is cancelled."""
+    provider.faults.add("delay", on="create", delay=1.0)
+    tool = refund_tool(make_guard(provider), [])
+    with pytest.raises(KeyboardInterrupt):
+        ctrl_c_during(lambda: tool("p", 1), after=0.4)
+    # Withdrawn by the recovery, or as soon as the delayed create is answered.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        statuses = [r.status for r in provider.requests()]
+        if statuses == ["cancelled"]:
+            break
+        time.sleep(0.05)
+    assert ["cancelled"] == [r.status for r in provider.requests()]
+
+
+def test_a_recovered_approval_does_not_run_once_the_harness_has_abandoned_it(
+    provider: LocalProvider,
+) -> None:
+    """Abandoned while the (already approved) create answer was on its way: not run."""
+    provider.policy = approve_after(0.0)
+    ran: list[Any] = []
+    first = refund_tool(make_guard(provider), ran)
+    with ag.harness_call(idempotency_key="tc_abandon"):
+        first("p", 1)
+    # A restarted worker (its own record) replays the key, and the harness gives up meanwhile.
+    tool = refund_tool(make_guard(provider, ledger=ag.MemoryLedger()), ran)
+    provider.faults.add("delay", on="create", delay=1.0)
+    gone = threading.Event()
+    threading.Timer(0.3, gone.set).start()
+    with ag.harness_call(idempotency_key="tc_abandon", abandon=gone):
+        out = tool("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
+    assert 1 == len(ran)
+
+
+def test_abandon_checked_again_after_the_claim(provider: LocalProvider) -> None:
+    """The abandon event is looked at between the claim and the call."""
+    provider.policy = approve_after(0.0)
+    gone = threading.Event()
+
+    class AbandonWhileClaiming(ag.MemoryLedger):
+        def claim(
+            self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
+        ) -> bool:
+            gone.set()
+            return super().claim(
+                request_id, tool=tool, worker=worker, arguments_digest=arguments_digest
+            )
+
+    ledger = AbandonWhileClaiming()
+    ran: list[Any] = []
+    tool = refund_tool(make_guard(provider, ledger=ledger), ran)
+    thread, box = in_thread(lambda: _with_abandon(gone, tool))
+    out = finish(thread, box)
+    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
+    assert [] == ran
+    assert [] == ledger.recent()
+
+
+def _with_abandon(gone: threading.Event, tool: Any) -> Any:
+    with ag.harness_call(abandon=gone):
+        return tool("p", 1)
+
+
+CREATE_DELAY = 2.5
+
+
+def _no_request_left_pending(provider: LocalProvider) -> None:
+    end = time.monotonic() + CREATE_DELAY + 3
+    while time.monotonic() < end:
+        requests = provider.requests()
+        if requests and all(r.status != "pending" for r in requests):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"left behind: {[(r.id, r.status) for r in provider.requests()]}")
+
+
+# From the hardening pass, item 9: abandoning during a slow create.
+def test_abandoning_during_a_slow_create_returns_promptly(
+    provider: LocalProvider,
+) -> None:
+    """Abandoned 0.3 s into a create that takes 2.5 s: CANCELLED at once, nothing left pending."""
+    provider.faults.add("delay", on="create", delay=CREATE_DELAY)
+    gone = threading.Event()
+    threading.Timer(0.3, gone.set).start()
+    ran: list[Any] = []
+    started = time.monotonic()
+    with ag.harness_call(abandon=gone):
+        out = refund_tool(make_guard(provider), ran)("p", 1)
+    assert time.monotonic() - started < CREATE_DELAY - 0.3
+    assert isinstance(out, ag.NotRun) and ag.Reason.CANCELLED == out.reason
+    assert [] == ran
+    _no_request_left_pending(provider)
+
+
+# From the hardening pass, item 9: abandoning during a slow create.
+def test_cancelling_a_task_during_a_slow_create_returns_promptly(
+    provider: LocalProvider,
+) -> None:
+    """A task cancelled 0.3 s into a 2.5 s create: CancelledError at once, nothing left pending."""
+    provider.faults.add("delay", on="create", delay=CREATE_DELAY)
+    guard = make_guard(provider)
+
+    @guard.requires_approval(timeout="1m")
+    async def refund(payment_id: str) -> str:
+        return payment_id
+
+    async def main() -> float:
+        task = asyncio.create_task(refund("p"))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < CREATE_DELAY - 0.5
+    _no_request_left_pending(provider)

@@ -1,0 +1,148 @@
+"""A hostile provider on 127.0.0.1 that answers each exchange as the test says.
+
+Fixture ``hostile``: ``hostile(create=..., read=..., cancel=...)`` starts one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+import approval_guard as ag
+from approval_guard._codec.wire import format_http_date, format_timestamp
+
+Route = Callable[[dict[str, Any], str], tuple[int, Any]]
+
+
+class HostileProvider:
+    """A provider on 127.0.0.1 that answers each exchange as the test says.
+
+    ``create``/``read``/``cancel`` take the request object as created and the
+    path, and return ``(status, body)``; ``body`` is JSON-encoded unless bytes.
+    """
+
+    def __init__(self, *, create: Route, read: Route, cancel: Route) -> None:
+        self.routes = {"create": create, "read": read, "cancel": cancel}
+        self.request: dict[str, Any] = {}
+        self.seen: list[str] = []
+        self.created = threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def date_time_string(self, timestamp: float | None = None) -> str:
+                return format_http_date(datetime.now(timezone.utc))
+
+            def answer(self, kind: str) -> None:
+                owner.seen.append(kind)
+                status, body = owner.routes[kind](owner.request, self.path)
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self.answer("read")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if self.path.endswith("/cancel"):
+                    self.answer("cancel")
+                    return
+                body = json.loads(raw)
+                now = datetime.now(timezone.utc)
+                owner.request = {
+                    "id": "req-1",
+                    "tool": body["tool"],
+                    "arguments": body["arguments"],
+                    "timeout": body["timeout"],
+                    "status": "pending",
+                    "created_at": format_timestamp(now),
+                    "deadline_at": format_timestamp(now + timedelta(minutes=30)),
+                }
+                self.answer("create")
+                owner.created.set()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def approved(request: dict[str, Any], **decision: Any) -> dict[str, Any]:
+    now = datetime.now(timezone.utc)
+    return {
+        **request,
+        "status": "approved",
+        "decision": {
+            "status": "approved",
+            "note": None,
+            "decided_at": format_timestamp(now),
+            "expires_at": format_timestamp(now + timedelta(minutes=5)),
+            **decision,
+        },
+    }
+
+
+def hostile_guard(p: HostileProvider) -> ag.Guard:
+    return ag.Guard(
+        base_url=p.url,
+        credential="cred-review-1",
+        harness_limit="20s",
+        poll_wait="1s",
+        return_margin="1s",
+        deadline_margin="1s",
+    )
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[..., HostileProvider]]:
+    made: list[HostileProvider] = []
+
+    def make(**routes: Route) -> HostileProvider:
+        defaults: dict[str, Route] = {
+            "create": lambda r, _: (201, r),
+            "read": lambda r, _: (200, r),
+            "cancel": lambda r, _: (200, {**r, "status": "cancelled"}),
+        }
+        made.append(HostileProvider(**{**defaults, **routes}))
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.close()
+
+
+def short_refund(guard: ag.Guard, ran: list[Any]) -> Callable[..., Any]:
+    @guard.requires_approval(timeout="10s")
+    def issue_refund(payment_id: str, amount: int) -> str:
+        ran.append((payment_id, amount))
+        return "refunded"
+
+    return issue_refund
+
+
+def denied(request: dict[str, Any], note: str) -> dict[str, Any]:
+    now = format_timestamp(datetime.now(timezone.utc))
+    return {
+        **request,
+        "status": "denied",
+        "decision": {"status": "denied", "note": note, "decided_at": now},
+    }

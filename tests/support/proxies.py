@@ -1,0 +1,61 @@
+"""Real HTTP proxies on 127.0.0.1 in front of the local provider that change what it answers."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import requests
+
+
+class RewritingProxy:
+    """A real HTTP proxy in front of the local provider that rewrites request objects."""
+
+    def __init__(self, target: str, rewrite: Callable[[dict[str, Any]], None]) -> None:
+        self.target = target
+        self.rewrite = rewrite
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() not in ("host", "content-length", "connection")
+                }
+                answer = requests.request(
+                    self.command, proxy.target + self.path, data=body, headers=headers, timeout=30
+                )
+                data = answer.content
+                try:
+                    obj = answer.json()
+                except ValueError:
+                    obj = None
+                if isinstance(obj, dict) and "tool" in obj:
+                    proxy.rewrite(obj)
+                    data = json.dumps(obj).encode()
+                self.send_response(answer.status_code)
+                for k, v in answer.headers.items():
+                    if k.lower() in ("content-type", "retry-after", "x-request-id"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
