@@ -27,7 +27,7 @@ from ._server_load import RawConnection, create_body
 from ._server_process import ROOT, ServerProcess
 
 POSTGRES_SCRIPT = ROOT / ".ci" / "postgres.sh"
-#: The provider's bare entry point (as tests/provider/test_provider_durability.py starts it).
+#: The provider's bare entry point (as tests/provider/serving/test_durability.py starts it).
 PROVIDER = ["-m", "approval_guard.provider.serving.process"]
 
 

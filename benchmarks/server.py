@@ -20,7 +20,7 @@ from ._server_load import PollHolders, approve_all, create_many, statuses
 from ._server_process import ServerProcess
 
 KIB = 1024
-#: The provider's bare entry point (as tests/provider/test_provider_durability.py starts it).
+#: The provider's bare entry point (as tests/provider/serving/test_durability.py starts it).
 PROVIDER = ["-m", "approval_guard.provider.serving.process"]
 FLOOR = ["-m", "benchmarks._server_floor"]
 #: Reviewer connections deciding at once; creators likewise.
