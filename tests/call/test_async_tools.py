@@ -288,7 +288,7 @@ def test_concurrent_tasks_do_not_see_each_others_harness_call(
     provider.policy = approve_after(0.2)
     refund = _refund_tool(guard, [], timeout="30m")
 
-    async def main() -> list[Any]:
+    async def main() -> tuple[Any, ...]:
         inside = 0
         both_inside = asyncio.Event()
 
@@ -306,7 +306,7 @@ def test_concurrent_tasks_do_not_see_each_others_harness_call(
             call("toolcall_a", "60s", "payment_a"), call("toolcall_b", "90s", "payment_b")
         )
 
-    assert ["refunded payment_a", "refunded payment_b"] == asyncio.run(main())
+    assert ["refunded payment_a", "refunded payment_b"] == list(asyncio.run(main()))
     assert {"toolcall_a": "58s", "toolcall_b": "1m28s"} == _keys_and_timeouts(provider)
     by_key = {request.arguments["payment_id"]: request.timeout for request in provider.requests()}
     assert {"payment_a": "58s", "payment_b": "1m28s"} == by_key

@@ -4,6 +4,7 @@ clock skew, threads, Ctrl-C and a provider restart.
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 import time
@@ -188,7 +189,7 @@ def test_sixteen_threads_each_run_once(provider: LocalProvider) -> None:
         barrier.wait()
         return tool(f"p{i}", i)
 
-    threads = [in_thread(lambda i=i: call(i)) for i in range(16)]
+    threads = [in_thread(functools.partial(call, i)) for i in range(16)]
     results = [finish(t, box) for t, box in threads]
     assert [{"refund_id": "re_1", "amount": i} for i in range(16)] == results
     assert sorted((f"p{i}", i, "GBP") for i in range(16)) == sorted(ran)

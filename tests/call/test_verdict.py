@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import approval_guard as ag
-from approval_guard._call.verdict import same_json
+from approval_guard._codec.serialize import same_json
 from approval_guard.testing import LocalProvider
 from tests.support.guards import make_guard
 

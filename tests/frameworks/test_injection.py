@@ -1,5 +1,8 @@
 """Recognising framework-injected parameters by type, without importing any framework."""
 
+# The frameworks' classes are stand-ins made at run time, which mypy cannot use as types.
+# mypy: disable-error-code="valid-type,index"
+
 from __future__ import annotations
 
 import inspect

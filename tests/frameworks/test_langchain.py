@@ -100,15 +100,16 @@ def _call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
     return {"type": "tool_call", "id": call_id, "name": name, "args": args}
 
 
+def _schema(model: Any) -> Any:
+    """A tool's schema model as JSON Schema (a pydantic model class, for these tools)."""
+    return model.model_json_schema()
+
+
 def test_args_schema_equals_the_unguarded_one(guard: ag.Guard, flavour: Flavour) -> None:
     """The tool built over the guarded function shows the model the same schema."""
     plain_tool, guarded_tool = flavour.tool([]), flavour.tool([], guard)
-    assert (
-        plain_tool.args_schema.model_json_schema() == guarded_tool.args_schema.model_json_schema()
-    )
-    assert plain_tool.tool_call_schema.model_json_schema() == (
-        guarded_tool.tool_call_schema.model_json_schema()
-    )
+    assert _schema(plain_tool.args_schema) == _schema(guarded_tool.args_schema)
+    assert _schema(plain_tool.tool_call_schema) == _schema(guarded_tool.tool_call_schema)
     assert (plain_tool.name, plain_tool.description) == (
         guarded_tool.name,
         guarded_tool.description,

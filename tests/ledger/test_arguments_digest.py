@@ -213,7 +213,11 @@ def test_claim_accepts_digest_reads_the_claim_signature(expected: bool, ledger: 
 def test_a_guard_refuses_a_ledger_whose_claim_takes_no_digest() -> None:
     """A ledger written before digests is refused when the Guard is made, naming the type only."""
     with pytest.raises(ag.ConfigurationError, match="arguments_digest") as raised:
-        ag.Guard(base_url="https://approvals.example.com", credential="x", ledger=OldLedger())
+        ag.Guard(
+            base_url="https://approvals.example.com",
+            credential="x",
+            ledger=OldLedger(),  # type: ignore[arg-type]
+        )
 
     assert "OldLedger" in str(raised.value)
     assert "hunter2" not in str(raised.value)

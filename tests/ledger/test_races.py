@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from approval_guard._ledger.memory import FINISHED
+from approval_guard._ledger.protocol import FINISHED
 from tests.support.ledger import guard_spec, provider_rows, tool_runs
 
 if TYPE_CHECKING:

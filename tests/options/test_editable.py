@@ -50,7 +50,9 @@ def test_an_approved_edit_runs_the_tool_with_the_new_values(
     assert [("pay_1", 2500, "GBP")] == ran
     assert type(ran[0][1]) is int
     (request,) = provider.requests()
-    assert ("amount", "currency") == tuple(provider.store.get_request(request.id).editable)
+    stored = provider.store.get_request(request.id)
+    assert stored is not None
+    assert ("amount", "currency") == tuple(stored.editable)
     (edited,) = [e for e in events if isinstance(e, ag.ArgumentsEdited)]
     assert 4900 == edited.before["amount"] and 2500 == edited.after["amount"]
     assert ("amount",) == edited.changed

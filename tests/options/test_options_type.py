@@ -74,7 +74,7 @@ def test_every_option_of_the_type_is_accepted() -> None:
     }
     assert sorted(values) == sorted(ApprovalOptions.__annotations__)
 
-    @ag.requires_approval(**values)  # type: ignore[arg-type]
+    @ag.requires_approval(**values)  # type: ignore[call-overload]
     def tool() -> int:
         return 1
 

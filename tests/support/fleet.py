@@ -58,7 +58,8 @@ class Fleet:
         assert process.stdout is not None
         line = process.stdout.readline()
         if not line:
-            raise AssertionError(f"the instance did not start: {process.stderr.read()[-2000:]}")
+            error = process.stderr.read() if process.stderr is not None else ""
+            raise AssertionError(f"the instance did not start: {error[-2000:]}")
         started = Instance(process, json.loads(line)["url"])
         self.running.append(started)
         return started

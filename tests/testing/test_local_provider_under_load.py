@@ -45,7 +45,7 @@ def test_a_thousand_guarded_calls_wait_at_once_and_each_runs_once_when_approved(
             ran.append(n)
             return n
 
-        async def main() -> tuple[list[object], int, int]:
+        async def main() -> tuple[list[int | ag.NotRun], int, int]:
             tasks = [asyncio.create_task(refund(n)) for n in range(CALLS)]
             deadline = time.monotonic() + 120
             while len(provider.requests("pending")) < CALLS or provider.stats.polls < CALLS:

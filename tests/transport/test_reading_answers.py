@@ -184,7 +184,7 @@ def test_a_compressed_bomb_is_refused_without_being_inflated(flavour: str) -> No
 
             result = asyncio.run(go())
             assert isinstance(result, TransportError)
-            caught = pytest.ExceptionInfo.from_exc_info((type(result), result, None))
+            caught = pytest.ExceptionInfo.from_exception(result)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

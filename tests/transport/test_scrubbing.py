@@ -21,11 +21,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import approval_guard as ag
-from approval_guard._codec.safe_text import safe_text
+from approval_guard._codec.safe_text import SECRET_WORDS, safe_text, scrub_text
 from approval_guard._codec.wire import MESSAGE_LIMIT, WireError, format_http_date, format_timestamp
 from approval_guard._codec.wire_models import parse_error
 from approval_guard._transport.answer import TransportError
-from approval_guard._transport.scrub import SECRET_WORDS, Scrubber, scrub_text
+from approval_guard._transport.scrub import Scrubber
 from approval_guard.testing import LocalProvider
 from tests.support.guards import make_guard, refund_tool
 from tests.support.scripted import (

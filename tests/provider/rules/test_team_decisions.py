@@ -234,9 +234,9 @@ def test_concurrent_approvals_by_different_people_count_once_each(team: Team) ->
         final = team.instance.poll(created["id"]).json()
         assert "approved" == final["status"]
         assert 2 == len(final["approvals"])
-        decided = [
-            e for e in team.server.store.history(created["id"]).events if e.type == "decided"
-        ]  # type: ignore[union-attr]
+        history = team.server.store.history(created["id"])
+        assert history is not None
+        decided = [e for e in history.events if e.type == "decided"]
         assert 1 == len(decided)
 
 
