@@ -250,9 +250,7 @@ class ChildProvider:
     def __init__(self, poll_cap: float = 60.0, *, direct: bool = False, fds: int = 8192) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=_serve, args=(child, poll_cap, direct, fds), daemon=True
-        )
+        self._proc = ctx.Process(target=_serve, args=(child, poll_cap, direct, fds), daemon=True)
         self._proc.start()
         if not self._conn.poll(60):
             raise RuntimeError("the provider child process did not start")

@@ -85,8 +85,10 @@ def _async_many(child: ChildProvider, calls: int) -> dict[str, Any]:
         before = _snapshot()
         tasks: list[asyncio.Future[int]] = []
         for start in range(0, calls, WAVE):
-            tasks += [asyncio.ensure_future(bench_async_scale(n))
-                      for n in range(start, min(calls, start + WAVE))]
+            tasks += [
+                asyncio.ensure_future(bench_async_scale(n))
+                for n in range(start, min(calls, start + WAVE))
+            ]
             if not await ask("wait_waiting", _almost(len(tasks)), 180):
                 # The provider fell behind: measure what it holds, and say so.
                 log(f"async_scale: the provider held fewer than {len(tasks)} polls; stopping there")
@@ -99,9 +101,15 @@ def _async_many(child: ChildProvider, calls: int) -> dict[str, Any]:
         after = _snapshot()
         await guard.aclose()
         closed = open_sockets()
-        return {"before": before, "waiting": waiting, "after": after, "closed": closed,
-                "decided": decided, "started": len(tasks),
-                "ran": sum(1 for n, r in enumerate(results) if n == r)}
+        return {
+            "before": before,
+            "waiting": waiting,
+            "after": after,
+            "closed": closed,
+            "decided": decided,
+            "started": len(tasks),
+            "ran": sum(1 for n, r in enumerate(results) if n == r),
+        }
 
     out = asyncio.run(main())
     out["lags"] = _lags(out["decided"], starts)
@@ -132,8 +140,10 @@ def _sync_many(child: ChildProvider, calls: int) -> dict[str, Any]:
     before = _snapshot()
     threads: list[threading.Thread] = []
     for start in range(0, calls, WAVE):
-        wave = [threading.Thread(target=caller, args=(n,), name=f"caller-{n}", daemon=True)
-                for n in range(start, min(calls, start + WAVE))]
+        wave = [
+            threading.Thread(target=caller, args=(n,), name=f"caller-{n}", daemon=True)
+            for n in range(start, min(calls, start + WAVE))
+        ]
         for thread in wave:
             thread.start()
         threads += wave
@@ -145,9 +155,13 @@ def _sync_many(child: ChildProvider, calls: int) -> dict[str, Any]:
     for thread in threads:
         thread.join(60)
     guard.close()
-    return {"before": before, "waiting": waiting, "decided": decided,
-            "ran": sum(1 for n in range(calls) if outcomes.get(n) == n),
-            "lags": _lags(decided, starts)}
+    return {
+        "before": before,
+        "waiting": waiting,
+        "decided": decided,
+        "ran": sum(1 for n in range(calls) if outcomes.get(n) == n),
+        "lags": _lags(decided, starts),
+    }
 
 
 def _latency(samples: int) -> tuple[list[float], list[float]]:
@@ -157,8 +171,7 @@ def _latency(samples: int) -> tuple[list[float], list[float]]:
     runner = threading.Thread(target=loop.run_forever, daemon=True)
     runner.start()
     with LocalProvider() as provider:
-        guard = ag.Guard(base_url=provider.url, credential=provider.credential,
-                         harness_limit="35m")
+        guard = ag.Guard(base_url=provider.url, credential=provider.credential, harness_limit="35m")
 
         @guard.requires_approval(timeout="30m")
         async def bench_async_latency(n: int) -> None:
@@ -235,8 +248,9 @@ def run(quick: bool = False) -> Result:
     result.add(
         "memory per waiting call (RSS)",
         f"{a_rss / KIB:.1f} KiB",
-        f"sync: {s_rss / KIB:.1f} KiB ({s_rss / a_rss:.1f}x)" if a_rss > 0 else "sync: "
-        f"{s_rss / KIB:.1f} KiB",
+        f"sync: {s_rss / KIB:.1f} KiB ({s_rss / a_rss:.1f}x)"
+        if a_rss > 0
+        else f"sync: {s_rss / KIB:.1f} KiB",
         "< 20 KiB",
         a_rss < 20 * KIB,
     )
@@ -281,14 +295,23 @@ def run(quick: bool = False) -> Result:
         "sync_calls": sync_calls,
         "async": {k: many[k] for k in ("before", "waiting", "after")},
         "sync": {k: sync[k] for k in ("before", "waiting")},
-        "async_lag_seconds": {"p50": percentile(many["lags"], 50),
-                              "p99": percentile(many["lags"], 99), "max": a_lag},
-        "sync_lag_seconds": {"p50": percentile(sync["lags"], 50),
-                             "p99": percentile(sync["lags"], 99), "max": s_lag},
+        "async_lag_seconds": {
+            "p50": percentile(many["lags"], 50),
+            "p99": percentile(many["lags"], 99),
+            "max": a_lag,
+        },
+        "sync_lag_seconds": {
+            "p50": percentile(sync["lags"], 50),
+            "p99": percentile(sync["lags"], 99),
+            "max": s_lag,
+        },
         "rss_per_call_bytes": {"async": a_rss, "sync": s_rss},
-        "latency_seconds": {"async_p50": g50, "floor_p50": f50,
-                            "async_p99": percentile(guarded, 99),
-                            "floor_p99": percentile(floor, 99)},
+        "latency_seconds": {
+            "async_p50": g50,
+            "floor_p50": f50,
+            "async_p99": percentile(guarded, 99),
+            "floor_p99": percentile(floor, 99),
+        },
     }
     result.notes.append(
         f"the provider (LocalProvider's server, reached directly, not through its fault proxy) "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mypy import api
 
-SNIPPET = '''
+SNIPPET = """
 from typing import Any, Coroutine
 from typing_extensions import assert_type
 import approval_guard as ag
@@ -30,7 +30,7 @@ assert_type(plain("p"), "int | str")
 pending = assert_type(lookup("o"), "Coroutine[Any, Any, int | ag.NotRun]")
 pending.close()
 refund("p", "not an int")  # E: the parameters are the tool's
-'''
+"""
 
 
 def test_decorated_functions_keep_their_types(tmp_path: Path) -> None:
@@ -43,9 +43,7 @@ def test_decorated_functions_keep_their_types(tmp_path: Path) -> None:
     lines = [line for line in out.splitlines() if ": error:" in line]
     assert 1 == len(lines), out + err
     bad_line = next(
-        number
-        for number, line in enumerate(SNIPPET.splitlines(), start=1)
-        if "not an int" in line
+        number for number, line in enumerate(SNIPPET.splitlines(), start=1) if "not an int" in line
     )
     assert f"snippet.py:{bad_line}:" in lines[0] and "refund" in lines[0]
     assert 1 == status

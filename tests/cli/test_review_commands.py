@@ -450,7 +450,7 @@ def test_approve_set_changes_an_editable_argument_exactly(
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        ("currency=\"EUR\"", "400"),
+        ('currency="EUR"', "400"),
         ("nothing=1", "no argument"),
         ("amount=two", "not JSON"),
         ("amount", "NAME=JSON"),

@@ -44,6 +44,7 @@ def test_a_date_header_at_the_end_of_time_fails_closed() -> None:
     """A Date so far ahead that the arithmetic overflows: not valid, no exception."""
     from approval_guard._codec.clock import ClockSample, still_valid
 
-    sample = ClockSample(sent=0.0, received=0.0,
-                         date=datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc))
+    sample = ClockSample(
+        sent=0.0, received=0.0, date=datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+    )
     assert (False, None) == still_valid(datetime(9999, 12, 31, tzinfo=timezone.utc), sample, 5.0)

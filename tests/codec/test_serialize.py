@@ -106,8 +106,17 @@ def _varied(a: int, *rest: int, key: str = "k", **more: Any) -> None: ...
 @pytest.mark.parametrize("fn", [_plain, _varied])
 @pytest.mark.parametrize(
     ("args", "kwargs"),
-    [((1,), {}), ((1, "y"), {"c": 2.0}), ((), {"a": 1, "b": "z"}), ((1, "y", 3.0), {}),
-     ((1, 2, 3, 4), {}), ((), {}), ((1,), {"a": 2}), ((1,), {"nope": 1}), ((1,), {"key": "q"})],
+    [
+        ((1,), {}),
+        ((1, "y"), {"c": 2.0}),
+        ((), {"a": 1, "b": "z"}),
+        ((1, "y", 3.0), {}),
+        ((1, 2, 3, 4), {}),
+        ((), {}),
+        ((1,), {"a": 2}),
+        ((1,), {"nope": 1}),
+        ((1,), {"key": "q"}),
+    ],
 )
 def test_fast_binding_agrees_with_inspect(fn: Any, args: tuple[Any, ...], kwargs: Any) -> None:
     """The fast binder gives what inspect gives, including the same TypeError for a bad call."""
@@ -250,8 +259,7 @@ def test_nesting_up_to_the_limit_and_long_integers_are_sent(
     provider: LocalProvider,
 ) -> None:
     """64 levels deep and a 4,300-digit integer are still plain JSON: they go for approval."""
-    guard = make_guard(provider, harness_limit="5s", return_margin="1s",
-                       deadline_margin="1s")
+    guard = make_guard(provider, harness_limit="5s", return_margin="1s", deadline_margin="1s")
 
     @guard.requires_approval(timeout="2s")
     def store(value: Any, big: int) -> None:

@@ -130,9 +130,11 @@ def test_timestamp_parsing_agrees_with_rfc3339(moment: datetime, form: str) -> N
 
     from approval_guard._codec.wire import parse_timestamp
 
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z" if (
-        form == "ms"
-    ) else moment.strftime(form)
+    text = (
+        moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        if (form == "ms")
+        else moment.strftime(form)
+    )
     assert isoparse(text).astimezone(timezone.utc) == parse_timestamp(text, field="t")
 
 

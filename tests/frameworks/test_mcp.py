@@ -80,9 +80,7 @@ def test_input_schema_equals_the_unguarded_one(guard: ag.Guard, fn: Any) -> None
 
 
 @pytest.mark.parametrize("fn", TOOLS.values(), ids=TOOLS.keys())
-def test_call_tool_runs_after_approval(
-    provider: LocalProvider, guard: ag.Guard, fn: Any
-) -> None:
+def test_call_tool_runs_after_approval(provider: LocalProvider, guard: ag.Guard, fn: Any) -> None:
     """tools/call waits for approval, runs the tool and returns its result."""
     provider.policy = approve_after(0.05)
     server = _server(guard.requires_approval(timeout="1m")(fn), structured_output=False)
@@ -108,9 +106,7 @@ def test_not_run_comes_back_as_text_content(
     assert expected == json.loads(_text(result))
 
 
-def test_structured_output_cannot_carry_a_not_run(
-    provider: LocalProvider, guard: ag.Guard
-) -> None:
+def test_structured_output_cannot_carry_a_not_run(provider: LocalProvider, guard: ag.Guard) -> None:
     """Why the docs say structured_output=False: an output schema turns NotRun into an error."""
     provider.policy = deny_after(0.05, "not this customer")
     server = _server(guard.requires_approval(timeout="1m")(issue_refund_async))
@@ -120,9 +116,7 @@ def test_structured_output_cannot_carry_a_not_run(
     assert "not this customer" not in _text(result)
 
 
-def test_context_is_not_sent_for_approval(
-    provider: LocalProvider, guard: ag.Guard
-) -> None:
+def test_context_is_not_sent_for_approval(provider: LocalProvider, guard: ag.Guard) -> None:
     """MCPServer's Context reaches the tool and is not sent to the reviewer."""
     provider.policy = approve_after(0.05)
     server = MCPServer("refunds")

@@ -86,9 +86,7 @@ def test_params_schema_equals_the_unguarded_one(guard: ag.Guard, fn: Any) -> Non
 
 
 @pytest.mark.parametrize("fn", TOOLS.values(), ids=TOOLS.keys())
-def test_tool_runs_after_approval(
-    provider: LocalProvider, guard: ag.Guard, fn: Any
-) -> None:
+def test_tool_runs_after_approval(provider: LocalProvider, guard: ag.Guard, fn: Any) -> None:
     """Invoking the tool with JSON arguments waits for approval, then runs it."""
     provider.policy = approve_after(0.05)
     refund = function_tool(guard.requires_approval(timeout="1m")(fn))

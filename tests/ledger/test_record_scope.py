@@ -25,11 +25,13 @@ GUARDS = 100
 def test_a_guard_per_session_still_runs_one_approved_call_once() -> None:
     """100 Guards (one per session) retrying one key: the approved call runs once, not 100 times."""
     ran: list[Any] = []
-    with LocalProvider(policy=approve_after(0)) as provider, ag.harness_call(
-        idempotency_key="toolcall-one-per-session", limit="1m"
+    with (
+        LocalProvider(policy=approve_after(0)) as provider,
+        ag.harness_call(idempotency_key="toolcall-one-per-session", limit="1m"),
     ):
-        outcomes = [refund_tool(make_guard(provider), ran)("payment_1", 4900)
-                    for _ in range(GUARDS)]
+        outcomes = [
+            refund_tool(make_guard(provider), ran)("payment_1", 4900) for _ in range(GUARDS)
+        ]
         assert 1 == len(provider.requests())
     assert [("payment_1", 4900, "GBP")] == ran
     reasons = [out.reason for out in outcomes if isinstance(out, ag.NotRun)]
@@ -96,8 +98,14 @@ def test_two_providers_using_one_request_id_do_not_share_a_claim(
     """Two providers both approving request ``1``: each call runs (the record is per provider)."""
     ran: list[str] = []
     for provider in same_id_providers:
-        guard = ag.Guard(base_url=provider.url, credential="cred-1", harness_limit="1m",
-                         poll_wait="1s", return_margin="1s", deadline_margin="1s")
+        guard = ag.Guard(
+            base_url=provider.url,
+            credential="cred-1",
+            harness_limit="1m",
+            poll_wait="1s",
+            return_margin="1s",
+            deadline_margin="1s",
+        )
 
         @guard.requires_approval(timeout="30s")
         def send(to: str) -> str:

@@ -20,8 +20,6 @@ from tests.support.paths import REPO
 ENV_NAMES = (_env.ENV_URL, _env.ENV_REVIEWER_TOKEN, _env.ENV_CREDENTIAL)
 
 
-
-
 def create(
     provider: LocalProvider,
     *,

@@ -184,7 +184,9 @@ def test_headers_fault_adds_headers_and_replaces_the_date(
     faulted = api.poll(created["id"])
     normal = api.poll(created["id"])
     assert (200, hostile, "²") == (
-        faulted.status_code, faulted.headers["Date"], faulted.headers["Retry-After"]
+        faulted.status_code,
+        faulted.headers["Date"],
+        faulted.headers["Retry-After"],
     )
     assert created["id"] == faulted.json()["id"]
     assert hostile != normal.headers["Date"] and "Retry-After" not in normal.headers

@@ -113,6 +113,4 @@ def test_netrc_does_not_replace_the_credential(
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
     provider.policy = approve_after(0.0)
-    assert {"refund_id": "re_1", "amount": 1} == refund_tool(make_guard(provider), [])(
-        "p", 1
-    )
+    assert {"refund_id": "re_1", "amount": 1} == refund_tool(make_guard(provider), [])("p", 1)

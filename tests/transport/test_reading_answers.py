@@ -111,8 +111,13 @@ def _outcome(perform: Callable[[], Any]) -> tuple[Any, ...]:
         answer = perform()
     except TransportError as exc:
         return ("error", exc.kind)
-    return (answer.status, answer.body, answer.retry_after, answer.provider_request_id,
-            answer.sample.date)
+    return (
+        answer.status,
+        answer.body,
+        answer.retry_after,
+        answer.provider_request_id,
+        answer.sample.date,
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CANNED))

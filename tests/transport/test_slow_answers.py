@@ -54,8 +54,11 @@ class DrippingProvider:
             head, _, rest = data.partition(b"\r\n\r\n")
             line = head.split(b"\r\n", 1)[0].decode()
             length = next(
-                (int(h.split(b":")[1]) for h in head.split(b"\r\n")
-                 if h.lower().startswith(b"content-length:")),
+                (
+                    int(h.split(b":")[1])
+                    for h in head.split(b"\r\n")
+                    if h.lower().startswith(b"content-length:")
+                ),
                 0,
             )
             while len(rest) < length:
@@ -64,9 +67,11 @@ class DrippingProvider:
             self.methods.append(f"{method} {path.split('?')[0].rsplit('/', 1)[-1]}")
             now = datetime.now(timezone.utc)
             request = {
-                "id": "r1", "tool": "issue_refund",
+                "id": "r1",
+                "tool": "issue_refund",
                 "arguments": {"payment_id": "p", "amount": 1, "currency": "GBP"},
-                "timeout": "1m", "status": "pending",
+                "timeout": "1m",
+                "status": "pending",
                 "created_at": format_timestamp(now),
                 "deadline_at": format_timestamp(now + timedelta(minutes=1)),
             }
@@ -104,8 +109,14 @@ def dripping(request: pytest.FixtureRequest) -> Iterator[DrippingProvider]:
 
 def test_a_dripping_answer_cannot_stretch_the_wait(dripping: DrippingProvider) -> None:
     """An answer sent a byte at a time (each read within its timeout) still ends on time."""
-    guard = ag.Guard(base_url=dripping.url, credential="agi_x", harness_limit="4s",
-                     poll_wait="1s", return_margin="1s", deadline_margin="1s")
+    guard = ag.Guard(
+        base_url=dripping.url,
+        credential="agi_x",
+        harness_limit="4s",
+        poll_wait="1s",
+        return_margin="1s",
+        deadline_margin="1s",
+    )
     ran: list[Any] = []
     started = time.monotonic()
     out = refund_tool(guard, ran)("p", 1)
@@ -116,8 +127,14 @@ def test_a_dripping_answer_cannot_stretch_the_wait(dripping: DrippingProvider) -
 
 def test_a_dripping_answer_cannot_stretch_an_async_wait(dripping: DrippingProvider) -> None:
     """An answer sent a byte at a time still ends on time on the async path."""
-    guard = ag.Guard(base_url=dripping.url, credential="agi_x", harness_limit="4s",
-                     poll_wait="1s", return_margin="1s", deadline_margin="1s")
+    guard = ag.Guard(
+        base_url=dripping.url,
+        credential="agi_x",
+        harness_limit="4s",
+        poll_wait="1s",
+        return_margin="1s",
+        deadline_margin="1s",
+    )
     ran: list[Any] = []
 
     @guard.requires_approval(timeout="1m")

@@ -332,7 +332,9 @@ def test_reused_key_answer_carries_the_first_request(provider: LocalProvider, ap
     assert (422, "idempotency_key_reused") == (response.status_code, error_type(response))
     original = response.json()["request"]
     assert (first["id"], "approved", "30m") == (
-        original["id"], original["status"], original["timeout"]
+        original["id"],
+        original["status"],
+        original["timeout"],
     )
     assert first["arguments"] == original["arguments"]
 

@@ -37,8 +37,9 @@ def test_numbers_are_kept_and_echoed_exactly_as_sent(provider: LocalProvider, nu
     status, created = create_raw(provider, body, key="exact")
     request_id = strict_json(created.decode())["id"]
     replay_status, replay = create_raw(provider, body, key="exact")
-    poll_status, polled = send(provider, "GET", f"/v1/requests/{request_id}",
-                               token=provider.credential)
+    poll_status, polled = send(
+        provider, "GET", f"/v1/requests/{request_id}", token=provider.credential
+    )
     page = listed(provider)
 
     assert (201, 200, 200) == (status, replay_status, poll_status)

@@ -69,9 +69,12 @@ def test_a_webhook_secret_never_shows_in_a_repr() -> None:
         ('[tools.a]\nmax_valid_for = "100000000000h"\n', 2, "from 1s to 24h"),
         ('[tools.a]\napprovers = [" payments"]\n', 2, "without spaces"),
         # No [tools.X] header: an inline table or a dotted key, on its own line.
-        ('[defaults]\napprovals_required = 1\n[tools]\na = {approvals_required = 0}\n', 4,
-         "1 to 10"),
-        ('[tools]\n\na.approvals_required = 0\n', 3, "1 to 10"),
+        (
+            "[defaults]\napprovals_required = 1\n[tools]\na = {approvals_required = 0}\n",
+            4,
+            "1 to 10",
+        ),
+        ("[tools]\n\na.approvals_required = 0\n", 3, "1 to 10"),
         ('\n\ntools.x.self_approval = "no"\n', 3, "true or false"),
         ("[tools.a]\napprovers = []\n", 2, "non-empty list"),
         ('[tools.a]\napprovers = "payments"\n', 2, "non-empty list"),

@@ -22,7 +22,6 @@ from tests.support.fleet import Fleet, Instance
 pytestmark = pytest.mark.postgres
 
 
-
 def test_a_decision_on_one_instance_wakes_a_poll_waiting_on_another(fleet: Fleet) -> None:
     a, b = fleet.start(), fleet.start()
     created = fleet.api(a).new()

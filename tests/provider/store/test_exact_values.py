@@ -18,8 +18,15 @@ from tests.support.raw_http import listed, nested
 
 @pytest.mark.parametrize(
     "value",
-    [float("inf"), float("nan"), "\ud800", {"\udc00": 1}, {1: "x"}, object(),
-     json.loads(nested(MAX_JSON_DEPTH))],
+    [
+        float("inf"),
+        float("nan"),
+        "\ud800",
+        {"\udc00": 1},
+        {1: "x"},
+        object(),
+        json.loads(nested(MAX_JSON_DEPTH)),
+    ],
     ids=["inf", "nan", "surrogate", "surrogate key", "int key", "object", "too deep"],
 )
 def test_the_store_refuses_what_json_cannot_keep(value: Any) -> None:
@@ -29,8 +36,13 @@ def test_the_store_refuses_what_json_cannot_keep(value: Any) -> None:
         store.ensure_initial_credentials()
         owner = next(c for c in store.list_credentials() if c.kind == "instance")
         with pytest.raises(InvalidJSON):
-            store.create_request(owner=owner, idempotency_key="k", tool="t",
-                                 arguments={"v": value}, timeout_seconds=60)
+            store.create_request(
+                owner=owner,
+                idempotency_key="k",
+                tool="t",
+                arguments={"v": value},
+                timeout_seconds=60,
+            )
         assert [] == store.list_requests()
     finally:
         store.close()
@@ -42,8 +54,9 @@ def test_a_non_finite_number_stored_by_an_older_version_is_still_served(
     """An Infinity an older provider stored reads back as a string: valid JSON, no 500."""
     created = api.new(arguments={"n": 1})
     with provider.store.transaction() as db:
-        db.execute("UPDATE requests SET arguments = ? WHERE id = ?",
-                   ('{"n":Infinity}', created["id"]))
+        db.execute(
+            "UPDATE requests SET arguments = ? WHERE id = ?", ('{"n":Infinity}', created["id"])
+        )
 
     polled = api.poll(created["id"])
 
