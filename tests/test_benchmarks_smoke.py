@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import REPO
 
 NAMES = [
@@ -20,6 +22,7 @@ NAMES = [
 ]
 
 
+@pytest.mark.slow
 def test_benchmarks_run_in_quick_mode(tmp_path: Path) -> None:
     """`python -m benchmarks --quick` runs every benchmark and writes its JSON and table."""
     done = subprocess.run(
@@ -52,6 +55,7 @@ def test_the_policy_benchmark_gives_positive_figures(tmp_path: Path) -> None:
         assert all(t > 0 for times in figures[name].values() for t in times)
 
 
+@pytest.mark.slow
 def test_the_server_benchmark_answers_every_poll_and_loses_no_decision(tmp_path: Path) -> None:
     """Every waiting poll (provider and floor) comes back approved; a SIGKILL loses nothing."""
     done = subprocess.run(

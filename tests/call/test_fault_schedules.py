@@ -809,6 +809,7 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
         HealthCheck.large_base_example,
     ],
 )
+@pytest.mark.slow
 @given(batch=st.lists(SCHEDULE, min_size=BATCH, max_size=BATCH), proxied=st.booleans())
 def test_no_fault_schedule_breaks_the_call_rules(
     benches: list[Bench],

@@ -79,6 +79,7 @@ def _refund_tools(guard: ag.Guard, ran: list[Any]) -> dict[str, Callable[..., An
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_two_approvals_needed_the_call_waits_for_the_second_person_then_runs_once(
     team: tuple[LocalProvider, dict[str, str]], kind: str

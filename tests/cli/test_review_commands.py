@@ -535,6 +535,7 @@ def test_the_cli_reads_arguments_as_deep_as_the_provider_accepts(
 
 
 # Found in the adversarial review of the local provider, its CLI and what it shows.
+@pytest.mark.slow
 def test_list_shows_an_old_pending_request_behind_a_full_page_of_newer_ones(
     provider: LocalProvider, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -289,6 +289,7 @@ def test_a_previous_version_process_still_claims_in_an_upgraded_file(
     assert row is not None and row.arguments_digest is None
 
 
+@pytest.mark.slow
 def test_processes_opening_an_old_sqlite_file_at_once_all_upgrade_it(
     old_sqlite_file: Path, workers: Workers
 ) -> None:
@@ -389,6 +390,7 @@ def test_an_old_postgres_table_gains_the_column_and_keeps_its_rows(
     again.close()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_processes_opening_an_old_postgres_table_at_once_all_upgrade_it(
     pg_dsn: str, old_pg_table: str, workers: Workers

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses SIGKILL")
 WORKERS = 20
 
 
+@pytest.mark.slow
 def test_twenty_processes_claiming_one_request_exactly_one_wins(
     shared_backend: Backend, workers: Workers
 ) -> None:
@@ -34,6 +35,7 @@ def test_twenty_processes_claiming_one_request_exactly_one_wins(
     assert row is not None and f"worker-{winners[0]}" == row.worker
 
 
+@pytest.mark.slow
 def test_twenty_processes_recovering_one_approval_run_the_tool_exactly_once(
     shared_backend: Backend, provider: Any, workers: Workers, tmp_path: Path
 ) -> None:

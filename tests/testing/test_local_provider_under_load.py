@@ -10,6 +10,8 @@ import os
 import resource
 import time
 
+import pytest
+
 import approval_guard as ag
 from approval_guard.testing import LocalProvider
 
@@ -26,6 +28,7 @@ def _enough_descriptors(wanted: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
 
 
+@pytest.mark.slow
 def test_a_thousand_guarded_calls_wait_at_once_and_each_runs_once_when_approved() -> None:
     """1,000 async calls long-poll through the proxy at once (>1,024 descriptors); all run."""
     _enough_descriptors(8 * CALLS)

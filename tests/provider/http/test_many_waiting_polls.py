@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 
+import pytest
 import requests
 
 from approval_guard.testing import LocalProvider
@@ -15,6 +16,7 @@ from approval_guard.testing import LocalProvider
 N = 500
 
 
+@pytest.mark.slow
 def test_five_hundred_waiting_polls_are_all_answered_after_decisions() -> None:
     """500 polls wait at once; each returns its decision soon after it is made."""
     with LocalProvider() as provider:
