@@ -543,6 +543,8 @@ def test_sigkill_in_a_burst_loses_no_answered_decision(tmp_path: Path, kill_at: 
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
     assert len(acked) >= kill_at
     with contextlib.closing(sqlite3.connect(db)) as conn:
         statuses = dict(conn.execute("SELECT id, status FROM requests").fetchall())
