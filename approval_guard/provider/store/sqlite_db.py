@@ -7,6 +7,11 @@ WAL with ``synchronous=NORMAL`` survives a process crash, so a ``kill -9`` loses
 nothing that was answered (only an operating-system crash may lose the last
 transactions). Reads use a small pool of their own connections, so they never
 queue behind a write; ``":memory:"`` has one connection, shared under the lock.
+
+On a file, writers that queue for the lock share one transaction (group
+commit, ``sqlite_group.py``): each is answered, and the change feed told, only
+after the ``COMMIT`` that holds its write. ``":memory:"`` never groups: its
+readers share the writer connection, and would see a batch before it commits.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from approval_guard._codec.exact_json import canonical_json
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, to_us
+from approval_guard.provider.store.sqlite_group import GroupCommit
 
 _SCHEMA_VERSION = "3"
 #: Reader connections kept for a file database.
@@ -197,11 +203,12 @@ class SQLiteDB(SQLStoreBase):
         super().__init__(clock=clock)
         self.path = str(path)
         self._memory = self.path == ":memory:"
-        self._lock = threading.RLock()
         self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._readers = 0
         self._readers_lock = threading.Lock()
         self._db = self._connect()
+        self._group = GroupCommit(self._db, self._changed, self._check_open)
+        self._lock = self._group.lock
         with self._lock:
             self._db.executescript(_SCHEMA)
             self._add_columns()
@@ -243,27 +250,51 @@ class SQLiteDB(SQLStoreBase):
         """The writer connection inside one committed transaction, under the store's lock.
 
         For small extensions such as :mod:`approval_guard.testing`; the HTTP
-        layer uses the store's methods.
+        layer uses the store's methods. It never begins inside a batch of the
+        store's own writes: one open when it gets the lock is committed first.
         """
-        with self._lock:
+        with self._group.exclusive():
             self._check_open()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._group.rollback()
                 raise
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except BaseException:
+                # A failed COMMIT (a deferred constraint) leaves it open: start clean.
+                self._group.rollback()
+                raise
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Tx]:
-        with self.transaction() as db:
-            tx = _SQLiteTx(db)
+        if self._memory:
+            # Never grouped: readers share this connection and would see an open batch.
+            with self.transaction() as db:
+                tx = _SQLiteTx(db)
+                yield tx
+                self._before_commit(tx, tx.events)
+            # Committed: only now may anyone hear of it.
+            if tx.changed:
+                self._changed(tx.seq, tuple(dict.fromkeys(tx.changed)))
+            return
+        batch, opened = self._group.join()
+        failure = None
+        try:
+            tx = _SQLiteTx(self._db)
             yield tx
+            # In the member's own part of the batch: its outbox rows commit, or not, with it.
             self._before_commit(tx, tx.events)
-        # Committed: only now may anyone hear of it.
-        if tx.changed:
-            self._feed.changed(tx.seq, tuple(dict.fromkeys(tx.changed)))
+            batch.keep(tx.seq, tx.changed)
+        except BaseException as exc:
+            failure = exc
+        # Returns once the batch holding this write committed (and the feed heard of it).
+        self._group.leave(batch, opened, failure)
+
+    def _changed(self, seq: int, request_ids: tuple[str, ...]) -> None:
+        self._feed.changed(seq, request_ids)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Reader]:
@@ -302,8 +333,8 @@ class SQLiteDB(SQLStoreBase):
                 self._check_open()
 
     def close(self) -> None:
-        """Wake every waiter and close the database. Idempotent."""
-        with self._lock:
+        """Wake every waiter and close the database (an open batch commits first). Idempotent."""
+        with self._group.exclusive():
             if self._closed:
                 return
             self._closed = True
