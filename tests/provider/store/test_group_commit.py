@@ -32,8 +32,9 @@ from approval_guard.provider import Store
 from approval_guard.provider.store import sqlite_group
 from approval_guard.provider.store.models import Credential, NotPendingError, StoreClosedError
 from approval_guard.provider.store.sqlite_group import CommitFailed
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 class Boom(Exception):
