@@ -123,8 +123,9 @@ class Guard:
             )
         elif not claim_accepts_digest(ledger):
             raise ConfigurationError(
-                f"the ledger's claim() must take arguments_digest= (the Ledger protocol), "
-                f"and {type(ledger).__name__}.claim does not"
+                f"the ledger's claim() must be a plain function taking (request_id, *, tool, "
+                f"worker, arguments_digest) (the Ledger protocol), and "
+                f"{type(ledger).__name__}.claim is not"
             )
         # Rows are keyed by provider as well as request id: two providers may use one id.
         self._ledger = ProviderLedger(ledger, provider_scope(self._base_url))

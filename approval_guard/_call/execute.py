@@ -9,6 +9,7 @@ as possible: the very last thing before the tool starts.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 from collections.abc import Generator
 from typing import Any
@@ -57,6 +58,23 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
             Reason.NOT_OBTAINED,
             f"The execution record could not be reached to confirm {plan.tool} had not "
             "already run, so it did not run.",
+            decision=decision,
+        )
+    if inspect.isawaitable(claimed):
+        # A coroutine (or any awaitable) is truthy, yet it has claimed nothing: the
+        # record was never written, so running would allow a second run.
+        close = getattr(claimed, "close", None)
+        if inspect.iscoroutine(claimed) and callable(close):
+            close()  # never awaited: closed, so it warns nobody
+        log.error(
+            "the execution record's claim for %s returned a %s, not a bool",
+            request.id,
+            type(claimed).__name__,
+        )
+        return call.not_run(
+            Reason.NOT_OBTAINED,
+            f"The execution record's claim gave no answer that confirms {plan.tool} had "
+            "not already run, so it did not run.",
             decision=decision,
         )
     if not claimed:

@@ -81,26 +81,29 @@ def check_digest(arguments_digest: object) -> str | None:
 
 
 def claim_accepts_digest(ledger: object) -> bool:
-    """Whether ``ledger.claim`` takes an ``arguments_digest`` keyword (or ``**kwargs``).
+    """Whether ``ledger.claim`` can be called as the guard calls it, digest included.
 
-    False too when the signature cannot be read: a Guard refuses such a ledger
-    when it is made, rather than fail on the first approved call.
+    That is ``claim(request_id, tool=..., worker=..., arguments_digest=...)``, a
+    plain (not ``async``) function whose signature takes those arguments (or
+    ``**kwargs``) and needs no other. A coroutine claim would always be truthy,
+    letting every approved call run. False too when the signature cannot be
+    read: a Guard refuses such a ledger when it is made, rather than fail (or
+    run twice) on an approved call.
     """
     claim = getattr(ledger, "claim", None)
-    if claim is None:
+    if claim is None or not callable(claim):
+        return False
+    if inspect.iscoroutinefunction(claim) or inspect.isasyncgenfunction(claim):
         return False
     try:
-        parameters = inspect.signature(claim).parameters.values()
+        signature = inspect.signature(claim)
     except (TypeError, ValueError):
         return False
-    return any(
-        p.kind is inspect.Parameter.VAR_KEYWORD
-        or (
-            p.name == "arguments_digest"
-            and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        )
-        for p in parameters
-    )
+    try:
+        signature.bind("request-id", tool="tool", worker="worker", arguments_digest=None)
+    except TypeError:
+        return False
+    return True
 
 
 class _Rows(Protocol):

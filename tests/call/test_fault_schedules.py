@@ -712,12 +712,18 @@ def run_schedule(bench: Bench, schedule: Schedule) -> tuple[list[str], dict[str,
     # Asking means a create is sent, unless there was no room to ask or a create failed.
     # The guard asks only with a whole second before its own end (limit - RETURN_MARGIN)
     # when it plans the create; on a loaded machine that moment can come LIMIT_TOLERANCE
-    # late, so a schedule closer to the edge than that may be honestly refused.
-    room = (
-        schedule.limit - RETURN_MARGIN - DEADLINE_MARGIN >= 1
-        and schedule.limit - RETURN_MARGIN >= 1 + LIMIT_TOLERANCE
+    # late, so a schedule closer to the edge than that may be refused, but only honestly:
+    # with create's own "too little time" NotRun, never another reason to send nothing.
+    room = schedule.limit - RETURN_MARGIN - DEADLINE_MARGIN >= 1
+    near_edge = schedule.limit - RETURN_MARGIN < 1 + LIMIT_TOLERANCE
+    refused_in_time = (
+        near_edge
+        and isinstance(out, ag.NotRun)
+        and ag.Reason.NOT_OBTAINED == out.reason
+        and out.message.startswith("Too little of the harness's time limit was left")
     )
-    if not policy.skips and not stored and room and not used_on["create"] and not abandon.is_set():
+    asked = stored or used_on["create"] or abandon.is_set()
+    if room and not refused_in_time and not policy.skips and not asked:
         bad.append(f"when= {policy.when} means ask, yet no request exists and no create failed")
     if secrets:
         provider_saw = [repr(r) for r in stored] + [repr(provider.history(r.id)) for r in stored]

@@ -21,6 +21,8 @@ from approval_guard._ledger.scoped import ProviderLedger
 from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.cli import _ledger as cli_ledger
 from approval_guard.exceptions import LedgerError
+from approval_guard.testing import LocalProvider, approve_after
+from tests.support.guards import make_guard, refund_tool
 from tests.support.ledger import run
 
 if TYPE_CHECKING:
@@ -221,6 +223,82 @@ def test_a_guard_refuses_a_ledger_whose_claim_takes_no_digest() -> None:
 
     assert "OldLedger" in str(raised.value)
     assert "hunter2" not in str(raised.value)
+
+
+class _AsyncClaim(MemoryLedger):
+    """A ledger written for asyncio: its claim returns a coroutine, which is always truthy."""
+
+    async def claim(  # type: ignore[override]
+        self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
+    ) -> bool:
+        return super().claim(
+            request_id, tool=tool, worker=worker, arguments_digest=arguments_digest
+        )
+
+
+class _ExtraRequired(MemoryLedger):
+    """A claim that takes arguments_digest, but also needs an argument the guard never gives."""
+
+    def claim(  # type: ignore[override]
+        self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None, ttl: int
+    ) -> bool:
+        return super().claim(
+            request_id, tool=tool, worker=worker, arguments_digest=arguments_digest
+        )
+
+
+class _KeywordOnlyId(MemoryLedger):
+    """A claim whose request id is keyword-only: the guard passes it by position."""
+
+    def claim(  # type: ignore[override]
+        self, *, request_id: str, tool: str, worker: str, arguments_digest: str | None = None
+    ) -> bool:
+        return super().claim(
+            request_id, tool=tool, worker=worker, arguments_digest=arguments_digest
+        )
+
+
+@pytest.mark.parametrize(
+    "ledger",
+    [_AsyncClaim(), _ExtraRequired(), _KeywordOnlyId()],
+    ids=["async-claim", "extra-required-argument", "keyword-only-request-id"],
+)
+def test_a_guard_refuses_a_ledger_whose_claim_it_cannot_call(ledger: MemoryLedger) -> None:
+    """A claim the guard cannot call as the protocol says is refused when the Guard is made.
+
+    Accepted, a coroutine claim would be truthy and let every approved call run, again
+    and again; the others would fail every approved call.
+    """
+    assert not claim_accepts_digest(ledger)
+    with pytest.raises(ag.ConfigurationError, match="claim"):
+        ag.Guard(base_url="https://approvals.example.com", credential="x", ledger=ledger)
+
+
+def test_a_claim_that_returns_an_awaitable_never_lets_the_tool_run(
+    provider: LocalProvider,
+) -> None:
+    """A sync claim handing back a coroutine has not claimed anything: the tool does not run."""
+
+    class _Deferred(MemoryLedger):
+        def claim(  # type: ignore[override]
+            self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
+        ) -> Any:
+            async def later() -> bool:
+                return False
+
+            return later()
+
+    ran: list[Any] = []
+    tool = refund_tool(make_guard(provider, ledger=_Deferred()), ran)
+    provider.policy = approve_after(0.0)
+    outs = []
+    for _ in range(2):
+        with ag.harness_call(idempotency_key="toolcall_deferred", limit="10s"):
+            outs.append(tool("p", 1))
+
+    assert [] == ran
+    assert all(isinstance(out, ag.NotRun) for out in outs)
+    assert [ag.Reason.NOT_OBTAINED] * 2 == [out.reason for out in outs]
 
 
 # -- SQLite: a file made by the previous version ----------------------------------------
