@@ -31,7 +31,7 @@ from approval_guard._ledger.postgres import _NETWORK_DEFAULTS, redact_dsn
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.pg_listen import Listener, payloads
-from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, to_us
+from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 
 #: Connections a store keeps for its reads and writes (the listener has its own).
 POOL_SIZE = 8
@@ -381,9 +381,5 @@ class PostgresDB(SQLStoreBase):
             return
         self._closed = True
         self._listener.close()
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                break
+        close_idle(self._idle)
         self.wake_all()

@@ -27,7 +27,7 @@ from typing import Any
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.models import Clock
-from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, to_us
+from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 from approval_guard.provider.store.sqlite_group import GroupCommit
 
 _SCHEMA_VERSION = "3"
@@ -339,9 +339,5 @@ class SQLiteDB(SQLStoreBase):
                 return
             self._closed = True
             self._db.close()
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                break
+        close_idle(self._idle)
         self.wake_all()

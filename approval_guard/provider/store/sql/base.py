@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
@@ -79,6 +80,19 @@ def returned(cursor: Cursor) -> Any:
     """
     rows = cursor.fetchall()
     return rows[0] if rows else None
+
+
+class _IdleConnections(Protocol):
+    def get_nowait(self) -> Any: ...
+
+
+def close_idle(idle: _IdleConnections) -> None:
+    """Close every connection waiting in a store's idle queue (as the store closes)."""
+    while True:
+        try:
+            idle.get_nowait().close()
+        except queue.Empty:
+            return
 
 
 def to_us(moment: datetime) -> int:
