@@ -173,6 +173,7 @@ def test_aclose_releases_every_socket(provider: LocalProvider) -> None:
     assert _eventually(lambda: _open_sockets() <= before, 5.0), (before, _open_sockets())
 
 
+@pytest.mark.slow
 def test_close_after_the_loop_ended_releases_every_socket(provider: LocalProvider) -> None:
     """``guard.close()`` after ``asyncio.run`` returned: that loop's sockets are closed too."""
     before = _open_sockets()
