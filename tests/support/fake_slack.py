@@ -122,9 +122,7 @@ class FakeSlack:
         with self._lock:
             return [call for call in self.calls if call.method == method]
 
-    def wait_for(
-        self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0
-    ) -> bool:
+    def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0) -> bool:
         """Block until ``predicate(self)`` holds (checked on every call); False on timeout."""
         end = time.monotonic() + timeout
         with self._lock:

@@ -54,9 +54,12 @@ def check_channel(value: object) -> str:
 
 def check_api_url(value: object) -> str:
     """The Web API's base URL, ending in ``/`` (as ``WebClient(base_url=)`` wants it)."""
-    if not isinstance(value, str):
-        raise ValueError("the Slack API URL must be an http(s) URL")
-    return check_url(value).rstrip("/") + "/"
+    try:
+        if not isinstance(value, str):
+            raise ValueError
+        return check_url(value).rstrip("/") + "/"
+    except ValueError:
+        raise ValueError("the Slack API URL must be an http(s)://HOST/... URL") from None
 
 
 @attrs.frozen

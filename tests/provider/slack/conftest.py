@@ -56,7 +56,12 @@ class SlackTeam:
     def new(self, tool: str = "small_refund", **body: Any) -> dict[str, Any]:
         arguments = body.pop("arguments", {"payment_id": "payment_123", "amount": 4900})
         made = self.instance.new(
-            body={"tool": tool, "arguments": arguments, "timeout": body.pop("timeout", "30m"), **body}
+            body={
+                "tool": tool,
+                "arguments": arguments,
+                "timeout": body.pop("timeout", "30m"),
+                **body,
+            }
         )
         return made
 
