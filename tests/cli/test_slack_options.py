@@ -123,3 +123,36 @@ def test_serve_posts_to_slack_and_never_prints_a_secret(tmp_path: Path) -> None:
     assert "/slack/interactions" in banner
     for text in (banner, out, err):
         assert TOKEN not in text and SIGNING_SECRET not in text
+
+
+def test_the_demo_posts_its_request_to_slack_and_updates_it(tmp_path: Path) -> None:
+    """``demo --slack-channel C --slack-api-url URL --decide approve``: posted, then approved."""
+    with FakeSlack() as slack:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "approval_guard",
+                "demo",
+                "--decide",
+                "approve",
+                "--after",
+                "1s",
+                "--slack-channel",
+                CHANNEL,
+                "--slack-user",
+                "U0ME",
+                "--slack-api-url",
+                slack.api_url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**subprocess_env(), **ENV},
+        )
+        assert 0 == done.returncode, done.stdout + done.stderr
+        (posted,) = slack.of("chat.postMessage")
+        updates = slack.of("chat.update")
+    assert "`issue_refund`" in posted.body["text"]
+    assert any("Approved" in str(call.body["text"]) for call in updates), updates
+    assert TOKEN not in done.stdout + done.stderr and SIGNING_SECRET not in done.stdout

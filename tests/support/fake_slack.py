@@ -45,6 +45,8 @@ class FakeSlack:
         self.calls: list[Call] = []
         self.script: list[Answer] = []
         self.down = False
+        #: Seconds each answer waits (a slow Slack).
+        self.delay = 0.0
         #: (channel, ts) -> {"text", "blocks"}: each message as it is now.
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._ts = 0
@@ -66,6 +68,8 @@ class FakeSlack:
                     for key in ("blocks", "view"):
                         if isinstance(body.get(key), str):
                             body[key] = json.loads(body[key])
+                if fake.delay:
+                    time.sleep(fake.delay)
                 status, answer, extra = fake._answer(method, headers, body)
                 out = json.dumps(answer).encode("utf-8")
                 self.send_response(status)

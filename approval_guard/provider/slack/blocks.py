@@ -93,15 +93,15 @@ def headline(request: StoredRequest) -> str:
     decision = request.decision
     by = text(decision.decided_by) if decision is not None and decision.decided_by else ""
     if request.status == PENDING:
-        return f"Approval needed: {tool}"
+        return f"*Approval needed:* {tool}"
     if request.status == APPROVED:
-        return f"\u2705 Approved: {tool}" + (f" by {by}" if by else "")
+        return f"\u2705 *Approved:* {tool}" + (f" by {by}" if by else "")
     if request.status == DENIED:
-        return f"\u26d4 Denied: {tool}" + (f" by {by}" if by else "")
+        return f"\u26d4 *Denied:* {tool}" + (f" by {by}" if by else "")
     if request.status == EXPIRED:
-        return f"\u231b Expired: {tool} (nobody decided in time)"
+        return f"\u231b *Expired:* {tool} (nobody decided in time)"
     if request.status == CANCELLED:
-        return f"Cancelled: {tool} (the agent withdrew it)"
+        return f"*Cancelled:* {tool} (the agent withdrew it)"
     return f"{tool}: {text(request.status)}"
 
 
