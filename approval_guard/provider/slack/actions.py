@@ -150,7 +150,8 @@ def parse_edits(
 
     Each text is parsed as the page and the CLI parse it (``with_edits``:
     exact JSON); an input left empty keeps its value. ``arguments`` is None
-    when any input is refused; ``errors`` then says why, by block.
+    when nothing was changed (an approval as it is) or when an input is
+    refused; ``errors`` then says why, by block.
     """
     edits: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -164,6 +165,6 @@ def parse_edits(
             errors[f"arg{index}"] = str(exc)[:150]
             continue
         edits[name] = typed
-    if errors:
+    if errors or not edits:
         return None, errors
     return with_edits(request, edits), {}

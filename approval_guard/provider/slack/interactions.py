@@ -198,7 +198,7 @@ async def _submitted(
     if current is None:
         return _ack(task=_reply(settings, channel, slack_user, "Not recorded: no such request."))
     arguments, errors = actions.parse_edits(current, values)
-    if arguments is None:
+    if errors:
         return _ack({"response_action": "errors", "errors": errors})
     outcome = await run_in_threadpool(
         lambda: actions.decide(

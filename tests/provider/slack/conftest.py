@@ -1,4 +1,4 @@
-"""Fixtures for the Slack tests: a fake Slack Web API, and a provider with a Slack app and a team."""
+"""Fixtures for the Slack tests: a fake Slack Web API, and a provider with a Slack app, a team."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ def _last_reply(team: SlackTeam, n: int = 1) -> str:
 
 def test_a_click_approves_and_the_waiting_guarded_call_runs(team: SlackTeam) -> None:
     """Approve in Slack: the guarded call waiting on the provider runs, and the audit says Slack."""
+    assert team.instance.token is not None
     guard = ag.Guard(base_url=team.url, credential=team.instance.token, poll_wait="5s")
     ran: list[int] = []
 
@@ -63,6 +64,19 @@ def test_the_decision_is_recorded_and_answered_within_3_seconds_when_slack_is_sl
     assert took < 3.0, took
     assert "approved" == team.get(made["id"])["status"]
     team.slack.delay = 0.0
+
+
+def test_max_valid_for_bounds_a_slack_approval(team: SlackTeam) -> None:
+    """small_refund's rule says max_valid_for = 2m: a Slack approval is valid 2 minutes."""
+    from approval_guard._codec.wire import parse_timestamp
+
+    made = team.new()
+    post(team.url, block_action("U0BOB", APPROVE, made["id"]))
+    decision = team.get(made["id"])["decision"]
+    valid = parse_timestamp(decision["expires_at"], field="e") - parse_timestamp(
+        decision["decided_at"], field="d"
+    )
+    assert 120 == valid.total_seconds()
 
 
 def test_a_forged_signature_is_refused_and_records_nothing(team: SlackTeam) -> None:

@@ -1,4 +1,4 @@
-"""The request's Slack message: posted, kept current through the outbox, across outages and restarts."""
+"""The request's Slack message: posted, kept current by the outbox, across outages and restarts."""
 
 from __future__ import annotations
 

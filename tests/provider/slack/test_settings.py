@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,12 @@ def test_a_bad_setting_raises_when_made_without_quoting_a_secret(
     options: dict[str, str], says: str
 ) -> None:
     """Each bad value is a ValueError at construction; a secret never appears in it."""
-    values = {"bot_token": TOKEN, "signing_secret": SIGNING_SECRET, "channel": CHANNEL, **options}
+    values: dict[str, Any] = {
+        "bot_token": TOKEN,
+        "signing_secret": SIGNING_SECRET,
+        "channel": CHANNEL,
+        **options,
+    }
     with pytest.raises(ValueError, match=says) as caught:
         SlackSettings(**values)
     assert "with a space" not in str(caught.value) and "short" not in str(caught.value)
