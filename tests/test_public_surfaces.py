@@ -23,6 +23,7 @@ PINNED = [
             "NotPendingError",
             "PostgresStore",
             "ProviderServer",
+            "SlackSettings",
             "Store",
             "StoreClosedError",
             "StoreError",

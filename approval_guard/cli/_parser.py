@@ -87,7 +87,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_serve(sub, env)
     _add_review_commands(sub, env)
-    _add_demo(sub)
+    _add_demo(sub, env)
     add_ledger_commands(sub)
     add_team_commands(sub)
     _webhooks.add_webhooks_commands(sub)
@@ -140,6 +140,7 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
         help="allow plain HTTP on an address other than loopback (behind your own TLS proxy)",
     )
     _serve.add_webhook_options(serve)
+    _serve.add_slack_options(serve, env)
     serve.set_defaults(func=_serve.cmd_serve)
 
 
@@ -206,7 +207,7 @@ def _add_review_commands(sub: _SubParsers[argparse.ArgumentParser], env: dict[st
     cancel.set_defaults(func=_review.cmd_cancel)
 
 
-def _add_demo(sub: _SubParsers[argparse.ArgumentParser]) -> None:
+def _add_demo(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -> None:
     demo = sub.add_parser(
         "demo", help="run a guarded refund through a temporary provider and wait for a decision"
     )
@@ -219,6 +220,12 @@ def _add_demo(sub: _SubParsers[argparse.ArgumentParser]) -> None:
         "--after", type=_duration_arg, default=2.0, help="delay before --decide acts (default: 2s)"
     )
     demo.add_argument("--port", type=int, default=0, help="port (default: 0, a free one)")
+    _serve.add_slack_options(demo, env)
+    demo.add_argument(
+        "--slack-user",
+        metavar="U...",
+        help="with --slack-channel: your Slack user id, so your clicks decide as the reviewer",
+    )
     demo.set_defaults(func=_demo.cmd_demo)
 
 

@@ -19,6 +19,7 @@ from approval_guard.cli._signals import on_sigterm
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens, StoreProtocol
     from approval_guard.provider.rules.config import Rules
+    from approval_guard.provider.slack.settings import SlackSettings
 
 DEFAULT_PORT = 8765
 
@@ -51,6 +52,11 @@ def _serve_banner(
 
         shown = ", ".join(display_url(item["url"]) for item in targets)
         say(f"Webhooks: posting each request's events to {shown}")
+    if getattr(args, "slack_channel", None):
+        say(
+            f"Slack: posting each request to {args.slack_channel}; "
+            "Slack's interactivity URL is /slack/interactions"
+        )
     if rules is not None:
         from approval_guard.provider.webhooks.signing import display_url
 
@@ -147,6 +153,29 @@ def add_webhook_options(serve: argparse.ArgumentParser) -> None:
     add_webhook_arguments(serve)
 
 
+def add_slack_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> None:
+    """``--slack-bot-token``, ``--slack-signing-secret``, ``--slack-channel`` and the API URL."""
+    from approval_guard.provider.slack.settings import add_slack_arguments
+
+    add_slack_arguments(serve, env)
+
+
+def _slack(args: argparse.Namespace, rules: Rules | None) -> SlackSettings | None:
+    """The Slack app the options (and the rules file) ask for, or None; exit 2 for a bad one."""
+    from approval_guard.provider.rules.config import NO_RULES
+    from approval_guard.provider.slack.settings import settings_from_args
+
+    try:
+        slack = settings_from_args(args, rules or NO_RULES)
+    except ValueError as exc:  # its message never quotes a secret
+        raise UsageError(str(exc)) from None
+    if slack is not None and importlib.util.find_spec("slack_sdk") is None:
+        raise CliError(
+            "Slack needs slack-sdk (the slack extra): pip install 'approval-guard[slack]'"
+        )
+    return slack
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: run the provider in the foreground until Ctrl-C or SIGTERM (graceful)."""
     try:
@@ -167,6 +196,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(
             "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
         )
+    slack = _slack(args, rules)
     store = _open_store(args)
     try:
         server = ProviderServer(
@@ -180,6 +210,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             rules=rules,
             webhooks=targets,
             public_url=args.public_url,
+            slack=slack,
         )
     except ValueError as exc:  # a given token: bad, or not this database's
         _close(store)

@@ -1,4 +1,4 @@
-"""``reviewers add|list|remove`` and ``audit``: the team on a provider's database, from a shell.
+"""``reviewers add|link|list|remove`` and ``audit``: the team on a provider's database.
 
 They open the store directly (``--db PATH`` or ``--dsn DSN``), not over HTTP:
 adding a person is an operator's act on the database, as ``serve`` is. A new
@@ -43,18 +43,49 @@ def _store(args: argparse.Namespace) -> Iterator[StoreProtocol]:
 
 
 def cmd_reviewers_add(args: argparse.Namespace) -> int:
-    """``reviewers add NAME [--role ROLE ...]``: prints the new token as the last word."""
+    """``reviewers add NAME [--role ROLE ...] [--slack-user U...]``: prints the token last."""
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+    from approval_guard.provider.store.sql.slack import check_slack_user
+
+    slack_user = getattr(args, "slack_user", None)
+    with _store(args) as store:
+        try:
+            if slack_user is not None:
+                check_slack_user(slack_user)
+                _check_slack_user_free(store, slack_user)
+            token = store.add_reviewer(args.name, roles=args.roles or ())
+            if slack_user is not None:
+                store.link_slack_user(args.name, slack_user)
+        except ReviewerNameError as exc:
+            raise CliError(str(exc)) from None
+    roles = ", ".join(args.roles) if args.roles else "no roles"
+    linked = f", Slack user {safe(slack_user)}" if slack_user else ""
+    say(f"added reviewer {safe(args.name)} ({safe(roles)}{linked}).")
+    say("Their token is shown once and stored only as a hash:")
+    say(token)
+    return 0
+
+
+def _check_slack_user_free(store: StoreProtocol, slack_user: str) -> None:
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+
+    taken = store.slack_reviewer(slack_user)
+    if taken is not None:
+        raise ReviewerNameError(
+            f"the Slack user {slack_user} is already linked to the reviewer {taken.name!r}"
+        )
+
+
+def cmd_reviewers_link(args: argparse.Namespace) -> int:
+    """``reviewers link NAME --slack-user U...``: who a Slack click decides as."""
     from approval_guard.provider.store.sql.credentials import ReviewerNameError
 
     with _store(args) as store:
         try:
-            token = store.add_reviewer(args.name, roles=args.roles or ())
+            store.link_slack_user(args.name, args.slack_user)
         except ReviewerNameError as exc:
             raise CliError(str(exc)) from None
-    roles = ", ".join(args.roles) if args.roles else "no roles"
-    say(f"added reviewer {safe(args.name)} ({safe(roles)}).")
-    say("Their token is shown once and stored only as a hash:")
-    say(token)
+    say(f"linked reviewer {safe(args.name)} to the Slack user {safe(args.slack_user)}")
     return 0
 
 
@@ -133,7 +164,7 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dsn", help="the provider's PostgreSQL DSN (leave the password to PGPASSWORD)"
     )
 
-    reviewers = sub.add_parser("reviewers", help="named reviewers: add, list, remove")
+    reviewers = sub.add_parser("reviewers", help="named reviewers: add, link, list, remove")
     verbs = reviewers.add_subparsers(dest="reviewers_command", metavar="ACTION", required=True)
     add = verbs.add_parser("add", parents=[where], help="add a reviewer; prints their token once")
     add.add_argument("name", help="the person's name (1 to 64 printable characters, unique)")
@@ -145,7 +176,18 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="ROLE",
         help="a role a rules file's approvers may name (repeatable)",
     )
+    add.add_argument(
+        "--slack-user",
+        metavar="U...",
+        help="their Slack user id: their clicks in Slack decide as them",
+    )
     add.set_defaults(func=cmd_reviewers_add)
+    link = verbs.add_parser("link", parents=[where], help="link a reviewer to their Slack user id")
+    link.add_argument("name", help="the live reviewer's name")
+    link.add_argument(
+        "--slack-user", required=True, metavar="U...", help="their Slack user id (U0123ABC)"
+    )
+    link.set_defaults(func=cmd_reviewers_link)
     list_ = verbs.add_parser("list", parents=[where], help="the live reviewers (never a token)")
     list_.add_argument("--json", action="store_true", help="print them as JSON")
     list_.set_defaults(func=cmd_reviewers_list)

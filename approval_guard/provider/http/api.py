@@ -214,6 +214,7 @@ async def record_decision(
     fields: tuple[str, str | None, int | None],
     arguments: dict[str, Any] | None,
     source: str = "api",
+    channel: str = "api",
 ) -> Response:
     """Record a decision (the API's and the page's) and answer it.
 
@@ -234,6 +235,7 @@ async def record_decision(
                 arguments=arguments,
                 rules=ctx.rules,
                 source=source,
+                channel=channel,
             )
         )
     except NotPendingError as exc:

@@ -33,10 +33,12 @@ from approval_guard.provider.http.context import Context, Handler
 from approval_guard.provider.http.responses import ApiError, check_head, error_answer
 from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
+from approval_guard.provider.slack import interactions as slack
 from approval_guard.provider.store.models import StoreClosedError
 from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
+    from approval_guard.provider.slack.settings import SlackSettings
     from approval_guard.provider.webhooks.settings import WebhookSettings
 
 logger = logging.getLogger("approval_guard.provider")
@@ -52,6 +54,7 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/v1/requests/{request_id}/decision", {"POST": api.decide}),
     ("/v1/requests/{request_id}/history", {"GET": api.history}),
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
+    ("/slack/interactions", {"POST": slack.interactions}),
 )
 
 #: Header names as the API documents them (Starlette lowercases; some clients compare exactly).
@@ -196,11 +199,13 @@ def build_app(
     client_timeout: float = 20.0,
     rules: Rules = NO_RULES,
     webhooks: WebhookSettings | None = None,
+    slack_app: SlackSettings | None = None,
 ) -> Starlette:
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started.
 
     With ``webhooks`` (targets given), its lifespan also runs the outbox's
-    delivery task (:mod:`~approval_guard.provider.webhooks.delivery`).
+    delivery task (:mod:`~approval_guard.provider.webhooks.delivery`); with
+    ``slack_app``, the Slack one (:mod:`~approval_guard.provider.slack.delivery`).
     """
 
     @contextlib.asynccontextmanager
@@ -213,6 +218,7 @@ def build_app(
             notice=notice,
             client_timeout=client_timeout,
             rules=rules,
+            slack=slack_app,
         )
         app.state.ctx = ctx
         expirer = asyncio.create_task(_expire_forever(ctx), name="approval-guard-expirer")
@@ -225,10 +231,23 @@ def build_app(
                 Deliverer(store, webhooks).run(),
                 name="approval-guard-webhooks",
             )
+        poster: asyncio.Task[None] | None = None
+        if slack_app is not None:
+            from approval_guard.provider.slack.delivery import SlackDeliverer
+
+            poster = asyncio.create_task(
+                SlackDeliverer(
+                    store,
+                    slack_app,
+                    backoff=None if webhooks is None else webhooks.backoff,
+                    public_url=None if webhooks is None else webhooks.public_url,
+                ).run(),
+                name="approval-guard-slack",
+            )
         try:
             yield
         finally:
-            for task in (expirer, deliverer):
+            for task in (expirer, deliverer, poster):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

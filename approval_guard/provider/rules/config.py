@@ -11,6 +11,7 @@
     self_approval = false           # the requested_by person may not approve (default true)
     max_valid_for = "15m"           # an approval may not stay valid longer
     webhooks = [{url = "https://hooks.example/x", secret = "whsec_...", format = "slack"}]
+    slack_channel = "C0123ABC"      # post its requests to this Slack channel (serve --slack-...)
 
 A tool without a table gets ``[defaults]`` (or, without that, today's
 behaviour: any reviewer, one approval). Every refusal is a :class:`RulesError`
@@ -40,7 +41,16 @@ MAX_APPROVALS = 10
 WEBHOOK_FORMATS = ("standard", "slack")
 #: The longest an approval may be made to stay valid (the API's own limit on a request).
 MAX_VALID_FOR = 24 * 3600
-_KEYS = ("approvers", "approvals_required", "self_approval", "max_valid_for", "webhooks")
+_KEYS = (
+    "approvers",
+    "approvals_required",
+    "self_approval",
+    "max_valid_for",
+    "webhooks",
+    "slack_channel",
+)
+#: A Slack channel: its id (``C0123ABC``), or ``#name``.
+SLACK_CHANNEL = re.compile(r"[CGD][A-Z0-9]{2,30}|#[a-z0-9][a-z0-9._-]{0,79}")
 _WEBHOOK_KEYS = ("url", "secret", "format")
 _TOML_LINE = re.compile(r"at line (\d+)")
 
@@ -68,6 +78,8 @@ class ToolRule:
     max_valid_for: int | None = None
     #: ``(url, secret | None, format)`` each; hidden from the repr (the secret).
     webhooks: tuple[Webhook, ...] = attrs.field(default=(), repr=_hide)
+    #: The Slack channel its requests are posted to (else the server's ``--slack-channel``).
+    slack_channel: str | None = None
 
     def may_decide(self, roles: tuple[str, ...]) -> bool:
         """True when a reviewer with these roles may decide this tool's requests."""
@@ -283,6 +295,14 @@ def _rule(
         changes["max_valid_for"] = seconds
     if "webhooks" in table:
         changes["webhooks"] = _webhooks(table["webhooks"], where, at("webhooks"), fail)
+    if "slack_channel" in table:
+        value = table["slack_channel"]
+        if not isinstance(value, str) or not SLACK_CHANNEL.fullmatch(value):
+            raise fail(
+                at("slack_channel"),
+                f'{where}.slack_channel must be a Slack channel id such as "C0123ABC" (or "#name")',
+            )
+        changes["slack_channel"] = value
     return attrs.evolve(base, **changes)
 
 

@@ -38,6 +38,8 @@ logger = logging.getLogger("approval_guard.provider")
 
 # A race lost to a clock that moved back is retried this often before giving up.
 _ATTEMPTS = 3
+#: Where a decision may come from (the audit rows' ``channel``).
+CHANNELS = ("api", "page", "cli", "slack", "email")
 
 
 class DecisionsMixin(RequestsMixin):
@@ -55,6 +57,8 @@ class DecisionsMixin(RequestsMixin):
         arguments: dict[str, Any] | None = None,
         rules: Rules | None = None,
         source: str = "api",
+        channel: str = "api",
+        channel_user: str | None = None,
     ) -> StoredRequest | None:
         """Record a reviewer's decision on a pending request; None if unknown.
 
@@ -83,9 +87,15 @@ class DecisionsMixin(RequestsMixin):
         When it differs from the request's own arguments it is kept exactly,
         echoed as ``decision.arguments`` and recorded in the history with each
         changed name's value before and after; when it equals them it is no edit.
+
+        ``channel`` (``"api"``, ``"page"``, ``"cli"``, ``"slack"``, ``"email"``) and
+        ``channel_user`` (the Slack user id, the email address, else None) say
+        where the decision came from; the audit rows carry both.
         """
         if status not in (APPROVED, DENIED):
             raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
+        if channel not in CHANNELS:
+            raise ValueError(f"a decision's channel is one of {CHANNELS}, not {channel!r}")
         check_json_value(note)
         if arguments is not None and status != APPROVED:
             raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
@@ -116,7 +126,17 @@ class DecisionsMixin(RequestsMixin):
                 }
             with self._writing() as tx:
                 row = self._record(
-                    tx, current, reviewer, status, note, now, expires, edited, detail, source
+                    tx,
+                    current,
+                    reviewer,
+                    status,
+                    note,
+                    now,
+                    expires,
+                    edited,
+                    detail,
+                    source,
+                    {"channel": channel, "channel_user": channel_user},
                 )
             if row is None:
                 # Lost a race (or the deadline passed): the next read says to whom.
@@ -147,6 +167,7 @@ class DecisionsMixin(RequestsMixin):
         edited: dict[str, Any] | None,
         detail: dict[str, Any],
         source: str,
+        via: dict[str, Any],
     ) -> Any:
         """One decision inside its transaction: the row it left, or None if it lost a race."""
         request_id = current.id
@@ -170,7 +191,7 @@ class DecisionsMixin(RequestsMixin):
                 raise AlreadyApproved(f"{reviewer.name} has already approved this request", fresh)
             approvals = (*approvals, Approval(by=reviewer.name, at=now))
             n = len(approvals)
-        audit_detail: dict[str, Any] = {"note": note}
+        audit_detail: dict[str, Any] = {"note": note, **via}
         if status == APPROVED:
             audit_detail.update({"n": n, "of": required, "approvals": f"{n} of {required}"})
         if status == APPROVED and n < required:
@@ -240,7 +261,7 @@ class DecisionsMixin(RequestsMixin):
                 source=source,
                 action="request.edit",
                 request_id=request_id,
-                detail={"edits": detail["edits"]},
+                detail={"edits": detail["edits"], **via},
             )
         return row
 
