@@ -27,6 +27,7 @@ from typing import Any
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.models import Clock
+from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 from approval_guard.provider.store.sqlite_group import GroupCommit
 
@@ -212,6 +213,7 @@ class SQLiteDB(SQLStoreBase):
         with self._lock:
             self._db.executescript(_SCHEMA)
             self._add_columns()
+            self._db.executescript(email_tables.SQLITE)
             self._db.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

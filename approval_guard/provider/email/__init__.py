@@ -1,0 +1,1 @@
+"""One-click email approvals for the local provider (docs/email.md)."""
