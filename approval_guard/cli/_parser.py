@@ -140,6 +140,7 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
         help="allow plain HTTP on an address other than loopback (behind your own TLS proxy)",
     )
     _serve.add_webhook_options(serve)
+    _serve.add_email_options(serve)
     serve.set_defaults(func=_serve.cmd_serve)
 
 

@@ -1,4 +1,4 @@
-"""``reviewers add|list|remove`` and ``audit``: the team on a provider's database, from a shell.
+"""``reviewers add|list|remove|link`` and ``audit``: the team on a database, from a shell.
 
 They open the store directly (``--db PATH`` or ``--dsn DSN``), not over HTTP:
 adding a person is an operator's act on the database, as ``serve`` is. A new
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from approval_guard._codec.duration import parse_age
 from approval_guard._codec.wire import format_timestamp
-from approval_guard.cli._output import CliError, safe, say
+from approval_guard.cli._output import CliError, UsageError, safe, say
 
 if TYPE_CHECKING:
     from approval_guard.provider import StoreProtocol
@@ -42,26 +42,64 @@ def _store(args: argparse.Namespace) -> Iterator[StoreProtocol]:
         store.close()
 
 
+def _email(args: argparse.Namespace) -> str | None:
+    """``--email ADDRESS`` checked (a usage error, exit 2, for a bad one), or None."""
+    if getattr(args, "email", None) is None:
+        return None
+    from approval_guard.provider.email.addresses import AddressError, check_address
+
+    try:
+        return check_address(args.email)
+    except AddressError as exc:
+        raise UsageError(f"--email: {exc}") from None
+
+
 def cmd_reviewers_add(args: argparse.Namespace) -> int:
-    """``reviewers add NAME [--role ROLE ...]``: prints the new token as the last word."""
+    """``reviewers add NAME [--role ROLE ...] [--email ADDRESS]``: prints the token last."""
     from approval_guard.provider.store.sql.credentials import ReviewerNameError
 
+    email = _email(args)
     with _store(args) as store:
+        if email is not None and email in store.reviewer_emails().values():
+            raise CliError(f"another live reviewer has the address {email}")
         try:
             token = store.add_reviewer(args.name, roles=args.roles or ())
+            if email is not None:
+                store.set_reviewer_email(args.name, email)
         except ReviewerNameError as exc:
             raise CliError(str(exc)) from None
     roles = ", ".join(args.roles) if args.roles else "no roles"
+    if email is not None:
+        roles += f"; {email}"
     say(f"added reviewer {safe(args.name)} ({safe(roles)}).")
     say("Their token is shown once and stored only as a hash:")
     say(token)
     return 0
 
 
+def cmd_reviewers_link(args: argparse.Namespace) -> int:
+    """``reviewers link NAME --email ADDRESS``: where this reviewer's mail goes."""
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+
+    email = _email(args)
+    if email is None:
+        raise UsageError("reviewers link needs --email ADDRESS")
+    with _store(args) as store:
+        try:
+            linked = store.set_reviewer_email(args.name, email)
+        except ReviewerNameError as exc:
+            raise CliError(str(exc)) from None
+    if not linked:
+        raise CliError(f"no live reviewer is named {args.name!r}")
+    say(f"linked reviewer {safe(args.name)} to {email}: new requests' mail goes there")
+    return 0
+
+
 def cmd_reviewers_list(args: argparse.Namespace) -> int:
-    """``reviewers list``: name, roles, created; never a token."""
+    """``reviewers list``: name, roles, email, created; never a token."""
     with _store(args) as store:
         reviewers = store.list_reviewers()
+        emails = store.reviewer_emails()
     if args.json:
         say(
             json.dumps(
@@ -69,6 +107,7 @@ def cmd_reviewers_list(args: argparse.Namespace) -> int:
                     {
                         "name": one.name,
                         "roles": list(one.roles),
+                        "email": emails.get(one.id),
                         "created_at": format_timestamp(one.created_at),
                     }
                     for one in reviewers
@@ -82,7 +121,11 @@ def cmd_reviewers_list(args: argparse.Namespace) -> int:
     width = max(len(one.name) for one in reviewers)
     for one in reviewers:
         roles = ",".join(one.roles) or "-"
-        say(f"{safe(one.name).ljust(width)}  {safe(roles)}  {format_timestamp(one.created_at)}")
+        email = emails.get(one.id, "-")
+        say(
+            f"{safe(one.name).ljust(width)}  {safe(roles)}  {email}  "
+            f"{format_timestamp(one.created_at)}"
+        )
     return 0
 
 
@@ -133,7 +176,7 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dsn", help="the provider's PostgreSQL DSN (leave the password to PGPASSWORD)"
     )
 
-    reviewers = sub.add_parser("reviewers", help="named reviewers: add, list, remove")
+    reviewers = sub.add_parser("reviewers", help="named reviewers: add, list, remove, link")
     verbs = reviewers.add_subparsers(dest="reviewers_command", metavar="ACTION", required=True)
     add = verbs.add_parser("add", parents=[where], help="add a reviewer; prints their token once")
     add.add_argument("name", help="the person's name (1 to 64 printable characters, unique)")
@@ -145,7 +188,14 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="ROLE",
         help="a role a rules file's approvers may name (repeatable)",
     )
+    add.add_argument("--email", metavar="ADDRESS", help="where their approval mail goes")
     add.set_defaults(func=cmd_reviewers_add)
+    link = verbs.add_parser(
+        "link", parents=[where], help="give a reviewer an email address for approval mail"
+    )
+    link.add_argument("name")
+    link.add_argument("--email", metavar="ADDRESS", required=True, help="their address")
+    link.set_defaults(func=cmd_reviewers_link)
     list_ = verbs.add_parser("list", parents=[where], help="the live reviewers (never a token)")
     list_.add_argument("--json", action="store_true", help="print them as JSON")
     list_.set_defaults(func=cmd_reviewers_list)

@@ -14,6 +14,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -63,9 +64,7 @@ class _Handler:
         parsed = email.message_from_bytes(envelope.original_content, policy=email.policy.default)
         assert isinstance(parsed, EmailMessage)
         with self.box.lock:
-            self.box.received.append(
-                Received(envelope.mail_from, list(envelope.rcpt_tos), parsed)
-            )
+            self.box.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), parsed))
             self.box.lock.notify_all()
         return "250 OK"
 
@@ -122,6 +121,18 @@ class Mailbox:
         if self._controller is not None:
             self._controller.stop()
             self._controller = None
+
+    def wait_until(self, found: Callable[[Received], bool], timeout: float = MAIL_WAIT) -> Received:
+        """Block until a mail ``found`` picks arrives; that mail (fails after ``timeout``)."""
+        end = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                for mail in self.received:
+                    if found(mail):
+                        return mail
+                left = end - time.monotonic()
+                assert left > 0, f"no such mail in {timeout}s ({len(self.received)} arrived)"
+                self.lock.wait(left)
 
     def wait_for(self, n: int, timeout: float = MAIL_WAIT) -> list[Received]:
         """Block until at least ``n`` mails arrived; the mails (fails after ``timeout``)."""
