@@ -1,4 +1,4 @@
-"""A provider that mails its reviewers: a store (SQLite or PostgreSQL), named reviewers, an SMTP server."""
+"""A provider that mails its reviewers: a store (SQLite or PostgreSQL), reviewers, SMTP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Following an email link: a GET shows, the button decides once, and every rule applies as on the API."""
+"""Following an email link: a GET shows, the button decides once, every rule holds as on the API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The mail about a new request: who gets one, both parts, the call as the page shows it, the links."""
+"""The mail about a new request: who gets one, both parts, the call as the page shows it, links."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_an_address_entry_mails_its_reviewer_for_a_tool_anyone_may_decide(team: 
 
 
 def test_the_mail_shows_a_redacted_value_as_the_page_does(team: MailTeam) -> None:
-    """A guard's redaction marker reads ‹redacted …› in the mail, never as a raw object."""
+    """A guard's redaction marker reads as the page shows it in the mail, never as a raw object."""
     arguments = {**REFUND, "card": {"$redacted": "1a2b3c4d5e6f"}}
     created = team.instance.new(tool="issue_refund", arguments=arguments)
     plain = team.mail_for(created["id"], "alice@example.com").part("plain")
