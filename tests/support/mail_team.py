@@ -79,6 +79,17 @@ class MailTeam:
         )
 
 
+def mailing_server(
+    store: StoreProtocol, mailbox: Mailbox, to: tuple[str, ...] = TO
+) -> ProviderServer:
+    """A provider on ``store`` that mails ``to`` through ``mailbox`` (retrying every 50 ms or so)."""
+    return ProviderServer(
+        store,
+        rules=parse_rules(RULES),
+        email=email_settings(mailbox.url, SENDER, to, backoff=0.05, environ={}),
+    )
+
+
 def start_mail_team(
     store: StoreProtocol, mailbox: Mailbox, clock: Clock, *, to: tuple[str, ...] = TO
 ) -> MailTeam:
@@ -86,11 +97,7 @@ def start_mail_team(
     for name, (roles, address) in PEOPLE.items():
         tokens[name] = store.add_reviewer(name, roles=roles)
         store.set_reviewer_email(name, address)
-    server = ProviderServer(
-        store,
-        rules=parse_rules(RULES),
-        email=email_settings(mailbox.url, SENDER, to, backoff=0.05, environ={}),
-    )
+    server = mailing_server(store, mailbox, to)
     first = server.first_start_tokens
     assert first is not None
     tokens["instance"] = first.instance
