@@ -1,4 +1,4 @@
-"""``reviewers add|link --email`` and ``serve --smtp-url --smtp-from --email-to``: real files, real SMTP."""
+"""``reviewers add|link --email``, ``serve --smtp-url --smtp-from --email-to``, on real SMTP."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_serve_mails_a_new_request_to_a_role(tmp_path: Path) -> None:
             "approvals@example.com",
             "--email-to",
             "role:payments",
-        ],  # fmt: skip
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -82,7 +82,7 @@ class MailTeam:
 def mailing_server(
     store: StoreProtocol, mailbox: Mailbox, to: tuple[str, ...] = TO
 ) -> ProviderServer:
-    """A provider on ``store`` that mails ``to`` through ``mailbox`` (retrying every 50 ms or so)."""
+    """A provider on ``store`` that mails ``to`` through ``mailbox``, retrying after 50 ms."""
     return ProviderServer(
         store,
         rules=parse_rules(RULES),

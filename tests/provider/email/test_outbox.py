@@ -1,4 +1,4 @@
-"""Mail goes from the persistent outbox: an SMTP outage never blocks a request, a restart loses none."""
+"""The mail outbox: an SMTP outage never blocks a request, and a restart loses no mail."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The SMTP URL's forms, the password kept out of sight, and STARTTLS with a login on a real server."""
+"""The SMTP URL's forms, the password out of sight, and STARTTLS with a login on a real server."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_the_url_forms(url: str, expected: tuple[str, int, str, str | None]) -> 
     ],
 )
 def test_a_bad_url_is_refused_without_quoting_it(url: str) -> None:
-    """A wrong scheme, path, option or port, a password in the clear: ValueError, no password shown."""
+    """A wrong scheme, path, option or port, a password in the clear: ValueError, never quoted."""
     with pytest.raises(ValueError) as caught:
         parse_smtp_url(url, environ={})
     assert "s3cret-pw" not in str(caught.value)
@@ -124,7 +124,7 @@ def test_a_wrong_password_is_retried_and_never_recorded(tmp_path: Path) -> None:
         from tests.support.mail_team import RULES, SENDER
 
         settings = email_settings(
-            "smtp+starttls://bot:wrong-pass-4@127.0.0.1:%d" % box.port,
+            f"smtp+starttls://bot:wrong-pass-4@127.0.0.1:{box.port}",
             SENDER,
             ["alice@example.com"],
             backoff=0.05,
