@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -64,13 +65,18 @@ def cmd_reviewers_add(args: argparse.Namespace) -> int:
             raise CliError(f"another live reviewer has the address {email}")
         try:
             token = store.add_reviewer(args.name, roles=args.roles or ())
-            if email is not None:
-                store.set_reviewer_email(args.name, email)
         except ReviewerNameError as exc:
             raise CliError(str(exc)) from None
+        linked = None
+        if email is not None:
+            try:
+                store.set_reviewer_email(args.name, email)
+                linked = email
+            except ReviewerNameError as exc:  # taken since the check: the token must still show
+                say(f"warning: {exc}; add it with reviewers link", stream=sys.stderr)
     roles = ", ".join(args.roles) if args.roles else "no roles"
-    if email is not None:
-        roles += f"; {email}"
+    if linked is not None:
+        roles += f"; {linked}"
     say(f"added reviewer {safe(args.name)} ({safe(roles)}).")
     say("Their token is shown once and stored only as a hash:")
     say(token)

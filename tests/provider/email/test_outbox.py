@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
+
 from approval_guard.provider import StoreProtocol
 from approval_guard.provider.store.sql.mail import MAIL_PENDING, MailItem
 from tests.support.api import Api
@@ -114,3 +116,54 @@ def test_a_request_decided_before_its_mail_went_is_not_mailed(
     finally:
         team.server.close()
         box.stop()
+
+
+@pytest.mark.postgres
+def test_two_instances_claim_disjoint_mail(pg_schema_dsn: str) -> None:
+    """Two stores on one database claiming from many threads never hold the same mail."""
+    import threading
+
+    from approval_guard.provider import PostgresStore
+    from approval_guard.provider.email.recipients import email_routes
+
+    a, b = PostgresStore(pg_schema_dsn), PostgresStore(pg_schema_dsn)
+    try:
+        for store in (a, b):
+            store.set_email(email_routes(["role:payments"]))
+        a.add_reviewer("alice", roles=["payments"])
+        a.set_reviewer_email("alice", "alice@example.com")
+        tokens = a.ensure_initial_credentials()
+        assert tokens is not None
+        owner = a.authenticate(tokens.instance)
+        assert owner is not None
+        for i in range(40):
+            (a if i % 2 else b).create_request(
+                owner=owner, idempotency_key=str(i), tool="t", arguments={}, timeout_seconds=600
+            )
+        claimed: list[str] = []
+        lock = threading.Lock()
+        start = threading.Barrier(6)
+
+        def claim(store: PostgresStore, name: str) -> None:
+            start.wait()
+            while True:
+                got = store.claim_mail(owner=name, limit=3, lease=30)
+                if not got:
+                    return
+                with lock:
+                    claimed.extend(item.id for item in got)
+
+        threads = [
+            threading.Thread(target=claim, args=(store, f"{label}{n}"))
+            for label, store in (("a", a), ("b", b))
+            for n in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert 40 == len(claimed) == len(set(claimed))
+        assert [] == b.claim_mail(owner="late", limit=100, lease=30)
+    finally:
+        a.close()
+        b.close()

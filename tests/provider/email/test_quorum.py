@@ -47,3 +47,28 @@ def test_the_same_person_on_the_api_and_then_by_email_counts_once(team: MailTeam
     assert 1 == len(team.instance.poll(created["id"]).json()["approvals"])
     (mine,) = [m for m in team.store.list_mail(request_id=created["id"]) if "alice" in m.address]
     assert not team.store.link_used(mine.id)
+
+
+def test_one_link_posted_many_times_at_once_decides_once(team: MailTeam) -> None:
+    """Eight POSTs of alice's link at the same instant on a two-person request: one counts."""
+    import threading
+
+    created = team.instance.new(tool="big_refund")
+    token = token_of(team.mail_for(created["id"], "alice@example.com").links()["approve"])
+    barrier = threading.Barrier(8)
+    codes: list[int] = []
+
+    def post() -> None:
+        barrier.wait()
+        codes.append(post_decision(team.server.url, created["id"], token).status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert [200] + [409] * 7 == sorted(codes)
+    final = team.instance.poll(created["id"]).json()
+    assert ("pending", ["alice"]) == (final["status"], [a["by"] for a in final["approvals"]])
+    rows = team.store.audit(request_id=created["id"])
+    assert 1 == [r.action for r in rows].count("request.approval")
