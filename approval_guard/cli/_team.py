@@ -200,7 +200,7 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "link", parents=[where], help="give a reviewer an email address for approval mail"
     )
     link.add_argument("name")
-    link.add_argument("--email", metavar="ADDRESS", required=True, help="their address")
+    link.add_argument("--email", metavar="ADDRESS", help="their address for approval mail")
     link.set_defaults(func=cmd_reviewers_link)
     list_ = verbs.add_parser("list", parents=[where], help="the live reviewers (never a token)")
     list_.add_argument("--json", action="store_true", help="print them as JSON")

@@ -57,6 +57,7 @@ def test_link_gives_a_reviewer_an_address_and_refuses_a_taken_one(db: str) -> No
     code, _, err = run("reviewers", "link", "alice", "--email", "bob@example.com", "--db", db)
     assert 1 == code and "another live reviewer" in err
     assert 1 == run("reviewers", "link", "nobody", "--email", "x@example.com", "--db", db)[0]
+    assert 2 == run("reviewers", "link", "alice", "--db", db)[0]  # nothing to link
     code, _, err = run("reviewers", "add", "carol", "--email", "bob@example.com", "--db", db)
     assert 1 == code
     _, as_json, _ = run("reviewers", "list", "--json", "--db", db)

@@ -39,6 +39,8 @@ logger = logging.getLogger("approval_guard.provider")
 
 # A race lost to a clock that moved back is retried this often before giving up.
 _ATTEMPTS = 3
+#: Where a decision may come from (the audit rows' ``channel``).
+CHANNELS = ("api", "page", "cli", "slack", "email")
 
 
 class _LostRace(Exception):
@@ -101,6 +103,8 @@ class DecisionsMixin(RequestsMixin):
         """
         if status not in (APPROVED, DENIED):
             raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
+        if channel not in CHANNELS:
+            raise ValueError(f"a decision's channel is one of {CHANNELS}, not {channel!r}")
         check_json_value(note)
         if arguments is not None and status != APPROVED:
             raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
