@@ -80,13 +80,13 @@ class MailTeam:
 
 
 def mailing_server(
-    store: StoreProtocol, mailbox: Mailbox, to: tuple[str, ...] = TO
+    store: StoreProtocol, mailbox: Mailbox, to: tuple[str, ...] = TO, *, backoff: float = 0.05
 ) -> ProviderServer:
-    """A provider on ``store`` that mails ``to`` through ``mailbox``, retrying after 50 ms."""
+    """A provider on ``store`` that mails ``to`` through ``mailbox``, retrying after ``backoff``."""
     return ProviderServer(
         store,
         rules=parse_rules(RULES),
-        email=email_settings(mailbox.url, SENDER, to, backoff=0.05, environ={}),
+        email=email_settings(mailbox.url, SENDER, to, backoff=backoff, environ={}),
     )
 
 

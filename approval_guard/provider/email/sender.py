@@ -18,6 +18,7 @@ import contextlib
 import logging
 import secrets
 from datetime import timedelta
+from email.message import EmailMessage
 from urllib.parse import quote
 
 import anyio
@@ -128,7 +129,7 @@ class Mailer:
         if self._wake is not None:
             self._wake.set()
 
-    def _message(self, item: MailItem) -> tuple[object, str | None]:
+    def _message(self, item: MailItem) -> tuple[EmailMessage | None, str | None]:
         """``(message, None)`` to send, or ``(None, why)`` when this mail must not go."""
         store = self.store
         request = store.get_request(item.request_id)
@@ -172,7 +173,7 @@ class Mailer:
             return MAIL_SKIPPED, f"not sent: {why}"
         send(
             self.settings.smtp,
-            message,  # type: ignore[arg-type]
+            message,
             timeout=self.settings.timeout,
             tls_context=self.settings.tls_context,
         )

@@ -167,3 +167,25 @@ def test_two_instances_claim_disjoint_mail(pg_schema_dsn: str) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_mail_that_cannot_go_before_the_deadline_is_given_up(
+    make_store: tuple[Opener, Clock],
+) -> None:
+    """SMTP down and the next retry after the request's deadline: given up, in the audit trail."""
+    open_, clock = make_store
+    box = Mailbox()  # never started
+    team = start_mail_team(open_(), box, clock, to=("alice@example.com",))
+    team.server.close()
+    server = mailing_server(team.store, box, ("alice@example.com",), backoff=3600).start()
+    instance = Api(server.url, team.tokens["instance"])
+    try:
+        created = instance.new(tool="issue_refund", timeout="10m")
+        (row,) = _settled(team.store, created["id"])
+        assert ("given_up", 1) == (row.state, row.attempts)
+        assert "ConnectionRefusedError" in (row.last_result or "")
+        actions = [r.action for r in team.store.audit(request_id=created["id"])]
+        assert "email.given_up" in actions
+        assert "pending" == instance.poll(created["id"]).json()["status"]
+    finally:
+        server.close()
