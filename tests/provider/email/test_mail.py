@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
-from tests.support.api import REFUND
+from approval_guard.provider import ProviderServer, Store
+from approval_guard.provider.email import email_settings
+from tests.support.api import REFUND, Api
 from tests.support.mail_team import SENDER, MailTeam, token_of
+from tests.support.smtp import Mailbox
 
 
 def test_a_new_request_mails_each_reviewer_of_the_role_with_both_parts(team: MailTeam) -> None:
@@ -73,3 +77,23 @@ def test_hidden_characters_and_markup_in_a_call_are_escaped(team: MailTeam) -> N
     assert "\u202e" not in mail.part("plain") and "\\u202e" in mail.part("plain")
     assert "<script>" not in mail.part("html")
     assert "&lt;script&gt;" in mail.part("html")
+
+
+def test_links_point_at_the_public_url(tmp_path: Path, mailbox: Mailbox) -> None:
+    """With ``public_url`` the links use the address people reach, not the bound one."""
+    store = Store(str(tmp_path / "a.sqlite3"))
+    store.add_reviewer("alice", roles=["payments"])
+    store.set_reviewer_email("alice", "alice@example.com")
+    settings = email_settings(mailbox.url, SENDER, ["alice@example.com"], environ={})
+    server = ProviderServer(store, email=settings, public_url="https://approvals.example.com/")
+    try:
+        server.start()
+        tokens = server.first_start_tokens
+        assert tokens is not None
+        created = Api(server.url, tokens.instance).new(tool="issue_refund")
+        mail = mailbox.wait_until(lambda m: m.message["X-Approval-Guard-Request"] == created["id"])
+        for url in mail.links().values():
+            assert url.startswith(f"https://approvals.example.com/email/requests/{created['id']}?")
+    finally:
+        server.close()
+        store.close()
