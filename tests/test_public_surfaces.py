@@ -8,6 +8,7 @@ import pytest
 
 import approval_guard as ag
 import approval_guard.provider
+import approval_guard.provider.email
 import approval_guard.testing
 
 PINNED = [
@@ -34,6 +35,10 @@ PINNED = [
             "open_store",
             "verify_webhook",
         ],
+    ),
+    (
+        approval_guard.provider.email,
+        ["EmailSettings", "SmtpServer", "email_settings", "parse_smtp_url"],
     ),
     (
         approval_guard.testing,

@@ -141,6 +141,7 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
     )
     _serve.add_webhook_options(serve)
     _serve.add_slack_options(serve, env)
+    _serve.add_email_options(serve)
     serve.set_defaults(func=_serve.cmd_serve)
 
 

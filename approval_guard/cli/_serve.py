@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import importlib.util
 import ipaddress
+import os
 import sqlite3
 import sys
 import threading
@@ -176,6 +177,13 @@ def _slack(args: argparse.Namespace, rules: Rules | None) -> SlackSettings | Non
     return slack
 
 
+def add_email_options(serve: argparse.ArgumentParser) -> None:
+    """``--smtp-url URL --smtp-from ADDRESS --email-to RECIPIENT``... (docs/email.md)."""
+    from approval_guard.provider.email.settings import add_email_arguments
+
+    add_email_arguments(serve)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: run the provider in the foreground until Ctrl-C or SIGTERM (graceful)."""
     try:
@@ -197,6 +205,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
         )
     slack = _slack(args, rules)
+    from approval_guard.provider.email.settings import email_from_args
+
+    try:
+        # Read now: the SMTP password may come from $APPROVAL_GUARD_SMTP_PASSWORD.
+        email = email_from_args(args, os.environ)
+    except ValueError as exc:  # its message never quotes the URL (it may hold a password)
+        raise UsageError(str(exc)) from None
     store = _open_store(args)
     try:
         server = ProviderServer(
@@ -211,6 +226,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             webhooks=targets,
             public_url=args.public_url,
             slack=slack,
+            email=email,
         )
     except ValueError as exc:  # a given token: bad, or not this database's
         _close(store)
@@ -228,6 +244,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         with on_sigterm(stop.set):
             _serve_banner(args, server.url, server.first_start_tokens, rules)
+            if email is not None:
+                say(f"Email: mailing approval links through {email.smtp.display}")
             while not stop.wait(0.5):
                 pass
     except KeyboardInterrupt:  # wherever Ctrl-C lands after the start, it means "stop"

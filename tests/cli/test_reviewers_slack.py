@@ -72,3 +72,38 @@ def test_removing_a_reviewer_ends_their_slack_link(db: str) -> None:
     assert _linked(db, "U0ALICE") is None
     run("reviewers", "add", "alice", "--db", db)
     assert _linked(db, "U0ALICE") is None
+
+
+def test_link_takes_a_slack_user_and_an_email_at_once(db: str) -> None:
+    """``reviewers link bob --slack-user U... --email ...`` links both; linking again is fine."""
+    run("reviewers", "add", "bob", "--db", db)
+    argv = ["reviewers", "link", "bob", "--slack-user", "U0BOB", "--email", "bob@example.com"]
+    assert 0 == run(*argv, "--db", db)[0]
+    assert 0 == run(*argv, "--db", db)[0]
+    assert "bob" == _linked(db, "U0BOB")
+    store = Store(db)
+    try:
+        assert ["bob@example.com"] == list(store.reviewer_emails().values())
+    finally:
+        store.close()
+
+
+def test_link_without_a_slack_user_or_an_email_is_a_usage_error(db: str) -> None:
+    """``reviewers link bob`` alone says what it needs, exit 2."""
+    run("reviewers", "add", "bob", "--db", db)
+    code, _, err = run("reviewers", "link", "bob", "--db", db)
+    assert 2 == code
+    assert "--slack-user" in err and "--email" in err
+
+
+def test_a_link_refused_for_its_slack_user_sets_no_email_either(db: str) -> None:
+    """A taken Slack id refuses the whole link: the email given with it is not stored."""
+    run("reviewers", "add", "alice", "--slack-user", "U0ALICE", "--db", db)
+    run("reviewers", "add", "bob", "--db", db)
+    argv = ["reviewers", "link", "bob", "--slack-user", "U0ALICE", "--email", "bob@example.com"]
+    assert 1 == run(*argv, "--db", db)[0]
+    store = Store(db)
+    try:
+        assert {} == store.reviewer_emails()
+    finally:
+        store.close()

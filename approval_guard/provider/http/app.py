@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from approval_guard.provider.email import pages as email_pages
 from approval_guard.provider.http import api
 from approval_guard.provider.http import page as review
 from approval_guard.provider.http.context import Context, Handler
@@ -38,6 +39,7 @@ from approval_guard.provider.store.models import StoreClosedError
 from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
+    from approval_guard.provider.email.sender import Mailer
     from approval_guard.provider.slack.settings import SlackSettings
     from approval_guard.provider.webhooks.settings import WebhookSettings
 
@@ -55,6 +57,8 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/v1/requests/{request_id}/history", {"GET": api.history}),
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
     ("/slack/interactions", {"POST": slack.interactions}),
+    ("/email/requests/{request_id}", {"GET": email_pages.confirm}),
+    ("/email/requests/{request_id}/decision", {"POST": email_pages.decide}),
 )
 
 #: Header names as the API documents them (Starlette lowercases; some clients compare exactly).
@@ -200,12 +204,14 @@ def build_app(
     rules: Rules = NO_RULES,
     webhooks: WebhookSettings | None = None,
     slack_app: SlackSettings | None = None,
+    mailer: Mailer | None = None,
 ) -> Starlette:
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started.
 
     With ``webhooks`` (targets given), its lifespan also runs the outbox's
     delivery task (:mod:`~approval_guard.provider.webhooks.delivery`); with
     ``slack_app``, the Slack one (:mod:`~approval_guard.provider.slack.delivery`).
+    ``mailer``, the mail outbox's (:mod:`~approval_guard.provider.email.sender`).
     """
 
     @contextlib.asynccontextmanager
@@ -244,10 +250,13 @@ def build_app(
                 ).run(),
                 name="approval-guard-slack",
             )
+        sender = None
+        if mailer is not None:
+            sender = asyncio.create_task(mailer.run(), name="approval-guard-mail")
         try:
             yield
         finally:
-            for task in (expirer, deliverer, poster):
+            for task in (expirer, deliverer, poster, sender):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

@@ -28,6 +28,8 @@ from typing import Any
 
 import uvicorn
 
+from approval_guard.provider.email.sender import Mailer
+from approval_guard.provider.email.settings import EmailSettings, routes_for
 from approval_guard.provider.http.app import build_app
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.h11 import protocol_class
@@ -101,6 +103,10 @@ class ProviderServer:
     :param slack: a Slack app (:class:`SlackSettings`): each request is posted
         to its channel with Approve / Deny buttons, kept current through the
         outbox, and decided at ``POST /slack/interactions`` (docs/slack.md).
+    :param email: mail each new request's one-click approve and deny links
+        (:func:`~approval_guard.provider.email.settings.email_settings`; docs/email.md),
+        from a persistent outbox like the webhooks'. The links point at the
+        settings' ``public_url``, else ``public_url``, else :attr:`url`.
 
     A rules file's ``webhooks`` (per tool, or in ``[defaults]``) are delivered
     like ``webhooks`` but only for the events of the tools whose rule lists them.
@@ -133,6 +139,7 @@ class ProviderServer:
         webhook_give_up_after: float = 24 * 3600.0,
         webhook_approvers: Callable[[dict[str, Any]], list[str] | None] | None = None,
         slack: SlackSettings | None = None,
+        email: EmailSettings | None = None,
     ) -> None:
         if poll_cap < 0 or not math.isfinite(poll_cap):
             raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
@@ -157,6 +164,8 @@ class ProviderServer:
             rules,
         )
         self._slack = slack_settings(slack, rules)
+        self._email = email
+        self._email_routes = routes_for(email, rules)
         self._keep_alive = float(keep_alive_seconds)
         self._client_timeout = float(client_timeout_seconds)
         if (tls_certfile is None) != (tls_keyfile is None):
@@ -173,6 +182,7 @@ class ProviderServer:
         try:
             self._store.set_webhooks(self._webhooks.routes)
             self._store.set_slack_channels(None if self._slack is None else self._slack.channel_for)
+            self._store.set_email(self._email_routes)
             #: Plaintext tokens made on this start of a fresh database, else None.
             self.first_start_tokens: FirstStartTokens | None = (
                 self._store.ensure_initial_credentials(
@@ -289,6 +299,7 @@ class ProviderServer:
                 self._store.set_slack_channels(
                     None if self._slack is None else self._slack.channel_for
                 )
+                self._store.set_email(self._email_routes)
             if self._sock is None:
                 self._sock = _bind(self._host, self._port)
             sock = self._sock
@@ -300,6 +311,7 @@ class ProviderServer:
                 rules=self.rules,
                 webhooks=self._webhooks,
                 slack_app=self._slack,
+                mailer=self._mailer(),
             )
             config = uvicorn.Config(
                 app,
@@ -329,6 +341,12 @@ class ProviderServer:
             server.ready.set()
             with contextlib.suppress(OSError):
                 sock.close()
+
+    def _mailer(self) -> Mailer | None:
+        if self._email is None:
+            return None
+        base = self._email.public_url or self._webhooks.public_url or self.url
+        return Mailer(self._store, self._email, self.rules, base)
 
     def start(self) -> ProviderServer:
         """Serve in a background thread; returns self once it accepts requests."""

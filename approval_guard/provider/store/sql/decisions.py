@@ -21,6 +21,7 @@ from approval_guard.provider.store.models import (
     Approval,
     Credential,
     InvalidEdit,
+    LinkUsed,
     NotPendingError,
     StoredRequest,
 )
@@ -42,6 +43,10 @@ _ATTEMPTS = 3
 CHANNELS = ("api", "page", "cli", "slack", "email")
 
 
+class _LostRace(Exception):
+    """Raised inside a decision's transaction to undo it (and its link's use): it lost a race."""
+
+
 class DecisionsMixin(RequestsMixin):
     """Decide and cancel pending requests."""
 
@@ -59,6 +64,7 @@ class DecisionsMixin(RequestsMixin):
         source: str = "api",
         channel: str = "api",
         channel_user: str | None = None,
+        use_once: str | None = None,
     ) -> StoredRequest | None:
         """Record a reviewer's decision on a pending request; None if unknown.
 
@@ -88,9 +94,12 @@ class DecisionsMixin(RequestsMixin):
         echoed as ``decision.arguments`` and recorded in the history with each
         changed name's value before and after; when it equals them it is no edit.
 
-        ``channel`` (``"api"``, ``"page"``, ``"cli"``, ``"slack"``, ``"email"``) and
-        ``channel_user`` (the Slack user id, the email address, else None) say
-        where the decision came from; the audit rows carry both.
+        ``channel`` (``"api"``, ``"page"``, ``"cli"``, ``"slack"``, ``"email"``)
+        and ``channel_user`` (the Slack user id or email address, else None)
+        say in the audit rows' detail where the decision came from.
+        ``use_once`` (an email link's id) is recorded as used in the
+        decision's own transaction: a decision with an id already used is
+        :class:`LinkUsed`, and records nothing.
         """
         if status not in (APPROVED, DENIED):
             raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
@@ -124,20 +133,28 @@ class DecisionsMixin(RequestsMixin):
                     name: {"before": current.arguments[name], "after": edited[name]}
                     for name in changed_names(current.arguments, edited)
                 }
-            with self._writing() as tx:
-                row = self._record(
-                    tx,
-                    current,
-                    reviewer,
-                    status,
-                    note,
-                    now,
-                    expires,
-                    edited,
-                    detail,
-                    source,
-                    {"channel": channel, "channel_user": channel_user},
-                )
+            via = {"channel": channel, "channel_user": channel_user}
+            try:
+                with self._writing() as tx:
+                    if use_once is not None:
+                        self._use_once(tx, use_once, current, now)
+                    row = self._record(
+                        tx,
+                        current,
+                        reviewer,
+                        status,
+                        note,
+                        now,
+                        expires,
+                        edited,
+                        detail,
+                        source,
+                        via,
+                    )
+                    if row is None and use_once is not None:
+                        raise _LostRace  # roll the link's use back with the decision
+            except _LostRace:
+                row = None
             if row is None:
                 # Lost a race (or the deadline passed): the next read says to whom.
                 continue
@@ -167,7 +184,7 @@ class DecisionsMixin(RequestsMixin):
         edited: dict[str, Any] | None,
         detail: dict[str, Any],
         source: str,
-        via: dict[str, Any],
+        via: dict[str, str | None],
     ) -> Any:
         """One decision inside its transaction: the row it left, or None if it lost a race."""
         request_id = current.id
@@ -264,6 +281,16 @@ class DecisionsMixin(RequestsMixin):
                 detail={"edits": detail["edits"], **via},
             )
         return row
+
+    @staticmethod
+    def _use_once(tx: Tx, link_id: str, current: StoredRequest, now: datetime) -> None:
+        """Mark an email link used in the decision's transaction; :class:`LinkUsed` if it was."""
+        if not tx.execute(
+            "INSERT INTO used_links (link_id, request_id, used_at) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (link_id, current.id, to_us(now)),
+        ).rowcount:
+            raise LinkUsed("this link has already been used: a link decides once", current)
 
     def cancel(
         self,
