@@ -90,7 +90,13 @@ class ProxyRules:
     ) -> ProxyRules:
         """Rules from the command line's text; a bad one raises ConfigurationError."""
         patterns = _patterns(guard)
-        seconds = seconds_option(timeout, "--timeout")
+        try:
+            seconds = seconds_option(timeout, "--timeout")
+        except ConfigurationError as exc:
+            said = str(exc)
+            raise ConfigurationError(
+                said if "--timeout" in said else f"--timeout {timeout!r}: {said}"
+            ) from None
         if seconds != int(seconds) or not 1 <= seconds <= MAX_TIMEOUT:
             raise ConfigurationError(
                 f"--timeout must be whole seconds between 1s and 24h, got {timeout!r}"

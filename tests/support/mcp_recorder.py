@@ -31,6 +31,7 @@ TOOLS = [
                 "copies": {"type": "integer"},
                 "price": {"type": "number"},
                 "tags": {"type": "array", "items": {"type": "string"}},
+                "extra": {"description": "anything at all (no type: no edit can be converted)"},
             },
             "required": ["name", "text"],
         },

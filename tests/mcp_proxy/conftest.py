@@ -1,0 +1,17 @@
+"""Fixtures for the mcp-proxy's tests: the recording server's file; mcp is required."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.frameworks import require_framework
+
+require_framework("mcp")
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Path:
+    """Where the recording MCP server writes each call it receives (one JSON line each)."""
+    return tmp_path / "calls.jsonl"

@@ -1,0 +1,107 @@
+"""What the proxy relays unchanged: tool lists, unguarded calls, resources, prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from approval_guard.testing import LocalProvider
+from tests.support.mcp_proxy import (
+    RECORDER,
+    proxied,
+    recorded,
+    session,
+    third_party,
+)
+
+
+def _tools(listing: Any) -> list[dict[str, Any]]:
+    return [tool.model_dump(by_alias=True, exclude_none=True) for tool in listing.tools]
+
+
+def _lists(provider: LocalProvider, child: list[str]) -> tuple[list[Any], list[Any]]:
+    async def both() -> tuple[list[Any], list[Any]]:
+        async with session(child) as direct:
+            own = _tools(await direct.list_tools())
+        async with proxied(provider, ["--guard", "*"], child) as client:
+            relayed = _tools(await client.list_tools())
+        return own, relayed
+
+    return anyio.run(both)
+
+
+@pytest.mark.parametrize(
+    "child",
+    [
+        pytest.param(lambda record: [*RECORDER, str(record)], id="recorder"),
+        pytest.param(lambda record: third_party("mcp-server-time"), id="mcp-server-time"),
+        pytest.param(lambda record: third_party("mcp-server-fetch"), id="mcp-server-fetch"),
+    ],
+)
+def test_the_tool_list_is_the_childs_own(provider: LocalProvider, record: Path, child: Any) -> None:
+    """tools/list through the proxy is the child's own (fetch lists its tools without network)."""
+    own, relayed = _lists(provider, child(record))
+    assert own == relayed
+    assert own  # the server lists tools at all
+
+
+def test_the_tool_list_keeps_output_schemas_and_annotations(
+    provider: LocalProvider, record: Path
+) -> None:
+    """The relayed tools carry the child's outputSchema and annotations, not just names."""
+    _, relayed = _lists(provider, [*RECORDER, str(record)])
+    by_name = {tool["name"]: tool for tool in relayed}
+    assert {"type": "object", "properties": {"count": {"type": "integer"}}} == by_name[
+        "read_notes"
+    ]["outputSchema"]
+    assert {"destructiveHint": True} == by_name["delete_note"]["annotations"]
+
+
+def test_an_unguarded_tool_runs_without_a_request(provider: LocalProvider, record: Path) -> None:
+    """A tool no --guard pattern matches is relayed at once: no request, the child's result."""
+
+    async def call() -> Any:
+        async with proxied(provider, ["--guard", "write_*"], [*RECORDER, str(record)]) as client:
+            return await client.call_tool("read_notes", {})
+
+    result = anyio.run(call)
+    assert not result.is_error
+    assert {"count": 1} == result.structured_content
+    assert [{"tool": "read_notes", "arguments": {}}] == recorded(record)
+    assert [] == provider.requests()
+
+
+def test_an_unguarded_third_party_tool_runs(provider: LocalProvider) -> None:
+    """mcp-server-time's get_current_time, not matched by --guard, answers through the proxy."""
+
+    async def call() -> Any:
+        async with proxied(provider, ["--guard", "convert_*"], third_party("mcp-server-time")) as c:
+            return await c.call_tool("get_current_time", {"timezone": "Etc/UTC"})
+
+    result = anyio.run(call)
+    assert not result.is_error
+    assert "Etc/UTC" == result.structured_content["timezone"]
+    assert [] == provider.requests()
+
+
+def test_resources_and_prompts_are_relayed(provider: LocalProvider, record: Path) -> None:
+    """resources/list, resources/read, prompts/list and prompts/get are relayed to the child."""
+
+    async def calls() -> tuple[Any, Any, Any, Any]:
+        async with proxied(provider, ["--guard", "*"], [*RECORDER, str(record)]) as client:
+            return (
+                await client.list_resources(),
+                await client.read_resource("note://index"),
+                await client.list_prompts(),
+                await client.get_prompt("summarize"),
+            )
+
+    resources, read, prompts, prompt = anyio.run(calls)
+    assert ["note://index"] == [str(r.uri) for r in resources.resources]
+    assert "the index of notes" == read.contents[0].text
+    assert ["summarize"] == [p.name for p in prompts.prompts]
+    assert "Summarize the notes." == prompt.messages[0].content.text
+    assert [] == provider.requests()
