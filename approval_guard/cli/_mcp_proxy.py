@@ -19,7 +19,6 @@ argument the child does not list stops the proxy once its tool list is known
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import os
 import sys
@@ -141,8 +140,10 @@ def cmd_mcp_proxy(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     listen = _listen(args.listen)
     settings = _settings(args.url)
-    if importlib.util.find_spec("mcp") is None:
-        raise CliError("mcp-proxy needs the mcp extra: pip install 'approval-guard[mcp]'")
+    try:
+        import mcp  # noqa: F401 (only to say what to install, before anything starts)
+    except ImportError:
+        raise CliError("mcp-proxy needs the mcp extra: pip install 'approval-guard[mcp]'") from None
     try:
         ledger = None if args.ledger is None else SQLiteLedger(args.ledger)
         guard = Guard(

@@ -70,7 +70,7 @@ class ProxyRules:
         rules.guards("read_file")    # False: relayed without a request
 
     Patterns are :mod:`fnmatch` globs matched on the child's own tool name,
-    case-sensitively. A bad pattern, duration or ``TOOL:ARGUMENT`` raises
+    ignoring case. A bad pattern, duration or ``TOOL:ARGUMENT`` raises
     :class:`~approval_guard.exceptions.ConfigurationError`.
     """
 
@@ -124,8 +124,13 @@ class ProxyRules:
         return rules
 
     def guards(self, tool: str) -> bool:
-        """Whether calls of ``tool`` need approval (some pattern matches its name)."""
-        return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.patterns)
+        """Whether calls of ``tool`` need approval (some pattern matches its name).
+
+        Case-insensitively: a server that looks tool names up loosely must not be
+        reachable around the guard by ``WRITE_FILE`` (guarding more is never unsafe).
+        """
+        name = tool.casefold()
+        return any(fnmatch.fnmatchcase(name, pattern.casefold()) for pattern in self.patterns)
 
     def check_tools(self, tools: Mapping[str, Mapping[str, Any]]) -> None:
         """Check ``--editable``/``--redact`` against the child's tools (name -> ``inputSchema``).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,19 @@ def test_an_unguarded_tool_runs_without_a_request(provider: LocalProvider, recor
     assert {"count": 1} == result.structured_content
     assert [{"tool": "read_notes", "arguments": {}}] == recorded(record)
     assert [] == provider.requests()
+
+
+def test_the_child_is_given_none_of_the_guards_environment(
+    provider: LocalProvider, record: Path
+) -> None:
+    """The proxy has APPROVAL_GUARD_URL and the credential; the child it starts has neither."""
+
+    async def listed() -> None:
+        async with proxied(provider, ["--guard", "*"], [*RECORDER, str(record)]) as client:
+            await client.list_tools()
+
+    anyio.run(listed)
+    assert [] == json.loads(record.with_suffix(".env").read_text(encoding="utf-8"))
 
 
 def test_an_unguarded_third_party_tool_runs(provider: LocalProvider) -> None:

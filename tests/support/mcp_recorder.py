@@ -4,12 +4,14 @@
 and ``read_notes`` append ``{"tool": ..., "arguments": ...}`` (the arguments
 exactly as they arrived, as JSON) to FILE, one line per call, so a test can
 tell whether, how often and with what a tool ran. It also offers one resource
-and one prompt, to show they are relayed.
+and one prompt, to show they are relayed, and writes the names of the
+``APPROVAL_GUARD_*`` variables it was given to FILE with the suffix ``.env``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,10 @@ TOOLS = [
 
 
 def main(record: Path) -> None:
+    # What of the guard's environment the child was given (the proxy gives it none).
+    seen = sorted(name for name in os.environ if name.startswith("APPROVAL_GUARD_"))
+    record.with_suffix(".env").write_text(json.dumps(seen), encoding="utf-8")
+
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
