@@ -79,15 +79,18 @@ class GuardedTools:
         async def run(**approved: Any) -> CallToolResult:
             return await self._forward(tool, approved)
 
+        # The tool's schema may be unknown (not listed): nothing is editable then. Only
+        # arguments the call has can be edited: the request offers what it sends.
+        known = self.knows(tool)
+        editable = [name for name in self._rules.editable.get(tool, ()) if name in arguments]
         try:
-            # The tool's schema may be unknown (not listed): nothing is editable then.
             spec = schema_spec(
                 tool,
                 self._schemas.get(tool, {}),
                 run,
                 timeout=self._rules.timeout,
-                editable=self._rules.editable.get(tool, ()) if self.knows(tool) else (),
-                redact=self._rules.redact.get(tool) if self.knows(tool) else None,
+                editable=editable if known else (),
+                redact=self._rules.redact.get(tool),  # never dropped: unknown, not run
                 on_event=waiting,
             )
         except ConfigurationError as exc:

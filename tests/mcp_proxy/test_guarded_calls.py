@@ -190,3 +190,17 @@ def test_the_ledger_records_the_run(provider: LocalProvider, record: Path, tmp_p
         execution = reader.ledger.get(request.id)
     assert execution is not None
     assert ("write_note", "finished") == (execution.tool, execution.state)
+
+
+def test_an_editable_argument_the_call_leaves_out_is_not_offered(
+    provider: LocalProvider, record: Path
+) -> None:
+    """--editable of an optional argument the call omits: the request offers only what it sends."""
+    provider.policy = approve_after(0.1)
+    arguments = {"name": "groceries", "text": "milk"}
+    flags = ["--editable", "write_note:copies", "--editable", "write_note:text"]
+    result = _call(provider, record, "write_note", arguments, *flags)
+    assert not result.is_error, text_of(result)
+    [request] = provider.requests()
+    assert ["text"] == list(request.editable or ())
+    assert [{"tool": "write_note", "arguments": arguments}] == recorded(record)
