@@ -75,6 +75,23 @@ def test_an_unguarded_tool_runs_without_a_request(provider: LocalProvider, recor
     assert [] == provider.requests()
 
 
+def test_an_unguarded_tools_progress_reaches_the_client(
+    provider: LocalProvider, record: Path
+) -> None:
+    """The child's own progress notifications for an unguarded call are relayed to the client."""
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async def call() -> Any:
+        async with proxied(provider, ["--guard", "write_*"], [*RECORDER, str(record)]) as client:
+            return await client.call_tool("read_notes", {}, progress_callback=on_progress)
+
+    assert not anyio.run(call).is_error
+    assert [(0.5, 1.0, "reading notes")] == heard
+
+
 def test_the_child_is_given_none_of_the_guards_environment(
     provider: LocalProvider, record: Path
 ) -> None:

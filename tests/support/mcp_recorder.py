@@ -73,6 +73,7 @@ def main(record: Path) -> None:
         with record.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"tool": params.name, "arguments": arguments}) + "\n")
         if params.name == "read_notes":
+            await ctx.session.report_progress(0.5, 1.0, "reading notes")  # a no-op without a token
             count = len(record.read_text(encoding="utf-8").splitlines())
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=f"{count} calls")],
