@@ -19,6 +19,7 @@ argument the child does not list stops the proxy once its tool list is known
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
@@ -105,7 +106,23 @@ def _listen(text: str | None) -> tuple[str, int] | None:
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise UsageError(f"--listen takes HOST:PORT, like 127.0.0.1:8931, not {text!r}")
+    if not _loopback(host):
+        # The HTTP endpoint has no authentication of its own: anyone who reaches it could
+        # call the unguarded tools, so it is only ever offered to this machine.
+        raise UsageError(
+            f"--listen {text!r}: the proxy's HTTP endpoint has no authentication, so it listens "
+            "only on a loopback address (127.0.0.1, ::1 or localhost)"
+        )
     return host, int(port)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _settings(url: str | None) -> GuardSettings:
