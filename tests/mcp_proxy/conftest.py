@@ -1,14 +1,10 @@
-"""Fixtures for the mcp-proxy's tests: the recording server's file; mcp is required."""
+"""Fixtures for the mcp-proxy's tests: the recording server's file (modules require mcp)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from tests.support.frameworks import require_framework
-
-require_framework("mcp")
 
 
 @pytest.fixture

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.support.paths import REPO
+from tests.support.frameworks import require_framework
+
+require_framework("mcp")
+
+from tests.support.paths import REPO  # noqa: E402
 
 
 def test_the_example_shows_an_approval_a_denial_and_an_unguarded_call() -> None:

@@ -6,13 +6,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-import anyio
-import pytest
+from tests.support.frameworks import require_framework
 
-import approval_guard as ag
-from approval_guard._codec.wire_models import ApprovalRequest
-from approval_guard.testing import LocalProvider, Policy, approve_after, deny_after
-from tests.support.mcp_proxy import RECORDER, proxied, recorded, text_of, third_party
+require_framework("mcp")
+
+import anyio  # noqa: E402
+import pytest  # noqa: E402
+
+import approval_guard as ag  # noqa: E402
+from approval_guard._codec.wire_models import ApprovalRequest  # noqa: E402
+from approval_guard.testing import LocalProvider, Policy, approve_after, deny_after  # noqa: E402
+from tests.support.mcp_proxy import RECORDER, proxied, recorded, text_of, third_party  # noqa: E402
 
 NOTE = {"name": "groceries", "text": "milk", "copies": 1, "price": 1.5}
 

@@ -10,15 +10,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
-import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
+from tests.support.frameworks import require_framework
 
-from approval_guard.testing import LocalProvider, approve_after, deny_after
-from tests.support.cli import free_port
-from tests.support.mcp_proxy import RECORDER, proxy_command, proxy_env, recorded, text_of
-from tests.support.paths import REPO
+require_framework("mcp")
+
+import anyio  # noqa: E402
+import pytest  # noqa: E402
+from mcp import ClientSession  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from approval_guard.testing import LocalProvider, approve_after, deny_after  # noqa: E402
+from tests.support.cli import free_port  # noqa: E402
+from tests.support.mcp_proxy import RECORDER, proxy_command, proxy_env, recorded, text_of  # noqa: E402
+from tests.support.paths import REPO  # noqa: E402
 
 
 @pytest.fixture

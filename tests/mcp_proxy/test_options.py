@@ -6,11 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.support.frameworks import require_framework
 
-from approval_guard.testing import LocalProvider
-from tests.support.mcp_proxy import RECORDER, proxy_command, proxy_env
-from tests.support.paths import REPO
+require_framework("mcp")
+
+import pytest  # noqa: E402
+
+from approval_guard.testing import LocalProvider  # noqa: E402
+from tests.support.mcp_proxy import RECORDER, proxy_command, proxy_env  # noqa: E402
+from tests.support.paths import REPO  # noqa: E402
 
 
 def _proxy(

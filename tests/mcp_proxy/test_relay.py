@@ -6,11 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
-import pytest
+from tests.support.frameworks import require_framework
 
-from approval_guard.testing import LocalProvider
-from tests.support.mcp_proxy import (
+require_framework("mcp")
+
+import anyio  # noqa: E402
+import pytest  # noqa: E402
+
+from approval_guard.testing import LocalProvider  # noqa: E402
+from tests.support.mcp_proxy import (  # noqa: E402
     RECORDER,
     proxied,
     recorded,

@@ -6,11 +6,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
+from tests.support.frameworks import require_framework
 
-from approval_guard.testing import LocalProvider, approve_after
-from tests.support.mcp_proxy import RECORDER, proxied, recorded
+require_framework("mcp")
+
+import anyio  # noqa: E402
+import anyio.to_thread  # noqa: E402
+
+from approval_guard.testing import LocalProvider, approve_after  # noqa: E402
+from tests.support.mcp_proxy import RECORDER, proxied, recorded  # noqa: E402
 
 NOTE = {"name": "groceries", "text": "milk"}
 
@@ -46,7 +50,7 @@ def test_a_cancelled_call_withdraws_its_request_and_never_calls_the_child(
 
 def test_progress_notifications_arrive_while_waiting(provider: LocalProvider, record: Path) -> None:
     """A client that gives a progressToken hears "waiting for approval (... left)" meanwhile."""
-    provider.policy = approve_after(5.5)
+    provider.policy = approve_after(7)  # the first report at once, the next 5 s later
     heard: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
