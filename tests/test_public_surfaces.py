@@ -7,11 +7,13 @@ from types import ModuleType
 import pytest
 
 import approval_guard as ag
+import approval_guard.mcp_proxy
 import approval_guard.provider
 import approval_guard.provider.email
 import approval_guard.testing
 
 PINNED = [
+    (approval_guard.mcp_proxy, ["ProxyRules", "run_proxy"]),
     (
         approval_guard.provider,
         [

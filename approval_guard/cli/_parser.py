@@ -23,6 +23,7 @@ from approval_guard._env import (
     ENV_URL,
 )
 from approval_guard.cli import _demo, _ledger, _review, _serve, _webhooks
+from approval_guard.cli._mcp_proxy import add_mcp_proxy_command
 from approval_guard.cli._output import PROG
 from approval_guard.cli._team import add_team_commands
 
@@ -91,6 +92,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     add_ledger_commands(sub)
     add_team_commands(sub)
     _webhooks.add_webhooks_commands(sub)
+    add_mcp_proxy_command(sub, env)
     return parser
 
 
