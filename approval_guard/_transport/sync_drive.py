@@ -95,7 +95,7 @@ def drive_sync(
             outcome: Outcome = stop.value
             return outcome
         try:
-            if isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
+            if to_throw is not None and isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
                 may_abandon = False
             to_send, to_throw = None, None
             if isinstance(op, Exchange):
