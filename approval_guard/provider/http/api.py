@@ -6,6 +6,8 @@ pool; a long poll waits on the event loop (``waits.py``), holding no thread.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -14,7 +16,13 @@ from starlette.responses import Response
 
 from approval_guard._codec.exact_json import InvalidJSON
 from approval_guard._codec.wire import APPROVED, DENIED, STATUSES
-from approval_guard.provider.http.auth import authenticate, require_instance, require_reviewer
+from approval_guard.provider.http.auth import (
+    authenticate,
+    authenticated,
+    bearer_token,
+    require_instance,
+    require_reviewer,
+)
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.limits import (
     IDEMPOTENCY_KEY,
@@ -222,20 +230,40 @@ async def record_decision(
     same person ``409 already_approved``; a validity beyond the rule's
     ``max_valid_for`` ``400 invalid_request``.
     """
-    status, note, valid_for = fields
-    try:
+    with _decision_errors():
         found = await run_in_threadpool(
-            lambda: ctx.store.decide(
-                request_id,
-                reviewer=credential,
-                status=status,
-                note=note,
-                valid_for=valid_for,
-                arguments=arguments,
-                rules=ctx.rules,
-                source=source,
-            )
+            _decided, ctx, request_id, credential, fields, arguments, source
         )
+    return request_answer(ctx, found)
+
+
+def _decided(
+    ctx: Context,
+    request_id: str,
+    credential: Credential,
+    fields: tuple[str, str | None, int | None],
+    arguments: dict[str, Any] | None,
+    source: str,
+) -> StoredRequest | None:
+    """Blocking: the store records the decision."""
+    status, note, valid_for = fields
+    return ctx.store.decide(
+        request_id,
+        reviewer=credential,
+        status=status,
+        note=note,
+        valid_for=valid_for,
+        arguments=arguments,
+        rules=ctx.rules,
+        source=source,
+    )
+
+
+@contextlib.contextmanager
+def _decision_errors() -> Iterator[None]:
+    """The store's refusals of a decision, as the API answers them."""
+    try:
+        yield
     except NotPendingError as exc:
         raise not_pending(exc) from None
     except Forbidden as exc:
@@ -246,26 +274,41 @@ async def record_decision(
         ) from None
     except (InvalidEdit, InvalidJSON, ValidityTooLong) as exc:
         raise bad(str(exc)) from None
-    return request_answer(ctx, found)
 
 
-async def decide(ctx: Context, request: Request) -> Response:
-    body = await read_body(request)
-    credential = await authenticate(ctx.store, request)
+def _api_decision(
+    credential: Credential, body: bytes
+) -> tuple[tuple[str, str | None, int | None], dict[str, Any] | None]:
+    """The decision an API body asks for, once the credential may decide (403, 400 otherwise)."""
     require_reviewer(credential)
     obj = json_object(body)
     fields = decision_fields(obj, {"arguments"})
     arguments = obj.get("arguments")
     if "arguments" in obj and not isinstance(arguments, dict):
         raise bad("'arguments' must be the whole arguments object, edits applied")
-    return await record_decision(
-        ctx,
-        request.path_params["request_id"],
-        credential,
-        fields,
-        arguments,
-        client_source(request),
-    )
+    return fields, arguments
+
+
+async def decide(ctx: Context, request: Request) -> Response:
+    body = await read_body(request)
+    request_id = request.path_params["request_id"]
+    source = client_source(request)
+    token = bearer_token(request)
+    if token is None:  # a review session's cookie: its own checks first
+        credential = await authenticate(ctx.store, request)
+        fields, arguments = _api_decision(credential, body)
+        return await record_decision(ctx, request_id, credential, fields, arguments, source)
+
+    def work() -> StoredRequest | None:
+        # The credential and the decision in one worker-thread hop, in the same
+        # order as two: polls wait on this, and each hop costs on a busy machine.
+        credential = authenticated(ctx.store, token)
+        fields, arguments = _api_decision(credential, body)
+        return _decided(ctx, request_id, credential, fields, arguments, source)
+
+    with _decision_errors():
+        found = await run_in_threadpool(work)
+    return request_answer(ctx, found)
 
 
 def _limit(request: Request) -> int:

@@ -133,7 +133,10 @@ async def long_poll(
         return await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
     owner = None if viewer.is_reviewer else viewer.id
     gone = asyncio.Event()
-    with notifier.watch(request_id) as event:
+    with (
+        store.expecting(request_id, owner_id=owner) as settled,
+        notifier.watch(request_id) as event,
+    ):
         # A client that hangs up ends its wait at once: nobody holds a dead poll for a minute.
         watcher = None if receive is None else asyncio.ensure_future(_hung_up(receive, gone, event))
         try:
@@ -150,7 +153,11 @@ async def long_poll(
                 event.clear()
                 if gone.is_set():
                     break
-                request = await run_in_threadpool(store.get_request, request_id, owner_id=owner)
+                # Settled by another instance and read ahead by the thread that heard
+                # it: no read of our own (and no hop to a worker thread and back).
+                request = settled() or await run_in_threadpool(
+                    store.get_request, request_id, owner_id=owner
+                )
         finally:
             if watcher is not None:
                 watcher.cancel()
