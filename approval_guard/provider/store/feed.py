@@ -26,10 +26,18 @@ Subscriber = Callable[[int, tuple[str, ...]], None]
 Expected = tuple[str, "str | None"]
 
 
+def _nothing() -> None:
+    return None
+
+
+#: What a poll expects from a feed that is never told settled states (SQLite's).
+_NOT_READ_AHEAD = contextlib.nullcontext(_nothing)
+
+
 class ChangeFeed:
     """Per-request wake-ups for long polls, the change sequence, and subscribers."""
 
-    def __init__(self, seq: int = 0) -> None:
+    def __init__(self, seq: int = 0, *, reads_ahead: bool = False) -> None:
         self._cond = threading.Condition()
         self._events: dict[str, threading.Event] = {}
         self._refs: dict[str, int] = {}
@@ -41,7 +49,9 @@ class ChangeFeed:
         self._subscribers: dict[int, Subscriber] = {}
         self._next_token = 0
         self._sub_lock = threading.Lock()
-        # Polls expecting a request to settle, and settled states read ahead for them.
+        # Polls expecting a request to settle, and settled states read ahead for them
+        # (only where a listener reads ahead: PostgreSQL's).
+        self._reads_ahead = reads_ahead
         self._expected: dict[Expected, int] = {}
         self._settled: dict[Expected, Any] = {}
 
@@ -95,16 +105,23 @@ class ChangeFeed:
             if event is not None:
                 event.set()
 
-    @contextlib.contextmanager
-    def expecting(self, request_id: str, owner_id: str | None) -> Iterator[Callable[[], Any]]:
+    def expecting(
+        self, request_id: str, owner_id: str | None
+    ) -> contextlib.AbstractContextManager[Callable[[], Any]]:
         """While a poll waits: the request's settled state if one was read ahead for it.
 
         The callable returns (once) the state that the thread hearing another
         instance's change read for this request and viewer (``owner_id``; None
         for a reviewer), or None: nothing heard yet, or it is still pending.
-        A poll given None reads the request itself, as it always did.
+        A poll given None reads the request itself, as it always did. A feed
+        made without ``reads_ahead`` registers nothing and always gives None.
         """
-        key = (request_id, owner_id)
+        if not self._reads_ahead:
+            return _NOT_READ_AHEAD
+        return self._expecting((request_id, owner_id))
+
+    @contextlib.contextmanager
+    def _expecting(self, key: Expected) -> Iterator[Callable[[], Any]]:
         with self._cond:
             self._expected[key] = self._expected.get(key, 0) + 1
 

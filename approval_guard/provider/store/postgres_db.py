@@ -288,7 +288,7 @@ class PostgresDB(SQLStoreBase):
             schema = str(conn.execute("SELECT current_schema()").fetchone()[0])
         # One channel per schema: two deployments on one database never hear each other.
         self._channel = f"ag_changes_{schema}"[:63]
-        self._feed = ChangeFeed(self._read_seq())
+        self._feed = ChangeFeed(self._read_seq(), reads_ahead=True)
         self._listener = Listener(
             connect=self._connect,
             channel=self._channel,

@@ -61,7 +61,7 @@ def test_only_settled_requests_the_viewer_may_see_are_read_ahead(
 
 def test_a_settled_state_is_kept_only_for_a_poll_expecting_it() -> None:
     """The feed keeps a state for a waiting poll until taken, and nothing for anyone else."""
-    feed = ChangeFeed()
+    feed = ChangeFeed(reads_ahead=True)
     with feed.expecting("r1", "agent") as take:
         assert [("r1", "agent")] == feed.expected(("r1", "r2"))
         feed.changed(1, ("r1", "r2"), {("r1", "agent"): "approved", ("r2", "agent"): "denied"})
@@ -70,6 +70,16 @@ def test_a_settled_state_is_kept_only_for_a_poll_expecting_it() -> None:
         feed.changed(2, ("r1",), {("r1", "agent"): "cancelled"})
     assert [] == feed.expected(("r1",))
     assert {} == feed._settled  # nobody expects it any more: nothing kept
+
+
+def test_a_feed_without_a_listener_keeps_nothing() -> None:
+    """SQLite's feed (no listener reads ahead) registers no poll and hands none a state."""
+    feed = ChangeFeed()
+    with feed.expecting("r1", "agent") as take:
+        assert [] == feed.expected(("r1",))
+        feed.changed(1, ("r1",), {("r1", "agent"): "approved"})
+        assert take() is None
+    assert {} == feed._settled
 
 
 @pytest.fixture
