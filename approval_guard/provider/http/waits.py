@@ -5,7 +5,9 @@ A waiting poll costs one :class:`asyncio.Event`, not a thread. The store calls
 on PostgreSQL, the thread that heard another instance's ``NOTIFY``); that hops
 onto the event loop and sets the events of the requests it names. A poll
 registers *before* it reads, so a decision committed between its read and its
-wait still wakes it. Reads run in the thread pool, never on the loop.
+wait still wakes it. Reads run in the thread pool, never on the loop; a request
+settled on another PostgreSQL instance comes read already, with its wake-up
+(``store.expecting``), so that poll answers without a read of its own.
 """
 
 from __future__ import annotations
