@@ -4,7 +4,8 @@
 the review page shows it, with one button; mail scanners and link previews
 fetch links, so a ``GET`` never decides. The button posts the token in the
 form body to ``POST /email/requests/{id}/decision``, which checks the link
-again and records the decision through :func:`~approval_guard.provider.http.api.apply_decision`,
+again and records the decision through
+:func:`~approval_guard.provider.http.decisions.apply_decision`,
 the API's and the page's own path (the same rules, quorum, ``max_valid_for``
 and audit rows, ``channel`` ``"email"``), marking the link used in the same
 transaction. Every refusal is an HTML page with a 4xx status that says why;
@@ -24,8 +25,9 @@ from starlette.responses import Response
 from approval_guard._codec.display import escape
 from approval_guard._codec.wire import APPROVED, format_timestamp
 from approval_guard.provider.email.links import DENY, Link, LinkRefused, read_token
-from approval_guard.provider.http.api import apply_decision, client_source
+from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.context import Context
+from approval_guard.provider.http.decisions import apply_decision
 from approval_guard.provider.http.limits import MAX_NOTE_CHARS
 from approval_guard.provider.http.render import listed_request_json
 from approval_guard.provider.http.responses import ApiError, answer, header, read_body

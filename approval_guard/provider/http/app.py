@@ -28,7 +28,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from approval_guard.provider.email import pages as email_pages
-from approval_guard.provider.http import api
+from approval_guard.provider.http import api, decisions
 from approval_guard.provider.http import page as review
 from approval_guard.provider.http.context import Context, Handler
 from approval_guard.provider.http.responses import ApiError, check_head, error_answer
@@ -53,7 +53,7 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/v1/events", {"GET": api.events}),
     ("/v1/requests/{request_id}", {"GET": api.poll}),
     ("/v1/requests/{request_id}/cancel", {"POST": api.cancel}),
-    ("/v1/requests/{request_id}/decision", {"POST": api.decide}),
+    ("/v1/requests/{request_id}/decision", {"POST": decisions.decide}),
     ("/v1/requests/{request_id}/history", {"GET": api.history}),
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
     ("/slack/interactions", {"POST": slack.interactions}),

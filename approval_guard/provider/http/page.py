@@ -9,9 +9,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from approval_guard._codec.wire import APPROVED
-from approval_guard.provider.http.api import client_source, decision_fields, record_decision
+from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.auth import authenticate, require_reviewer, session_of
 from approval_guard.provider.http.context import Context
+from approval_guard.provider.http.decisions import decision_fields, record_decision
 from approval_guard.provider.http.limits import (
     CONTENT_TYPES,
     CSRF_PLACEHOLDER,

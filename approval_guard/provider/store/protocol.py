@@ -125,6 +125,10 @@ class StoreProtocol(Protocol):
 
     def wait_for_waiting_polls(self, n: int, timeout: float) -> bool: ...
 
+    def expecting(
+        self, request_id: str, *, owner_id: str | None
+    ) -> contextlib.AbstractContextManager[Callable[[], StoredRequest | None]]: ...
+
     # decisions
     def decide(
         self,
