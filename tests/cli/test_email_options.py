@@ -145,4 +145,4 @@ def test_serve_mails_a_new_request_to_a_role(tmp_path: Path) -> None:
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=15)
-        box.stop()
+        box.close()

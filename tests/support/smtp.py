@@ -25,11 +25,16 @@ import attrs
 MAIL_WAIT = 15.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _hold(port: int = 0) -> socket.socket | None:
+    """A socket bound to ``port`` and not listening: a connection is refused, and no other
+    server (another test, another xdist worker) can take the port while the mailbox is down."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:  # the port is in TIME_WAIT after a stop: nobody else can bind it either
+        sock.close()
+        return None
+    return sock
 
 
 @attrs.define
@@ -87,7 +92,9 @@ class Mailbox:
     """An aiosmtpd server on 127.0.0.1 and the mails it received."""
 
     def __init__(self, *, tls_dir: Path | None = None, login: tuple[str, str] | None = None):
-        self.port = free_port()
+        self._held = _hold()
+        assert self._held is not None
+        self.port: int = self._held.getsockname()[1]
         self.received: list[Received] = []
         self.lock = threading.Condition()
         self.login = login
@@ -111,6 +118,9 @@ class Mailbox:
             kwargs.update(tls_context=self.server_tls, require_starttls=True)
         if self.login is not None:
             kwargs.update(auth_required=True, authenticator=_authenticator(*self.login))
+        if self._held is not None:
+            self._held.close()
+            self._held = None
         self._controller = Controller(
             _Handler(self), hostname="127.0.0.1", port=self.port, **kwargs
         )
@@ -121,6 +131,14 @@ class Mailbox:
         if self._controller is not None:
             self._controller.stop()
             self._controller = None
+            self._held = _hold(self.port)
+
+    def close(self) -> None:
+        """Stop for good: the port is let go too."""
+        self.stop()
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def wait_until(self, found: Callable[[Received], bool], timeout: float = MAIL_WAIT) -> Received:
         """Block until a mail ``found`` picks arrives; that mail (fails after ``timeout``)."""

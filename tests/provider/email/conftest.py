@@ -21,7 +21,7 @@ def mailbox() -> Iterator[Mailbox]:
     try:
         yield box
     finally:
-        box.stop()
+        box.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -63,7 +63,7 @@ def test_smtp_down_the_request_is_made_and_the_mail_goes_once_smtp_is_back(
         assert 1 == rows.count("email.sent")
     finally:
         team.server.close()
-        box.stop()
+        box.close()
 
 
 def test_a_mail_queued_before_a_restart_is_sent_after_it(make_store: tuple[Opener, Clock]) -> None:
@@ -95,7 +95,7 @@ def test_a_mail_queued_before_a_restart_is_sent_after_it(make_store: tuple[Opene
         assert 200 == done.status_code
     finally:
         again.close()
-        box.stop()
+        box.close()
 
 
 def test_a_request_decided_before_its_mail_went_is_not_mailed(
@@ -115,7 +115,7 @@ def test_a_request_decided_before_its_mail_went_is_not_mailed(
         assert [] == box.received
     finally:
         team.server.close()
-        box.stop()
+        box.close()
 
 
 @pytest.mark.postgres
@@ -189,3 +189,4 @@ def test_a_mail_that_cannot_go_before_the_deadline_is_given_up(
         assert "pending" == instance.poll(created["id"]).json()["status"]
     finally:
         server.close()
+        box.close()

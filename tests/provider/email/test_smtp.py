@@ -109,7 +109,7 @@ def test_starttls_and_a_login_on_a_real_server(
         if team is not None:
             team.server.close()
         store.close()
-        box.stop()
+        box.close()
 
 
 def test_a_wrong_password_is_retried_and_never_recorded(tmp_path: Path) -> None:
@@ -146,4 +146,4 @@ def test_a_wrong_password_is_retried_and_never_recorded(tmp_path: Path) -> None:
     finally:
         team.server.close()
         store.close()
-        box.stop()
+        box.close()
