@@ -159,3 +159,16 @@ def test_bad_options_raise_when_the_tool_is_made(guard: ag.Guard, make: Any) -> 
     """Every option is checked when the tool or the callback is made."""
     with pytest.raises((ag.ConfigurationError, TypeError)):
         make(guard)
+
+
+def test_the_callback_redacts_what_it_is_told_to(provider: LocalProvider, guard: ag.Guard) -> None:
+    """redact= in the callback's tools: the reviewer sees a marker, the tool the value."""
+    provider.policy = lambda p, r: p.approve(r.id)
+    ran: list[Any] = []
+    callback = adk.before_tool_callback(guard, tools={"issue_refund": {"redact": ("payment_id",)}})
+    model = ScriptedModel(model="scripted", tool="issue_refund", args=dict(ARGS), saw=[])
+    asyncio.run(run_agent(model, tools=[_refund(ran)], before_tool_callback=callback))
+    assert [("p_1", 4900, "Context")] == ran
+    [request] = provider.requests()
+    assert "p_1" not in str(request.arguments)
+    assert 4900 == request.arguments["amount"]

@@ -272,3 +272,17 @@ def test_bad_options_raise_when_the_callback_is_made(
     """Every option is checked by can_use_tool() itself, not on the first call."""
     with pytest.raises((ag.ConfigurationError, TypeError)):
         claude.can_use_tool(guard, **kwargs)
+
+
+def test_a_redacted_field_is_hidden_from_the_reviewer_not_the_tool(
+    provider: LocalProvider, guard: ag.Guard
+) -> None:
+    """redact= on an input field: the request holds a marker, the CLI gets the real value."""
+    provider.policy = approve_after(0.05)
+    callback = claude.can_use_tool(guard, tools={"Bash": {"redact": ("env.TOKEN",)}})
+    tool_input = {"command": "deploy", "env": {"TOKEN": "s3cret-value", "STAGE": "prod"}}
+    answer = asyncio.run(callback("Bash", tool_input, ToolPermissionContext(tool_use_id="t")))
+    assert PermissionResultAllow(updated_input=tool_input) == answer
+    [request] = provider.requests()
+    assert "s3cret-value" not in str(request.arguments)
+    assert "prod" == request.arguments["env"]["STAGE"]
