@@ -11,7 +11,7 @@ returns ``None``; any other outcome returns :func:`not_run_response`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from approval_guard._harness import harness_call
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 #: ``when(tool_name, args)``: ask only when it returns True.
 When = Callable[[str, Mapping[str, Any]], Any]
-BeforeTool = Callable[..., Awaitable[dict[str, Any] | None]]
+BeforeTool = Callable[..., Coroutine[Any, Any, dict[str, Any] | None]]
 
 
 def before_tool_callback(

@@ -18,7 +18,7 @@ the execution record allows it at most once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from approval_guard._call.outcome import NotRun
@@ -37,7 +37,7 @@ log = logging.getLogger("approval_guard")
 #: ``when(tool_name, input)``: ask only when it returns True.
 When = Callable[[str, Mapping[str, Any]], Any]
 #: The callback ``ClaudeAgentOptions(can_use_tool=...)`` takes.
-CanUseTool = Callable[[str, dict[str, Any], Any], Awaitable[Any]]
+CanUseTool = Callable[[str, dict[str, Any], Any], Coroutine[Any, Any, Any]]
 
 
 def can_use_tool(

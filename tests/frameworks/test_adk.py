@@ -11,11 +11,12 @@ from tests.support.frameworks import require_framework
 
 require_framework("google.adk")
 
-from google.adk.tools import FunctionTool, ToolContext  # noqa: E402
+from google.adk.tools.function_tool import FunctionTool  # noqa: E402
+from google.adk.tools.tool_context import ToolContext  # noqa: E402
 
 import approval_guard as ag  # noqa: E402
 from approval_guard import adk  # noqa: E402
-from approval_guard.testing import LocalProvider, deny_after  # noqa: E402
+from approval_guard.testing import LocalProvider, approve_after, deny_after  # noqa: E402
 from tests.support.adk_model import ScriptedModel, run_agent  # noqa: E402
 
 ARGS = {"payment_id": "p_1", "amount": 4900}
@@ -62,7 +63,7 @@ def test_approved_edit_runs_once_with_the_edited_amount(
     provider: LocalProvider, guard: ag.Guard, form: Any
 ) -> None:
     """The reviewer's edit is what the function gets, ToolContext injected, never sent."""
-    provider.policy = lambda p, r: p.approve(r.id, arguments={**r.arguments, "amount": 100})
+    provider.policy = _edit_amount
     ran: list[Any] = []
     _, saw = _agent_turn(guard, form, ran)
     assert [("p_1", 100, "Context")] == ran
@@ -71,13 +72,21 @@ def test_approved_edit_runs_once_with_the_edited_amount(
     assert (ARGS, ("amount",)) == (request.arguments, request.editable)
 
 
+def _edit_amount(provider: LocalProvider, request: Any) -> None:
+    provider.approve(request.id, arguments={**request.arguments, "amount": 100})
+
+
+def _expired(provider: LocalProvider, request: Any) -> None:
+    provider.approve(request.id, valid_for=0)
+
+
 def _cancel(provider: LocalProvider, request: Any) -> None:
     provider.cancel(request.id, "withdrawn")
 
 
 OUTCOMES = {
     "denied": (deny_after(0.05, "over the limit"), "denied", "A person denied this call"),
-    "expired": (lambda p, r: p.approve(r.id, valid_for=0), "approval_expired", "expired at"),
+    "expired": (_expired, "approval_expired", "expired at"),
     "cancelled": (_cancel, "cancelled", "was cancelled at the provider"),
     "no decision": (None, "not_obtained", "it was not denied"),
 }
@@ -110,6 +119,7 @@ def test_the_declaration_is_the_unguarded_ones(guard: ag.Guard) -> None:
     """The model sees the same function declaration, without the ToolContext."""
     plain = FunctionTool(_refund([]))._get_declaration()
     guarded = adk.guarded_tool(FunctionTool(_refund([])), guard)._get_declaration()
+    assert plain is not None and guarded is not None
     assert plain.model_dump() == guarded.model_dump()
     assert ["amount", "payment_id"] == sorted(guarded.parameters_json_schema["properties"])
 
@@ -151,7 +161,7 @@ def test_unlisted_tools_run_unasked_through_the_callback(
         lambda g: adk.guarded_tool(object(), g),
         lambda g: adk.before_tool_callback(g, tools={}),
         lambda g: adk.before_tool_callback(g, tools={"t": {"exclude": ("a",)}}),
-        lambda g: adk.before_tool_callback(g, tools={"t": True}, unlisted="maybe"),
+        lambda g: adk.before_tool_callback(g, tools={"t": True}, unlisted="maybe"),  # type: ignore[arg-type]
     ],
     ids=["timeout", "editable", "not-a-tool", "no-tools", "exclude", "unlisted"],
 )
@@ -163,7 +173,7 @@ def test_bad_options_raise_when_the_tool_is_made(guard: ag.Guard, make: Any) -> 
 
 def test_the_callback_redacts_what_it_is_told_to(provider: LocalProvider, guard: ag.Guard) -> None:
     """redact= in the callback's tools: the reviewer sees a marker, the tool the value."""
-    provider.policy = lambda p, r: p.approve(r.id)
+    provider.policy = approve_after(0.05)
     ran: list[Any] = []
     callback = adk.before_tool_callback(guard, tools={"issue_refund": {"redact": ("payment_id",)}})
     model = ScriptedModel(model="scripted", tool="issue_refund", args=dict(ARGS), saw=[])

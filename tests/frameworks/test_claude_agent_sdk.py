@@ -188,9 +188,13 @@ def test_a_field_name_that_cannot_be_an_argument_is_denied(
     assert [] == provider.requests()
 
 
+def _edit_timeout(provider: LocalProvider, request: Any) -> None:
+    provider.approve(request.id, arguments={**request.arguments, "timeout": "9"})
+
+
 def test_an_edit_of_another_type_is_refused(provider: LocalProvider, guard: ag.Guard) -> None:
     """An edit that does not convert to the JSON type of the value sent: deny, no run."""
-    provider.policy = lambda p, r: p.approve(r.id, arguments={**r.arguments, "timeout": "9"})
+    provider.policy = _edit_timeout
     callback = claude.can_use_tool(guard, tools={"Bash": {"editable": ("timeout",)}})
     answer = asyncio.run(
         callback("Bash", {"command": "make", "timeout": 60}, ToolPermissionContext(tool_use_id="t"))

@@ -81,7 +81,7 @@ def test_approved_edit_runs_once_with_the_edited_amount(
     provider: LocalProvider, guard: ag.Guard, form: Any
 ) -> None:
     """The reviewer's edit, converted to int, is what the tool runs with, once."""
-    provider.policy = lambda p, r: p.approve(r.id, arguments={**r.arguments, "amount": 100})
+    provider.policy = _edit_amount
     ran, llm, _ = _crew_turn(guard, form)
     assert [("p_1", 100)] == ran
     assert ["refunded 100 of p_1"] == llm.observed
@@ -93,13 +93,21 @@ def test_approved_edit_runs_once_with_the_edited_amount(
     )
 
 
+def _edit_amount(provider: LocalProvider, request: Any) -> None:
+    provider.approve(request.id, arguments={**request.arguments, "amount": 100})
+
+
+def _expired(provider: LocalProvider, request: Any) -> None:
+    provider.approve(request.id, valid_for=0)
+
+
 def _cancel(provider: LocalProvider, request: Any) -> None:
     provider.cancel(request.id, "withdrawn")
 
 
 OUTCOMES = {
     "denied": (deny_after(0.05, "over the limit"), "A person denied this call to Issue refund"),
-    "expired": (lambda p, r: p.approve(r.id, valid_for=0), "The approval for Issue refund expired"),
+    "expired": (_expired, "The approval for Issue refund expired"),
     "cancelled": (_cancel, "was cancelled at the provider"),
     "no decision": (None, "Issue refund did not run; it was not denied"),
 }
