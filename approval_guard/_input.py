@@ -278,5 +278,8 @@ def _names(value: object, option: str) -> tuple[str, ...]:
 
 
 def _why(exc: Exception) -> str:
+    if isinstance(exc, ArgumentSerializationError):
+        # Its text may quote a value: the model and the log get only what kind of fault.
+        return "a value in its input cannot be made JSON"
     text = str(exc).split("\n")[0][:200]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import importlib
 import inspect
 from collections.abc import Callable
@@ -56,7 +58,9 @@ def guarded_tool(
 
     The model sees the same declaration as the unguarded tool. A ``ToolContext``
     parameter (annotated, or named ``tool_context`` as ADK allows) is ADK's, not
-    the model's: never sent for approval. A call that did not run returns
+    the model's: never sent for approval. A plain (sync) function waits for its
+    approval on the event loop without blocking it, then runs in a worker
+    thread (``asyncio.to_thread``). A call that did not run returns
     ``on_not_run(not_run)`` (default :func:`not_run_response`). Bad options raise
     ``ConfigurationError`` here; ADK is imported here.
     """
@@ -81,5 +85,22 @@ def guarded_tool(
             exclude.add(name)
     if exclude:
         options = {**options, "exclude": tuple(sorted(exclude))}
-    guarded = guard.requires_approval(on_not_run=on_not_run, **options)(fn)
+    target = fn if inspect.iscoroutinefunction(fn) else _in_a_thread(fn)
+    guarded = guard.requires_approval(on_not_run=on_not_run, **options)(target)
     return tools.FunctionTool(guarded, require_confirmation=require_confirmation)
+
+
+def _in_a_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as a coroutine function that runs it in a worker thread.
+
+    ADK calls a plain function on its event loop: a guarded one would hold the
+    loop (every other session) for the whole approval wait. As a coroutine, the
+    wait is the async driver's, on the loop without blocking it, and the
+    function itself runs in a thread, as ADK's own threaded runner would run it.
+    """
+
+    @functools.wraps(fn)
+    async def in_a_thread(*args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    return in_a_thread

@@ -182,3 +182,27 @@ def test_the_callback_redacts_what_it_is_told_to(provider: LocalProvider, guard:
     [request] = provider.requests()
     assert "p_1" not in str(request.arguments)
     assert 4900 == request.arguments["amount"]
+
+
+def test_a_plain_function_waits_without_blocking_the_event_loop(
+    provider: LocalProvider, guard: ag.Guard
+) -> None:
+    """While a sync tool waits for approval, other tasks on ADK's loop keep running."""
+    provider.policy = approve_after(0.6)
+    ran: list[Any] = []
+    model = ScriptedModel(model="scripted", tool="issue_refund", args=dict(ARGS), saw=[])
+
+    async def both() -> int:
+        ticks = 0
+        agent = asyncio.ensure_future(
+            run_agent(model, tools=[adk.guarded_tool(_refund(ran), guard)])
+        )
+        while not agent.done():
+            await asyncio.sleep(0.02)
+            ticks += 1
+        await agent
+        return ticks
+
+    ticks = asyncio.run(both())
+    assert [("p_1", 4900, "Context")] == ran
+    assert ticks >= 10
