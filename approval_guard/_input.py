@@ -10,10 +10,10 @@ whose keyword-only parameters are the input's fields, and goes through
 honest ``NotRun``). The request's arguments are the input's fields; what the
 "tool" does when approved is ``run(input)``, with a reviewer's edits in place.
 
-An editable field's type is the one given in ``types``, else the JSON type of
-the value sent (``str``, ``int``, ``float``, ``bool``, ``list``, ``dict``): an
-edit must convert exactly to it, or the call does not run. A field whose name
-cannot be a Python parameter name is never guessed at: the call does not run.
+An editable field's type is the JSON type of the value sent (``str``, ``int``,
+``float``, ``bool``, ``list``, ``dict``): an edit must convert exactly to it, or
+the call does not run. A field whose name cannot be a Python parameter name is
+never guessed at: the call does not run.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._decorator import Decorator
 from approval_guard._options.advice import advice_for
-from approval_guard._options.convert import editable_converters
 from approval_guard._options.options import ApprovalOptions, check_names
 from approval_guard.exceptions import ArgumentSerializationError, ConfigurationError
 
@@ -90,8 +89,7 @@ class InputGuard(Generic[N]):
     Every option is checked here (a bad one raises ``ConfigurationError``), so
     nothing about the options can fail on a call::
 
-        refund = InputGuard(guard, "refund", options={"editable": ("amount",)},
-                            on_not_run=str, types={"amount": int})
+        refund = InputGuard(guard, "refund", options={"editable": ("amount",)}, on_not_run=str)
         out = await refund.acall({"payment_id": "p_1", "amount": 4900}, run)
     """
 
@@ -102,7 +100,6 @@ class InputGuard(Generic[N]):
         *,
         options: ApprovalOptions,
         on_not_run: Callable[[NotRun], N] | None = None,
-        types: Mapping[str, Any] | None = None,
     ) -> None:
         options = input_options(options, f"the options of {tool!r}")
         self._guard = guard
@@ -116,33 +113,14 @@ class InputGuard(Generic[N]):
         self._redact_paths = (
             None if redact is None or callable(redact) else _names(redact, "redact")
         )
-        self._types = dict(types) if types is not None else None
-        if self._types is not None:
-            self._check_against_types(self._types)
-        messages = options.get("messages")
-        self._messages: Mapping[Reason, str] = messages or {}
-
-    def _check_against_types(self, types: dict[str, Any]) -> None:
-        """With the tool's field types known, editable and redact must name its fields."""
-        for name in self._editable:
-            if name not in types:
-                raise ConfigurationError(
-                    f"editable names {name!r}, which is not a field of {self._name}"
-                )
-        for path in self._redact_paths or ():
-            if path.split(".")[0] not in types:
-                raise ConfigurationError(
-                    f"redact names {path!r}, but {self._name} has no field {path.split('.')[0]!r}"
-                )
-        both = set(self._editable) & {path.split(".")[0] for path in self._redact_paths or ()}
+        both = set(self._editable) & {p.split(".")[0] for p in self._redact_paths or ()}
         if both:
             raise ConfigurationError(
                 f"{sorted(both)[0]!r} is both redacted and editable: a reviewer cannot edit "
                 "a value they cannot see"
             )
-        if self._editable:
-            probe = _function(self._name, dict.fromkeys(types), types, set(self._editable), _noop)
-            editable_converters(probe, inspect.signature(probe), self._editable)
+        messages = options.get("messages")
+        self._messages: Mapping[Reason, str] = messages or {}
 
     @property
     def name(self) -> str:
@@ -200,13 +178,12 @@ class InputGuard(Generic[N]):
                     f"its input has a field named {shown}, which approval_guard cannot send "
                     "as an argument"
                 )
-        types = self._types or {}
         annotations: dict[str, Any] = {}
         editable = set()
         for name in self._editable:
             if name not in input:
                 continue
-            annotation = types.get(name, _JSON_TYPES.get(type(input[name])))
+            annotation = _JSON_TYPES.get(type(input[name]))
             if annotation is None:
                 log.warning(
                     "%s: the field %r holds %s, whose type an edit cannot be converted to, so "
@@ -259,10 +236,6 @@ def _function(
     fn.__annotations__ = {key: annotations[key] for key in editable if key in annotations}
     fn.__name__ = fn.__qualname__ = name
     return fn  # type: ignore[no-any-return]
-
-
-def _noop(fields: dict[str, Any]) -> None:
-    """Stand-in ``run`` for checking the options against the tool's field types."""
 
 
 def _names(value: object, option: str) -> tuple[str, ...]:

@@ -265,10 +265,22 @@ def test_a_guarded_sdk_mcp_tool_runs_only_when_approved(
         {"tools": {"Bash": {"exclude": ("command",)}}},
         {"tools": {"Bash": {"timeout": "0s"}}},
         {"tools": {"Bash": {"bogus": 1}}},
+        {"tools": {"Bash": {"editable": ("env",), "redact": ("env.TOKEN",)}}},
+        {"tools": {"Bash": {"editable": "command"}}},
         {"tools": {"Bash": True}, "unlisted": "ask"},
         {"tools": {"Bash": {"when": lambda a: True}}, "when": lambda n, a: True},
     ],
-    ids=["empty", "false", "exclude", "timeout", "unknown", "unlisted", "two-whens"],
+    ids=[
+        "empty",
+        "false",
+        "exclude",
+        "timeout",
+        "unknown",
+        "redacted-and-editable",
+        "editable-string",
+        "unlisted",
+        "two-whens",
+    ],
 )
 def test_bad_options_raise_when_the_callback_is_made(
     guard: ag.Guard, kwargs: dict[str, Any]
@@ -290,3 +302,16 @@ def test_a_redacted_field_is_hidden_from_the_reviewer_not_the_tool(
     [request] = provider.requests()
     assert "s3cret-value" not in str(request.arguments)
     assert "prod" == request.arguments["env"]["STAGE"]
+
+
+def test_a_value_json_cannot_hold_is_denied_unsent(
+    provider: LocalProvider, guard: ag.Guard
+) -> None:
+    """An input holding NaN cannot be shown as sent: deny, nothing sent, no value quoted."""
+    callback = claude.can_use_tool(guard, tools={"Bash": True})
+    tool_input = {"command": "scale", "factor": float("nan")}
+    answer = asyncio.run(callback("Bash", tool_input, ToolPermissionContext(tool_use_id="t")))
+    assert isinstance(answer, PermissionResultDeny)
+    assert "a value in its input cannot be made JSON" in answer.message
+    assert "nan" not in answer.message.lower().replace("cannot", "")
+    assert [] == provider.requests()
