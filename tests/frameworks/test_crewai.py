@@ -26,6 +26,12 @@ from tests.support.crewai_llm import ScriptedLLM, run_crew  # noqa: E402
 ARGS = {"payment_id": "p_1", "amount": 4900}
 
 
+@pytest.fixture(autouse=True)
+def crewai_home(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CrewAI keeps a user file under XDG_DATA_HOME: the test's own folder, not the home."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+
+
 def _tool_result(guard: ag.Guard, ran: list[Any]) -> Any:
     @tool("Issue refund")
     def issue_refund(payment_id: str, amount: int) -> str:
