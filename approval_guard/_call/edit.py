@@ -100,6 +100,8 @@ def edited(
     edits = op.edits
     if not edits:
         return args, kwargs
+    if spec.by_name:
+        return args, {**kwargs, **edits}
     bound = spec.signature.bind(*args, **kwargs)
     bound.apply_defaults()
     for name, value in edits.items():

@@ -106,6 +106,9 @@ class ToolSpec:
     converters: Mapping[str, Converter] = attrs.field(factory=dict)
     on_event: OnEvent | None = None
     messages: Mapping[Reason, str] = attrs.field(factory=dict)
+    #: Called as ``fn(**arguments)`` with the arguments as sent, any names (a tool known only
+    #: by a JSON schema, see ``_options/schema.py``): edits replace keywords, no signature.
+    by_name: bool = False
 
     def result(self, outcome: Ran | NotRun) -> Any:
         if isinstance(outcome, Ran):

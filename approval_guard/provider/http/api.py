@@ -53,6 +53,7 @@ from approval_guard.provider.store.models import (
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
     InvalidEdit,
+    LinkUsed,
     NotPendingError,
     StoredRequest,
     UnknownRequest,
@@ -214,17 +215,39 @@ async def record_decision(
     fields: tuple[str, str | None, int | None],
     arguments: dict[str, Any] | None,
     source: str = "api",
+    *,
+    channel: str = "api",
 ) -> Response:
-    """Record a decision (the API's and the page's) and answer it.
+    """Record a decision (the API's and the page's) and answer it (see :func:`apply_decision`)."""
+    found = await apply_decision(
+        ctx, request_id, credential, fields, arguments, source, channel=channel
+    )
+    return request_answer(ctx, found)
+
+
+async def apply_decision(
+    ctx: Context,
+    request_id: str,
+    credential: Credential,
+    fields: tuple[str, str | None, int | None],
+    arguments: dict[str, Any] | None,
+    source: str = "api",
+    *,
+    channel: str = "api",
+    channel_user: str | None = None,
+    use_once: str | None = None,
+) -> StoredRequest | None:
+    """Record a decision from any channel (API, page, email): the one path every decision takes.
 
     The store checks edits and the tool's rule: a reviewer without the role, or
     approving their own request, is ``403 forbidden``; a second approval by the
     same person ``409 already_approved``; a validity beyond the rule's
-    ``max_valid_for`` ``400 invalid_request``.
+    ``max_valid_for`` ``400 invalid_request``; an email link used before
+    (``use_once``) ``409 link_used``. None: no such request.
     """
     status, note, valid_for = fields
     try:
-        found = await run_in_threadpool(
+        return await run_in_threadpool(
             lambda: ctx.store.decide(
                 request_id,
                 reviewer=credential,
@@ -234,19 +257,20 @@ async def record_decision(
                 arguments=arguments,
                 rules=ctx.rules,
                 source=source,
+                channel=channel,
+                channel_user=channel_user,
+                use_once=use_once,
             )
         )
     except NotPendingError as exc:
         raise not_pending(exc) from None
     except Forbidden as exc:
         raise ApiError(403, "forbidden", str(exc)) from None
-    except AlreadyApproved as exc:
-        raise ApiError(
-            409, "already_approved", str(exc), extra={"request": request_json(exc.request)}
-        ) from None
+    except (AlreadyApproved, LinkUsed) as exc:
+        kind = "already_approved" if isinstance(exc, AlreadyApproved) else "link_used"
+        raise ApiError(409, kind, str(exc), extra={"request": request_json(exc.request)}) from None
     except (InvalidEdit, InvalidJSON, ValidityTooLong) as exc:
         raise bad(str(exc)) from None
-    return request_answer(ctx, found)
 
 
 async def decide(ctx: Context, request: Request) -> Response:

@@ -115,5 +115,5 @@ async def review_decide(ctx: Context, request: Request) -> Response:
         except InvalidEdit as exc:
             raise bad(str(exc)) from None
     return await record_decision(
-        ctx, request_id, credential, fields, arguments, client_source(request)
+        ctx, request_id, credential, fields, arguments, client_source(request), channel="page"
     )

@@ -31,7 +31,10 @@ from approval_guard._ledger.postgres import _NETWORK_DEFAULTS, redact_dsn
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.pg_listen import Listener, payloads
+from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
+from approval_guard.provider.store.sql.slack import POSTGRES_SCHEMA as _SLACK_SCHEMA
+from approval_guard.provider.store.sql.slack import SLACK_TABLES
 
 #: Connections a store keeps for its reads and writes (the listener has its own).
 POOL_SIZE = 8
@@ -47,6 +50,8 @@ _TABLES = (
     "audit",
     "webhook_outbox",
     "webhook_attempts",
+    *SLACK_TABLES,
+    *email_tables.TABLES,
 )
 _TABLE_WORD = re.compile(r"\b(" + "|".join(_TABLES) + r")\b")
 # The advisory lock held while the schema is created.
@@ -283,7 +288,9 @@ class PostgresDB(SQLStoreBase):
         self._count_lock = threading.Lock()
         with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in _SCHEMA:
+            for statement in (*_SCHEMA, *email_tables.POSTGRES):
+                conn.execute(statement)
+            for statement in _SLACK_SCHEMA:
                 conn.execute(statement)
             schema = str(conn.execute("SELECT current_schema()").fetchone()[0])
         # One channel per schema: two deployments on one database never hear each other.
