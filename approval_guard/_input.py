@@ -103,7 +103,8 @@ class InputGuard(Generic[N]):
     ) -> None:
         options = input_options(options, f"the options of {tool!r}")
         self._guard = guard
-        self._name = options.get("tool") or tool
+        shown = options.get("tool")
+        self._name = tool if shown is None else shown
         self._on_not_run = on_not_run
         # Checks timeout, the name, when, messages, on_event, on_not_run now.
         Decorator(lambda: guard, on_not_run=on_not_run, options={**options, "tool": self._name})

@@ -55,7 +55,8 @@ def guarded(
             f"guarded takes a CrewAI tool (a BaseTool or what @tool made), not "
             f"{type(tool).__name__}"
         )
-    options = {**options, "tool": options.get("tool") or tool.name}
+    if options.get("tool") is None:
+        options = {**options, "tool": tool.name}
     decorate = guard.requires_approval(on_not_run=on_not_run, **options)
     func = getattr(tool, "func", None)
     if isinstance(tool, tools.Tool) and callable(func):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import types
 from typing import Any
 
 import pytest
@@ -206,3 +207,21 @@ def test_a_plain_function_waits_without_blocking_the_event_loop(
     ticks = asyncio.run(both())
     assert [("p_1", 4900, "Context")] == ran
     assert ticks >= 10
+
+
+def test_the_callback_allows_one_function_call_at_most_once(
+    provider: LocalProvider, guard: ag.Guard
+) -> None:
+    """Asked twice for one function call id, the second answer skips the tool."""
+    provider.policy = approve_after(0.05)
+    callback = adk.before_tool_callback(guard, tools={"issue_refund": True})
+    refund = FunctionTool(_refund([]))
+    context = types.SimpleNamespace(function_call_id="call_same")
+
+    async def twice() -> list[Any]:
+        return [await callback(refund, dict(ARGS), context) for _ in range(2)]
+
+    first, second = asyncio.run(twice())
+    assert first is None
+    assert "already_executed" == second["reason"]
+    assert 1 == len(provider.requests())

@@ -162,8 +162,9 @@ def test_the_schema_the_model_sees_is_unchanged(guard: ag.Guard) -> None:
         lambda g: ag_crewai.guarded(_tool_result(g, []), g),
         lambda g: ag_crewai.guarded(_plain(), g, timeout="0s"),
         lambda g: ag_crewai.guarded(_plain(), g, editable=("nope",)),
+        lambda g: ag_crewai.guarded(_plain(), g, tool=""),
     ],
-    ids=["not-a-tool", "already-guarded", "timeout", "editable"],
+    ids=["not-a-tool", "already-guarded", "timeout", "editable", "empty-name"],
 )
 def test_bad_options_raise_when_the_tool_is_guarded(guard: ag.Guard, make: Any) -> None:
     """A bad tool or option raises at guarded(), not on the first run."""
