@@ -62,6 +62,57 @@ def test_the_demo_without_the_server_extra_says_what_to_install() -> None:
     assert "Traceback" not in done.stderr
 
 
+FRAMEWORKS_BLOCKED = """
+import sys
+BLOCKED = ("claude_agent_sdk", "google.adk", "google.genai", "crewai")
+class BlockFrameworks:
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(BLOCKED):
+            raise ImportError(f"blocked {name}")
+        return None
+sys.meta_path.insert(0, BlockFrameworks())
+"""
+
+
+def test_the_integrations_import_no_framework_until_used() -> None:
+    """Without the claude/adk/crewai extras: everything imports; a use names the extra."""
+    code = FRAMEWORKS_BLOCKED + textwrap.dedent(
+        """
+        import approval_guard as ag
+        import approval_guard.adk, approval_guard.claude, approval_guard.crewai
+        assert not [m for m in sys.modules if m.startswith(BLOCKED)], "a framework was imported"
+        guard = ag.Guard(base_url="http://127.0.0.1:9", credential="x" * 30,
+                         allow_insecure_http=True)
+        uses = [
+            lambda: approval_guard.claude.can_use_tool(guard, tools={"Bash": True}),
+            lambda: approval_guard.adk.guarded_tool(lambda: None, guard),
+            lambda: approval_guard.adk.before_tool_callback(guard, tools={"t": True}),
+            lambda: approval_guard.crewai.guarded(object(), guard),
+        ]
+        for use in uses:
+            try:
+                use()
+            except ImportError as exc:
+                print(exc)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+    )
+    assert 0 == done.returncode, done.stderr
+    assert [
+        "approval_guard.claude needs the Claude Agent SDK: pip install 'approval-guard[claude]'",
+        "approval_guard.adk needs Google ADK: pip install 'approval-guard[adk]'",
+        "approval_guard.adk needs Google ADK: pip install 'approval-guard[adk]'",
+        "approval_guard.crewai needs CrewAI: pip install 'approval-guard[crewai]'",
+    ] == done.stdout.splitlines()
+
+
 def test_the_core_and_the_command_line_import_no_mcp() -> None:
     """Without the mcp extra the package, the mcp_proxy package and the CLI parser still import."""
     done = _run(

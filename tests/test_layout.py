@@ -18,11 +18,15 @@ ENTRY_POINTS = {
     "_env.py",
     "_guard.py",
     "_harness.py",
+    "_input.py",
     "_otel.py",
     "exceptions.py",
     "pytest_plugin.py",
 }
 LONGEST_MODULE = 420
+#: Public top-level packages that integrate a framework: they may import the core
+#: (and, lazily, their framework); the core never imports them.
+INTEGRATIONS = ("approval_guard.claude", "approval_guard.adk", "approval_guard.crewai")
 
 
 def _modules() -> dict[str, Path]:
@@ -135,6 +139,7 @@ def test_the_core_imports_nothing_of_the_provider_or_testing() -> None:
                 "approval_guard.testing",
                 "approval_guard.cli",
                 "approval_guard.pytest_plugin",
+                *INTEGRATIONS,
             )
         )
     ]
@@ -145,5 +150,31 @@ def test_the_core_imports_nothing_of_the_provider_or_testing() -> None:
             if m.startswith(("approval_guard.provider", "approval_guard.testing"))
         )
         for name in core
+    }
+    assert {} == {name: mods for name, mods in offending.items() if mods}
+
+
+def test_the_core_imports_no_framework_integration() -> None:
+    """Integration packages import the core; nothing outside them imports one of them."""
+    known = _modules()
+    offending = {
+        name: sorted(
+            m for m in _imports_at_import_time(name, path, known) if m.startswith(INTEGRATIONS)
+        )
+        for name, path in known.items()
+        if not name.startswith(INTEGRATIONS)
+    }
+    assert {} == {name: mods for name, mods in offending.items() if mods}
+
+
+@pytest.mark.parametrize("package", INTEGRATIONS)
+def test_an_integration_imports_no_other_integration(package: str) -> None:
+    """Each integration stands alone: it imports the core, never another integration."""
+    known = _modules()
+    others = tuple(other for other in INTEGRATIONS if other != package)
+    offending = {
+        name: sorted(m for m in _imports_at_import_time(name, path, known) if m.startswith(others))
+        for name, path in known.items()
+        if name.startswith(package)
     }
     assert {} == {name: mods for name, mods in offending.items() if mods}

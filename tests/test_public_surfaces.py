@@ -7,12 +7,18 @@ from types import ModuleType
 import pytest
 
 import approval_guard as ag
+import approval_guard.adk
+import approval_guard.claude
+import approval_guard.crewai
 import approval_guard.mcp_proxy
 import approval_guard.provider
 import approval_guard.provider.email
 import approval_guard.testing
 
 PINNED = [
+    (approval_guard.claude, ["can_use_tool", "not_run_result"]),
+    (approval_guard.adk, ["before_tool_callback", "guarded_tool", "not_run_response"]),
+    (approval_guard.crewai, ["guarded"]),
     (approval_guard.mcp_proxy, ["ProxyRules", "run_proxy"]),
     (
         approval_guard.provider,

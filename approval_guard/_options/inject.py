@@ -46,6 +46,11 @@ INJECTED_TYPES: frozenset[tuple[str, str]] = frozenset(
         # MCP Python SDK: MCPServer's Context (2.x) and FastMCP's (1.x).
         ("mcp.server.mcpserver.context", "Context"),
         ("mcp.server.fastmcp.server", "Context"),
+        # Google ADK: ToolContext (2.x: an alias of google.adk.agents.context.Context;
+        # 1.x: its own class) and the CallbackContext it extends.
+        ("google.adk.agents.context", "Context"),
+        ("google.adk.tools.tool_context", "ToolContext"),
+        ("google.adk.agents.callback_context", "CallbackContext"),
     }
 )
 

@@ -25,6 +25,9 @@ CASES = {
     ),
     "openai_agents_tool.py": ("agents", "approved: refunded 4900 of payment_123 for support-bot"),
     "mcp_server.py": ("mcp", "approved: refunded 4900 of payment_123 (MCP request "),
+    "claude_agent.py": ("claude_agent_sdk", "approved: refunded 4900 of payment_123 (the CLI "),
+    "adk_agent.py": ("google.adk", "approved: refunded 4900 of payment_123 for support_bot"),
+    "crewai_tool.py": ("crewai", "approved: refunded 4900 of payment_123"),
 }
 
 
