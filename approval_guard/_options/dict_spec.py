@@ -36,12 +36,13 @@ def _names(value: object, option: str) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)):
         raise ConfigurationError(f"{option} must be a collection of argument names, not a string")
     try:
-        names = tuple(value)  # type: ignore[call-overload]
+        names: tuple[object, ...] = tuple(value)  # type: ignore[arg-type]
     except TypeError:
         raise ConfigurationError(f"{option} must be a collection of argument names") from None
-    if not all(isinstance(name, str) and name for name in names):
+    checked = [name for name in names if isinstance(name, str) and name]
+    if len(checked) != len(names):
         raise ConfigurationError(f"{option} must list argument names as non-empty strings")
-    return tuple(sorted(set(names)))
+    return tuple(sorted(set(checked)))
 
 
 def check_dict_options(options: Mapping[str, Any], *, tool: str) -> None:

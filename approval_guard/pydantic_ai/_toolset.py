@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext
+from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
-from pydantic_ai.toolsets.abstract import AgentDepsT
 
 from approval_guard._call.outcome import NotRun
 from approval_guard._codec.serialize import dumps, to_json_value
@@ -99,20 +99,18 @@ def _revalidate(
         merged = {**to_json_value(tool_args), **edits}
         try:
             validated = tool.args_validator.validate_json(
-                dumps(merged), context=ctx.validation_context
+                dumps(merged), context=getattr(ctx, "validation_context", None)
             )
         except Exception as exc:
             raise refused_edit(exc) from None
         if not isinstance(validated, dict):
             raise EditError("its schema did not give the arguments as a dict")
-        validator = tool.args_validator_func
+        validator = getattr(tool, "args_validator_func", None)
         if validator is not None:
             try:
                 verdict = validator(ctx, **validated)
             except Exception as exc:
-                raise EditError(
-                    f"its argument validator raised {type(exc).__name__}"
-                ) from None
+                raise EditError(f"its argument validator raised {type(exc).__name__}") from None
             if inspect.isawaitable(verdict):
                 close = getattr(verdict, "close", None)
                 if callable(close):
