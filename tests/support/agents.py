@@ -1,0 +1,51 @@
+"""Reviewers for agent-loop tests: policies that edit, expire or cancel, and a tool that counts runs.
+
+The scripted models live beside the tests of each framework (they import it);
+these helpers import none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from approval_guard._codec.wire_models import ApprovalRequest
+from approval_guard.testing import LocalProvider
+
+#: How long a policy waits before deciding: long enough that the call is waiting.
+DELAY = 0.05
+
+
+def approve_edited(**changes: Any) -> Callable[[LocalProvider, ApprovalRequest], None]:
+    """A policy approving each request with ``changes`` applied to its arguments."""
+
+    def policy(provider: LocalProvider, request: ApprovalRequest) -> None:
+        if provider._sleep(DELAY):
+            provider.approve(request.id, arguments={**request.arguments, **changes})
+
+    return policy
+
+
+def approve_expired(provider: LocalProvider, request: ApprovalRequest) -> None:
+    """A policy approving each request with an approval that has already expired."""
+    if provider._sleep(DELAY):
+        provider.approve(request.id, valid_for=0)
+
+
+def cancel_at_provider(provider: LocalProvider, request: ApprovalRequest) -> None:
+    """A policy withdrawing each request at the provider, as another process might."""
+    if provider._sleep(DELAY):
+        provider.cancel(request.id, reason="withdrawn by the operator")
+
+
+@attrs.define
+class Refunds:
+    """The refund tool's body: records each run's arguments, returns a plain sentence."""
+
+    runs: list[dict[str, Any]] = attrs.field(factory=list)
+
+    def run(self, **arguments: Any) -> str:
+        self.runs.append(arguments)
+        return f"refunded {arguments['amount']} of {arguments['payment_id']}"
