@@ -1,4 +1,4 @@
-"""A scripted Pydantic AI model (``FunctionModel``) that calls one tool and records what it read back."""
+"""A scripted Pydantic AI model (FunctionModel): calls one tool, records what it read back."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
 @attrs.define
 class Script:
-    """Calls ``tool`` with ``args`` once; then records the tool's return (or retry prompt) and stops."""
+    """Calls ``tool`` with ``args`` once, then records what came back and stops."""
 
     tool: str
     args: dict[str, Any]
@@ -45,4 +45,6 @@ class Script:
             if isinstance(part, RetryPromptPart):
                 self.retries.append(part.content)
                 return ModelResponse(parts=[TextPart("done")])
-        return ModelResponse(parts=[ToolCallPart(self.tool, dict(self.args), tool_call_id="call_1")])
+        return ModelResponse(
+            parts=[ToolCallPart(self.tool, dict(self.args), tool_call_id="call_1")]
+        )

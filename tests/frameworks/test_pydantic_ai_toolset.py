@@ -85,7 +85,11 @@ def test_an_edit_the_schema_refuses_does_not_run(
     provider.policy = approve_edited(amount="a lot")
     script = Script("issue_refund", CALL)
     toolset = guarded(
-        _toolset(refunds), guard, tools=["issue_refund"], editable=["amount"], on_event=events.append
+        _toolset(refunds),
+        guard,
+        tools=["issue_refund"],
+        editable=["amount"],
+        on_event=events.append,
     )
     _run(toolset, script)
     [not_run] = [event.not_run for event in events if isinstance(event, ag.CallNotRun)]
@@ -132,7 +136,9 @@ def test_a_call_that_did_not_run_gives_the_model_the_sentence(
     """Denial, expiry, no decision, cancellation: the tool did not run; the model read why."""
     arrange(provider)
     script = Script("issue_refund", CALL)
-    toolset = guarded(_toolset(refunds), short_guard, tools=["issue_refund"], on_event=events.append)
+    toolset = guarded(
+        _toolset(refunds), short_guard, tools=["issue_refund"], on_event=events.append
+    )
     _run(toolset, script)
     [not_run] = [event.not_run for event in events if isinstance(event, ag.CallNotRun)]
     assert reason == not_run.reason
@@ -146,9 +152,7 @@ def test_as_model_retry_sends_the_sentence_as_a_retry_prompt(
     """on_not_run=as_model_retry: the model gets a retry prompt holding the NotRun's sentence."""
     provider.policy = deny_after(0.05, "not today")
     script = Script("issue_refund", CALL)
-    toolset = guarded(
-        _toolset(refunds), guard, tools=["issue_refund"], on_not_run=as_model_retry
-    )
+    toolset = guarded(_toolset(refunds), guard, tools=["issue_refund"], on_not_run=as_model_retry)
     _run(toolset, script)
     assert [] == refunds.runs
     [retry] = script.retries
@@ -191,7 +195,9 @@ def test_cancelling_the_run_withdraws_the_request_and_runs_nothing(
 ) -> None:
     """An asyncio task cancelled while it waits: the request is withdrawn, the tool never runs."""
     script = Script("issue_refund", CALL)
-    agent = Agent(script.model(), toolsets=[guarded(_toolset(refunds), guard, tools=["issue_refund"])])
+    agent = Agent(
+        script.model(), toolsets=[guarded(_toolset(refunds), guard, tools=["issue_refund"])]
+    )
 
     async def main() -> str:
         task = asyncio.create_task(agent.run("refund"))

@@ -1,4 +1,4 @@
-"""Reviewers for agent-loop tests: policies that edit, expire or cancel, and a tool that counts runs.
+"""Reviewers for agent-loop tests: policies that edit, expire or cancel; a tool that counts runs.
 
 The scripted models live beside the tests of each framework (they import it);
 these helpers import none.
