@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.support.paths import REPO
 
 BLOCK = """
@@ -60,3 +62,51 @@ def test_the_demo_without_the_server_extra_says_what_to_install() -> None:
     assert 1 == done.returncode, done.stdout + done.stderr
     assert "pip install 'approval-guard[server]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+AGENT_FRAMEWORKS = ("pydantic_ai", "langchain", "langchain_core", "langgraph", "pydantic")
+
+BLOCK_FRAMEWORKS = f"""
+FRAMEWORKS = {AGENT_FRAMEWORKS!r}
+class BlockFrameworks:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in FRAMEWORKS:
+            raise ModuleNotFoundError("No module named " + name, name=name)
+        return None
+sys.meta_path.insert(0, BlockFrameworks())
+"""
+
+
+def test_the_core_pulls_in_no_agent_framework() -> None:
+    """Without Pydantic AI or LangChain, the guard works and imports neither."""
+    done = _run(
+        BLOCK_FRAMEWORKS
+        + """
+import approval_guard as ag
+guard = ag.Guard(base_url="http://127.0.0.1:9", credential="x" * 30)
+@guard.requires_approval(timeout="30s", when=lambda args: False)
+def tool(x: int) -> int:
+    return x * 2
+assert tool(21) == 42
+print(sorted(m for m in sys.modules if m.split(".")[0] in FRAMEWORKS) or "ok")
+"""
+    )
+    assert "ok" == done.stdout.strip(), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("module", "extra"),
+    [("approval_guard.pydantic_ai", "pydantic-ai"), ("approval_guard.langchain", "langchain")],
+)
+def test_an_integration_without_its_framework_says_what_to_install(module: str, extra: str) -> None:
+    """Importing an integration whose framework is missing names the extra to install."""
+    done = _run(
+        BLOCK_FRAMEWORKS
+        + f"""
+try:
+    import {module}
+except ModuleNotFoundError as exc:
+    print(exc)
+"""
+    )
+    assert f"pip install 'approval-guard[{extra}]'" in done.stdout, done.stderr

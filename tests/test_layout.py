@@ -23,6 +23,9 @@ ENTRY_POINTS = {
     "pytest_plugin.py",
 }
 LONGEST_MODULE = 420
+#: Public packages that plug the guard into an agent framework: each imports its
+#: framework and the core; the core never imports them.
+INTEGRATIONS = ("approval_guard.pydantic_ai", "approval_guard.langchain")
 
 
 def _modules() -> dict[str, Path]:
@@ -135,6 +138,7 @@ def test_the_core_imports_nothing_of_the_provider_or_testing() -> None:
                 "approval_guard.testing",
                 "approval_guard.cli",
                 "approval_guard.pytest_plugin",
+                *INTEGRATIONS,
             )
         )
     ]
@@ -147,3 +151,27 @@ def test_the_core_imports_nothing_of_the_provider_or_testing() -> None:
         for name in core
     }
     assert {} == {name: mods for name, mods in offending.items() if mods}
+
+
+def test_the_core_imports_no_integration_package() -> None:
+    """The guard's own modules never import an agent framework's integration package."""
+    known = _modules()
+    core = [name for name in known if not name.startswith(INTEGRATIONS)]
+    offending = {
+        name: sorted(
+            m
+            for m in _imports_at_import_time(name, known[name], known)
+            if m.startswith(INTEGRATIONS)
+        )
+        for name in core
+    }
+    assert {} == {name: mods for name, mods in offending.items() if mods}
+
+
+@pytest.mark.parametrize("package", INTEGRATIONS)
+def test_an_integration_is_a_package_with_private_modules(package: str) -> None:
+    """Each integration is approval_guard/<name>/: a thin __init__.py and private modules."""
+    folder = PACKAGE / package.rpartition(".")[2]
+    assert (folder / "__init__.py").is_file()
+    public = sorted(p.name for p in folder.glob("*.py") if not p.name.startswith("_"))
+    assert [] == public

@@ -13,8 +13,21 @@ A function tool (``@agent.tool`` / ``@agent.tool_plain``) takes
 ``pip install 'approval-guard[pydantic-ai]'``.
 """
 
-from approval_guard.pydantic_ai._deferred import resolve_deferred
-from approval_guard.pydantic_ai._retry import as_model_retry
-from approval_guard.pydantic_ai._toolset import GuardedToolset, guarded
+try:
+    from approval_guard.pydantic_ai._deferred import resolve_deferred
+    from approval_guard.pydantic_ai._retry import as_model_retry
+    from approval_guard.pydantic_ai._toolset import GuardedToolset, guarded
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on what is installed
+    if exc.name is None or exc.name.split(".")[0] not in (
+        "pydantic_ai",
+        "pydantic",
+        "pydantic_core",
+    ):
+        raise
+    raise ModuleNotFoundError(
+        f"approval_guard.pydantic_ai needs Pydantic AI ({exc.name} is missing): "
+        "pip install 'approval-guard[pydantic-ai]'",
+        name=exc.name,
+    ) from exc
 
 __all__ = ["GuardedToolset", "as_model_retry", "guarded", "resolve_deferred"]
