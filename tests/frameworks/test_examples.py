@@ -25,6 +25,11 @@ CASES = {
     ),
     "openai_agents_tool.py": ("agents", "approved: refunded 4900 of payment_123 for support-bot"),
     "mcp_server.py": ("mcp", "approved: refunded 4900 of payment_123 (MCP request "),
+    "pydantic_ai_agent.py": (
+        "pydantic_ai",
+        "approved: refunded 4900 of payment_123 for support-bot",
+    ),
+    "langchain_agent.py": ("langchain", "approved: refunded 4900 of payment_123 for support-bot"),
 }
 
 
