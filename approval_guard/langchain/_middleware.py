@@ -155,7 +155,8 @@ class ApprovalMiddleware(AgentMiddleware):
             return ToolMessage(
                 content=str(outcome),
                 name=tool_call["name"],
-                tool_call_id=tool_call["id"],
+                # A call without an id still gets its answer (it cannot run without one).
+                tool_call_id=str(tool_call.get("id") or ""),
                 status="error",
             )
 

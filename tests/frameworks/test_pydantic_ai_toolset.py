@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -76,6 +78,29 @@ def test_an_edit_runs_the_tool_with_the_edited_value_validated_by_its_schema(
     assert [{"payment_id": "p_1", "amount": 100}] == refunds.runs
     assert ["refunded 100 of p_1"] == script.seen
     assert ("amount",) == provider.requests()[0].editable
+
+
+def test_an_edit_reaches_the_tool_as_its_annotation_says(
+    provider: LocalProvider, guard: ag.Guard
+) -> None:
+    """Edited "12.50" and "2026-01-02" reach the tool as Decimal and date, via its schema."""
+    ran: list[Any] = []
+
+    def refund_later(payment_id: str, amount: Decimal, on: dt.date) -> str:
+        """Refund on a given day."""
+        ran.append((payment_id, amount, on))
+        return "scheduled"
+
+    provider.policy = approve_edited(amount="12.50", on="2026-01-02")
+    script = Script("refund_later", {"payment_id": "p_1", "amount": "49.00", "on": "2026-01-01"})
+    toolset = guarded(
+        FunctionToolset([refund_later]), guard, tools=["refund_later"], editable=["amount", "on"]
+    )
+    _run(toolset, script)
+    assert [("p_1", Decimal("12.50"), dt.date(2026, 1, 2))] == ran
+    assert {"payment_id": "p_1", "amount": "49.00", "on": "2026-01-01"} == (
+        provider.requests()[0].arguments
+    )
 
 
 def test_an_edit_the_schema_refuses_does_not_run(
