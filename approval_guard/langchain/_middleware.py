@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel
@@ -31,6 +30,10 @@ from approval_guard._options.schema_check import refused_edit
 from approval_guard._options.tool_table import schema_arguments
 from approval_guard.exceptions import ConfigurationError
 from approval_guard.langchain._review import Review, reviews
+
+if TYPE_CHECKING:
+    # Only a type here: langchain 1.0 defines it in langchain.tools.tool_node.
+    from langchain.agents.middleware.types import ToolCallRequest
 
 Result = ToolMessage | Command[Any]
 

@@ -13,6 +13,7 @@ from tests.support.agents import (
     approve_edited,
     approve_expired,
     cancel_at_provider,
+    wait_for_status,
 )
 from tests.support.frameworks import require_framework
 
@@ -208,7 +209,7 @@ def test_cancelling_the_agent_withdraws_the_request_and_runs_nothing(
         return request.id
 
     request_id = asyncio.run(main())
-    assert "cancelled" == provider.get(request_id).status
+    assert "cancelled" == wait_for_status(provider, request_id, "cancelled")
     assert [] == refunds.runs
     assert [] == model.seen
 

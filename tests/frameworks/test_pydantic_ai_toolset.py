@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from tests.frameworks.pydantic_ai_support import Script
-from tests.support.agents import Refunds, approve_edited, approve_expired, cancel_at_provider
+from tests.support.agents import (
+    Refunds,
+    approve_edited,
+    approve_expired,
+    cancel_at_provider,
+    wait_for_status,
+)
 from tests.support.frameworks import require_framework
 
 require_framework("pydantic_ai")
@@ -233,7 +239,7 @@ def test_cancelling_the_run_withdraws_the_request_and_runs_nothing(
         return request.id
 
     request_id = asyncio.run(main())
-    assert "cancelled" == provider.get(request_id).status
+    assert "cancelled" == wait_for_status(provider, request_id, "cancelled")
     assert [] == refunds.runs
     assert [] == script.seen
 

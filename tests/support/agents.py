@@ -6,6 +6,7 @@ these helpers import none.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,3 +50,19 @@ class Refunds:
     def run(self, **arguments: Any) -> str:
         self.runs.append(arguments)
         return f"refunded {arguments['amount']} of {arguments['payment_id']}"
+
+
+def wait_for_status(
+    provider: LocalProvider, request_id: str, status: str, limit: float = 5.0
+) -> str:
+    """The request's status once it is ``status``, or whatever it is after ``limit`` seconds.
+
+    A framework may let the cancelled tool call's task finish just after the run
+    it belonged to (Pydantic AI 2.2 does): the withdrawal comes a moment later.
+    """
+    end = time.monotonic() + limit
+    while True:
+        now = provider.get(request_id).status
+        if now == status or time.monotonic() > end:
+            return now
+        time.sleep(0.02)
