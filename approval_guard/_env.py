@@ -28,6 +28,9 @@ ENV_SERVE_DSN = "APPROVAL_GUARD_SERVE_DSN"
 #: ``serve``'s known credentials for a new database (containers, CI).
 ENV_SERVE_INSTANCE_TOKEN = "APPROVAL_GUARD_SERVE_INSTANCE_TOKEN"
 ENV_SERVE_REVIEWER_TOKEN = "APPROVAL_GUARD_SERVE_REVIEWER_TOKEN"
+#: ``serve``'s Slack app secrets (``--slack-bot-token``, ``--slack-signing-secret``).
+ENV_SLACK_BOT_TOKEN = "APPROVAL_GUARD_SLACK_BOT_TOKEN"
+ENV_SLACK_SIGNING_SECRET = "APPROVAL_GUARD_SLACK_SIGNING_SECRET"
 
 #: Every variable the package reads, in the order the docs list them.
 ENV_NAMES = (
@@ -40,6 +43,8 @@ ENV_NAMES = (
     ENV_SERVE_DSN,
     ENV_SERVE_INSTANCE_TOKEN,
     ENV_SERVE_REVIEWER_TOKEN,
+    ENV_SLACK_BOT_TOKEN,
+    ENV_SLACK_SIGNING_SECRET,
 )
 
 DEFAULT_HARNESS_LIMIT = "35m"

@@ -138,7 +138,7 @@ class Guard:
         self._async_lock = threading.Lock()
         self._policy = RetryPolicy()
         self._timings = timings
-        self._late_sync = late_sync(self._client.perform, self._clock, timings)
+        self._late_sync = late_sync(self._client.perform, self._clock, timings, self._client.here)
         self._worker = default_worker()
         self._on_event = check_on_event(on_event)
         # HMAC key of redaction markers: secret, never shown. Random unless given, so
@@ -355,6 +355,8 @@ class Guard:
                 self._clock,
                 abandon,
                 perform=self._client.perform,
+                # A stand-in transport (tests, benchmarks) may have no `here`.
+                here=getattr(self._client, "here", None),
                 timings=self._timings,
             )
         except BaseException as exc:

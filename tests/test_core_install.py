@@ -15,7 +15,7 @@ BLOCK = """
 import sys
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("starlette", "uvicorn", "anyio", "h11"):
+        if name.split(".")[0] in ("starlette", "uvicorn", "anyio", "h11", "mcp", "mcp_types"):
             raise ImportError(f"blocked {name}")
         return None
 sys.meta_path.insert(0, Block())
@@ -110,3 +110,35 @@ except ModuleNotFoundError as exc:
 """
     )
     assert f"pip install 'approval-guard[{extra}]'" in done.stdout, done.stderr
+
+
+def test_the_core_and_the_command_line_import_no_mcp() -> None:
+    """Without the mcp extra the package, the mcp_proxy package and the CLI parser still import."""
+    done = _run(
+        """
+        import approval_guard, approval_guard.mcp_proxy
+        from approval_guard.cli._parser import build_parser
+        rules = approval_guard.mcp_proxy.ProxyRules.parse(guard="write_*")
+        assert rules.guards("write_file")
+        build_parser()
+        assert not any(m.split(".")[0] in ("mcp", "mcp_types", "anyio") for m in sys.modules)
+        print("ok")
+        """
+    )
+    assert "ok" in done.stdout, done.stderr
+
+
+def test_the_mcp_proxy_without_the_mcp_extra_says_what_to_install() -> None:
+    """approval-guard mcp-proxy without mcp installed: one line naming the extra, exit 1."""
+    done = _run(
+        """
+        import os
+        os.environ["APPROVAL_GUARD_URL"] = "http://127.0.0.1:9"
+        os.environ["APPROVAL_GUARD_CREDENTIAL"] = "x" * 30
+        from approval_guard.cli import main
+        sys.exit(main(["mcp-proxy", "--guard", "*", "--", "some-server"]))
+        """
+    )
+    assert 1 == done.returncode, done.stdout + done.stderr
+    assert "pip install 'approval-guard[mcp]'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -8,11 +8,14 @@ from types import ModuleType
 import pytest
 
 import approval_guard as ag
+import approval_guard.mcp_proxy
 import approval_guard.provider
+import approval_guard.provider.email
 import approval_guard.testing
 from tests.support.frameworks import require_framework
 
 PINNED = [
+    (approval_guard.mcp_proxy, ["ProxyRules", "run_proxy"]),
     (
         approval_guard.provider,
         [
@@ -25,6 +28,7 @@ PINNED = [
             "NotPendingError",
             "PostgresStore",
             "ProviderServer",
+            "SlackSettings",
             "Store",
             "StoreClosedError",
             "StoreError",
@@ -35,6 +39,10 @@ PINNED = [
             "open_store",
             "verify_webhook",
         ],
+    ),
+    (
+        approval_guard.provider.email,
+        ["EmailSettings", "SmtpServer", "email_settings", "parse_smtp_url"],
     ),
     (
         approval_guard.testing,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mypy import api
 
 SNIPPET = """
@@ -33,6 +34,7 @@ refund("p", "not an int")  # E: the parameters are the tool's
 """
 
 
+@pytest.mark.slow
 def test_decorated_functions_keep_their_types(tmp_path: Path) -> None:
     """mypy sees the tool's own parameters and a NotRun (or on_not_run's type) in the result."""
     source = tmp_path / "snippet.py"

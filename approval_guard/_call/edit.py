@@ -109,14 +109,10 @@ def edited(
     edits = op.edits
     if not edits:
         return args, kwargs
+    if spec.by_name:
+        return args, {**kwargs, **edits}
     bound = spec.signature.bind(*args, **kwargs)
     bound.apply_defaults()
-    # A tool known by its arguments' names (a framework's, see _options/dict_spec.py)
-    # takes them all through **kwargs: an edited name there is a keyword of its own.
-    extra: dict[str, Any] = {}
     for name, value in edits.items():
-        if name in spec.signature.parameters:
-            bound.arguments[name] = value
-        else:
-            extra[name] = value
-    return bound.args, {**bound.kwargs, **extra}
+        bound.arguments[name] = value
+    return bound.args, bound.kwargs

@@ -45,7 +45,10 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
         return _abandoned_after_approval(call)
     edit = call.edit
     # What runs, as the reviewer saw or set it (redacted values as their markers).
-    digest = arguments_digest(plan.arguments if edit is None else edit.after)
+    if edit is None and plan.arguments_json is not None:
+        digest = hashlib.sha256(plan.arguments_json).hexdigest()  # written once, at the plan
+    else:
+        digest = arguments_digest(plan.arguments if edit is None else edit.after)
     try:
         claimed = yield Blocking(
             lambda: call.ledger.claim(
@@ -60,7 +63,7 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
             "already run, so it did not run.",
             decision=decision,
         )
-    if inspect.isawaitable(claimed):
+    if type(claimed) is not bool and inspect.isawaitable(claimed):
         # A coroutine (or any awaitable) is truthy, yet it has claimed nothing: the
         # record was never written, so running would allow a second run.
         close = getattr(claimed, "close", None)
@@ -214,15 +217,14 @@ def _confirm_clock(
     timings = call.timings
     decision = request.decision
     assert decision is not None and decision.expires_at is not None
-    _, left = still_valid(decision.expires_at, sample, call.clock.monotonic())
     # A Date behind the answer's own timestamps (a cache) says nothing of the
     # provider's clock now: a fresh answer may carry a usable one.
-    if not sample.lagging and (
-        left is None
-        or left > EXPIRY_SAFETY + timings.expiry_doubt
-        or sample.received - sample.sent <= timings.short_round_trip
-    ):
-        return sample
+    if not sample.lagging:
+        if sample.received - sample.sent <= timings.short_round_trip:
+            return sample  # a sharp sample already (no clock read needed to know it)
+        _, left = still_valid(decision.expires_at, sample, call.clock.monotonic())
+        if left is None or left > EXPIRY_SAFETY + timings.expiry_doubt:
+            return sample
     timeout = min(timings.reread_timeout, call.left(call.plan.local_end))
     if timeout <= 0:
         return sample

@@ -130,6 +130,8 @@ class CallPlan:
     messages: Mapping[Any, str] = attrs.field(factory=dict)
     #: The person the call is made for (API 1.1 ``requested_by``), as sent.
     requested_by: str | None = None
+    #: ``arguments`` as canonical JSON, as they are in ``body`` (None: not kept).
+    arguments_json: bytes | None = None
 
 
 @attrs.frozen

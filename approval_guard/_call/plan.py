@@ -128,16 +128,13 @@ def plan_call(
     # The body depends only on the call and the configuration, never on time
     # already spent: a harness that replays the key after a crash must send
     # the same bytes, or the provider rejects it as a different request.
-    payload: dict[str, Any] = {
-        "tool": spec.name,
-        "arguments": arguments,
-        "timeout": format_duration(timeout),
-    }
+    rest: dict[str, Any] = {"tool": spec.name, "timeout": format_duration(timeout)}
     if editable:
-        payload["editable"] = list(editable)
+        rest["editable"] = list(editable)
     if requested_by is not None:
-        payload["requested_by"] = requested_by  # API 1.1; part of the idempotent body
-    body = dumps(payload)
+        rest["requested_by"] = requested_by  # API 1.1; part of the idempotent body
+    arguments_json = dumps(arguments)
+    body = request_body(arguments_json, rest)
     if started is None:
         started = clock.monotonic()
 
@@ -164,7 +161,20 @@ def plan_call(
         redacted=how is not None,
         messages=spec.messages,
         requested_by=requested_by,
+        arguments_json=arguments_json,
     )
+
+
+def request_body(arguments_json: bytes, rest: dict[str, Any]) -> bytes:
+    """``dumps({"arguments": ..., **rest})``, reusing the arguments' canonical JSON.
+
+    Canonical JSON sorts its keys and ``"arguments"`` sorts before every other
+    field of a create, so it is the first member: the bytes are the same as
+    writing the whole payload at once, and the arguments are written only once
+    (their digest for the execution record hashes the same bytes).
+    """
+    assert rest and all(key > "arguments" for key in rest)
+    return b'{"arguments":' + arguments_json + b"," + dumps(rest)[1:]
 
 
 def _refused(spec: ToolSpec, arguments: dict[str, Any], message: str) -> NotRun:

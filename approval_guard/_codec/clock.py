@@ -100,7 +100,8 @@ class ClockSample:
     def knowing(self, *moments: datetime | None) -> ClockSample:
         """This sample, also knowing that the provider's clock had reached ``moments``."""
         known = [m for m in (self.floor, *moments) if m is not None]
-        return attrs.evolve(self, floor=max(known)) if known else self
+        # The constructor, not attrs.evolve: this runs on every answer read.
+        return ClockSample(self.sent, self.received, self.date, max(known)) if known else self
 
     def provider_now_upper(self, monotonic_now: float) -> datetime | None:
         """A time the provider's clock has certainly not passed yet, or None without a Date.

@@ -138,4 +138,5 @@ def dict_spec(
         editable=editable,
         converters=converters,
         check_edit=check_edit,
+        by_name=True,  # run(**arguments): an edit replaces keywords, no signature
     )

@@ -108,6 +108,9 @@ class ToolSpec:
     check_edit: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None
     on_event: OnEvent | None = None
     messages: Mapping[Reason, str] = attrs.field(factory=dict)
+    #: Called as ``fn(**arguments)`` with the arguments as sent, any names (a tool known only
+    #: by a JSON schema, see ``_options/schema.py``): edits replace keywords, no signature.
+    by_name: bool = False
 
     def result(self, outcome: Ran | NotRun) -> Any:
         if isinstance(outcome, Ran):

@@ -4,9 +4,10 @@ The drivers, :func:`~.sync_drive.drive_sync` and :func:`~.async_drive.drive_asyn
 are the only code that turns the rules' operations (:mod:`approval_guard._call.ops`)
 into I/O, sleeps and the tool's own call, so sync and async tools obey one copy
 of the rules. Each performs an :class:`~approval_guard._call.ops.Exchange` with
-its own transport: the sync driver with ``requests`` in a helper thread it can
-stop waiting for, the async driver with ``httpx`` on the event loop itself (no
-thread). Both take their time from the injected :class:`~approval_guard.Clock`.
+its own transport: the sync driver with ``requests``, on the calling thread or
+in a helper thread it can stop waiting for, the async driver with ``httpx`` on
+the event loop itself (no thread). Both take their time from the injected
+:class:`~approval_guard.Clock`.
 
 A driver reports abandonment by throwing :class:`~approval_guard._call.ops.Abandoned` into the
 generator at an abandonable operation (a create, a poll or a backoff sleep);
@@ -30,6 +31,9 @@ DEFAULT_TIMINGS = Timings()
 #: Performs one exchange: the sync transport's ``perform``, or the async one's.
 Perform = Callable[[ExchangeSpec], Answer]
 APerform = Callable[[ExchangeSpec], Awaitable[Answer]]
+#: How to perform an exchange on the calling thread, its whole deadline kept there,
+#: or None when the transport cannot keep it so (the sync client's ``here``).
+Here = Callable[[ExchangeSpec], Perform | None]
 
 
 def timed_out() -> TransportError:

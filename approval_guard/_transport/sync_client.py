@@ -31,6 +31,7 @@ from approval_guard._call.backoff import MAX_RETRY_AFTER, RetryPolicy, parse_ret
 from approval_guard._codec.clock import Clock
 from approval_guard._codec.exact_json import load_answer
 from approval_guard._transport import threads as _threads
+from approval_guard._transport import watchdog as _watchdog
 from approval_guard._transport.answer import MAX_ANSWER_BYTES, Answer, TransportError
 from approval_guard._transport.exchange import (
     ACCEPT,
@@ -58,6 +59,15 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def is_ip_address(host: str) -> bool:
+    """True for an IP address (``127.0.0.1``, ``[::1]``): reaching it needs no DNS lookup."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def check_base_url(base_url: str, *, allow_insecure_http: bool) -> str:
@@ -104,7 +114,11 @@ class ProviderClient:
         self._scrub = Scrubber(credential, keep=ECHOED_FIELDS)
         # Plain http is allowed only because it stays on this machine (or the user
         # said so for that host): an environment proxy must not carry it elsewhere.
-        self._trust_env = urllib.parse.urlsplit(base_url).scheme.lower() != "http"
+        parts = urllib.parse.urlsplit(base_url)
+        self._trust_env = parts.scheme.lower() != "http"
+        # A DNS lookup cannot be cut short: only a provider named by its address is
+        # reached on the calling thread (see perform_here).
+        self._watchable = is_ip_address(parts.hostname or "")
         self._clock = clock
         self._pool: queue.LifoQueue[requests.Session] = queue.LifoQueue(maxsize=_POOL_SIZE)
 
@@ -131,6 +145,9 @@ class ProviderClient:
             # For https://, an environment proxy only sees a CONNECT tunnel, and
             # REQUESTS_CA_BUNDLE is how corporate TLS setups are configured.
             session.trust_env = self._trust_env
+            adapter = _watchdog.WatchedAdapter()
+            session.mount("https://", adapter)
+            session.mount("http://", adapter)
         healthy = True
         try:
             yield session
@@ -207,6 +224,29 @@ class ProviderClient:
             scrub=self._scrub,
             clock=self._clock,
         )
+
+    def here(self, spec: ExchangeSpec) -> Callable[[ExchangeSpec], Answer] | None:
+        """How to perform ``spec`` on the calling thread within its deadline, or None.
+
+        None when a DNS lookup or a proxy (whose connections are not watched)
+        would be involved: the sync driver then runs the exchange in a helper
+        thread that it stops waiting for at the deadline.
+        """
+        if not self._watchable:
+            return None
+        if self._trust_env and requests.utils.get_environ_proxies(self._base + spec.path):
+            return None
+        return self._perform_here
+
+    def _perform_here(self, spec: ExchangeSpec) -> Answer:
+        """:meth:`perform` on this thread; a watchdog shuts its socket at ``spec.timeout``."""
+        with _watchdog.kept(max(0.05, spec.timeout)) as deadline:
+            try:
+                return self.perform(spec)
+            except TransportError:
+                if deadline.fired:
+                    raise TransportError("timeout", f"{spec.what}: no answer in time") from None
+                raise
 
     def call(
         self,

@@ -1,4 +1,11 @@
-"""The blocking driver: a call's operations with requests, in a helper thread it can leave."""
+"""The blocking driver: a call's operations with requests, on this thread or one it can leave.
+
+An exchange runs in a helper thread that the caller can stop waiting for only
+when that is needed: when the harness may abandon the call meanwhile, or when
+the transport cannot keep the exchange's deadline on the calling thread
+(``here`` says how it can, see :meth:`~.sync_client.ProviderClient.here`).
+Otherwise it runs on the calling thread, with no thread hand-off.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from approval_guard._codec.clock import Clock
 from approval_guard._transport import threads as _threads
 from approval_guard._transport.drive import (
     DEFAULT_TIMINGS,
+    Here,
     Late,
     Perform,
     no_invoke,
@@ -66,9 +74,16 @@ def drive_sync(
     abandon: threading.Event | None,
     *,
     perform: Perform,
+    here: Here | None = None,
     timings: Timings | None = None,
 ) -> Outcome:
-    """Perform a call's operations in the calling thread (exchanges in a helper thread)."""
+    """Perform a call's operations in the calling thread (some exchanges in a helper thread).
+
+    ``here``: how the transport performs an exchange on the calling thread within
+    its deadline, when it can; used when nothing can abandon the exchange
+    meanwhile (or its deadline comes before the harness's abandon event is next
+    looked at, so waiting in a helper would end it no sooner).
+    """
     interval = (timings or DEFAULT_TIMINGS).abandon_check_interval
     to_send: Any = None
     to_throw: BaseException | None = None
@@ -80,16 +95,22 @@ def drive_sync(
             outcome: Outcome = stop.value
             return outcome
         try:
-            if isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
+            if to_throw is not None and isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
                 may_abandon = False
             to_send, to_throw = None, None
             if isinstance(op, Exchange):
                 watch = abandon if may_abandon and op.abandonable else None
+                inline = None
+                if here is not None and (watch is None or op.spec.timeout <= interval):
+                    inline = here(op.spec)
                 if op.tracker is not None:
                     op.tracker.begin()
-                to_send = _wait_abandonable(
-                    tracked(op, perform), watch, op.spec.timeout, clock, interval
-                )
+                if inline is not None:
+                    to_send = tracked(op, inline)()
+                else:
+                    to_send = _wait_abandonable(
+                        tracked(op, perform), watch, op.spec.timeout, clock, interval
+                    )
             elif isinstance(op, Blocking):
                 to_send = op.fn()
             elif isinstance(op, Sleep):
@@ -102,7 +123,9 @@ def drive_sync(
             to_throw = exc
 
 
-def late_sync(perform: Perform, clock: Clock, timings: Timings | None) -> Callable[[Late], None]:
+def late_sync(
+    perform: Perform, clock: Clock, timings: Timings | None, here: Here | None = None
+) -> Callable[[Late], None]:
     """Late work (withdrawing a request made after its call ended) in a helper thread.
 
     For async tools too: late work is rare and comes after the call has returned,
@@ -113,7 +136,9 @@ def late_sync(perform: Perform, clock: Clock, timings: Timings | None) -> Callab
     def spawn(make: Late) -> None:
         def drive() -> None:
             try:
-                drive_sync(make(), no_invoke, clock, None, perform=perform, timings=timings)
+                drive_sync(
+                    make(), no_invoke, clock, None, perform=perform, here=here, timings=timings
+                )
             except BaseException:
                 log.exception("late work failed")
 

@@ -1,4 +1,4 @@
-"""The ``approval-guard`` command: serve, review, demo, ledger.
+"""The ``approval-guard`` command: serve, review, demo, ledger, mcp-proxy.
 
 ::
 
@@ -14,6 +14,8 @@
     approval-guard reviewers add NAME [--role ROLE ...] (--db PATH | --dsn DSN)
     approval-guard reviewers list|remove NAME (--db PATH | --dsn DSN)
     approval-guard audit [--since 1h] [--json] (--db PATH | --dsn DSN)
+    approval-guard mcp-proxy --guard 'write_*,delete_*' [--timeout 10m] [--editable TOOL:ARG]
+        [--redact TOOL:PATH] [--listen HOST:PORT] [--url URL] [--ledger PATH] -- COMMAND ARGS...
 
 The reviewer commands talk to a running provider. They read, at call time:
 
@@ -32,7 +34,7 @@ other users of the machine. Exit codes: 0 success, 1 failure, 2 usage.
 The modules beside this one: ``_parser`` (every verb and option), ``_output``
 (what a person reads), ``_reviewer_client`` (the API over the library's one
 HTTP client), ``_review`` (list, show, approve, deny, cancel), ``_serve``,
-``_demo``, ``_ledger``, ``_signals``.
+``_demo``, ``_ledger``, ``_mcp_proxy``, ``_signals``.
 """
 
 from __future__ import annotations

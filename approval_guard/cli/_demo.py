@@ -83,10 +83,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(str(exc)) from None
 
+    from approval_guard.cli._serve import _slack
+
+    slack = _slack(args, None)
     module = load_refund_example()
     with tempfile.TemporaryDirectory(prefix="approval-guard-demo-") as folder:
         try:
-            server = ProviderServer(db=str(Path(folder) / "approvals.sqlite3"), port=args.port)
+            server = ProviderServer(
+                db=str(Path(folder) / "approvals.sqlite3"), port=args.port, slack=slack
+            )
+            if slack is not None and getattr(args, "slack_user", None):
+                _link_demo_reviewer(server, args.slack_user)
             server.start()
         except OSError as exc:
             raise CliError(f"cannot start the demo provider: {exc.strerror or exc}") from None
@@ -102,9 +109,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
             ):
                 code = _run_demo(args, ag, issue_refund, reviewer, server.url, tokens.reviewer)
             _let_the_page_catch_up(server)
+            if slack is not None:
+                _let_slack_catch_up(server, slack)
             return code
         finally:
             server.shutdown()
+
+
+#: How long the demo keeps serving, at most, for its Slack message to show the outcome.
+SLACK_CATCH_UP_SECONDS = 10.0
+
+
+def _let_slack_catch_up(server: Any, slack: Any) -> None:
+    """Keep serving until the Slack message's last update went out (or could not)."""
+    from approval_guard.provider.slack.delivery import slack_targets
+
+    urls = slack_targets(slack)
+    give_up = time.monotonic() + SLACK_CATCH_UP_SECONDS
+    while time.monotonic() < give_up and server.store.next_webhook_due(urls=urls) is not None:
+        time.sleep(0.05)
+
+
+def _link_demo_reviewer(server: Any, slack_user: str) -> None:
+    """``demo --slack-user U...``: that Slack user's clicks decide as the demo's reviewer."""
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+
+    try:
+        server.store.link_slack_user("reviewer", slack_user)
+    except ReviewerNameError as exc:
+        server.close()
+        raise CliError(f"--slack-user: {exc}") from None
 
 
 #: How long the demo keeps serving, at most, for an open review page to see the end.

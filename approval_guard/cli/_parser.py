@@ -23,6 +23,7 @@ from approval_guard._env import (
     ENV_URL,
 )
 from approval_guard.cli import _demo, _ledger, _review, _serve, _webhooks
+from approval_guard.cli._mcp_proxy import add_mcp_proxy_command
 from approval_guard.cli._output import PROG
 from approval_guard.cli._team import add_team_commands
 
@@ -87,10 +88,11 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_serve(sub, env)
     _add_review_commands(sub, env)
-    _add_demo(sub)
+    _add_demo(sub, env)
     add_ledger_commands(sub)
     add_team_commands(sub)
     _webhooks.add_webhooks_commands(sub)
+    add_mcp_proxy_command(sub, env)
     return parser
 
 
@@ -140,6 +142,8 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
         help="allow plain HTTP on an address other than loopback (behind your own TLS proxy)",
     )
     _serve.add_webhook_options(serve)
+    _serve.add_slack_options(serve, env)
+    _serve.add_email_options(serve)
     serve.set_defaults(func=_serve.cmd_serve)
 
 
@@ -206,7 +210,7 @@ def _add_review_commands(sub: _SubParsers[argparse.ArgumentParser], env: dict[st
     cancel.set_defaults(func=_review.cmd_cancel)
 
 
-def _add_demo(sub: _SubParsers[argparse.ArgumentParser]) -> None:
+def _add_demo(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -> None:
     demo = sub.add_parser(
         "demo", help="run a guarded refund through a temporary provider and wait for a decision"
     )
@@ -219,6 +223,12 @@ def _add_demo(sub: _SubParsers[argparse.ArgumentParser]) -> None:
         "--after", type=_duration_arg, default=2.0, help="delay before --decide acts (default: 2s)"
     )
     demo.add_argument("--port", type=int, default=0, help="port (default: 0, a free one)")
+    _serve.add_slack_options(demo, env)
+    demo.add_argument(
+        "--slack-user",
+        metavar="U...",
+        help="with --slack-channel: your Slack user id, so your clicks decide as the reviewer",
+    )
     demo.set_defaults(func=_demo.cmd_demo)
 
 

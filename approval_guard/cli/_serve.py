@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import importlib.util
 import ipaddress
+import os
 import sqlite3
 import sys
 import threading
@@ -19,6 +20,7 @@ from approval_guard.cli._signals import on_sigterm
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens, StoreProtocol
     from approval_guard.provider.rules.config import Rules
+    from approval_guard.provider.slack.settings import SlackSettings
 
 DEFAULT_PORT = 8765
 
@@ -51,6 +53,11 @@ def _serve_banner(
 
         shown = ", ".join(display_url(item["url"]) for item in targets)
         say(f"Webhooks: posting each request's events to {shown}")
+    if getattr(args, "slack_channel", None):
+        say(
+            f"Slack: posting each request to {args.slack_channel}; "
+            "Slack's interactivity URL is /slack/interactions"
+        )
     if rules is not None:
         from approval_guard.provider.webhooks.signing import display_url
 
@@ -147,6 +154,36 @@ def add_webhook_options(serve: argparse.ArgumentParser) -> None:
     add_webhook_arguments(serve)
 
 
+def add_slack_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> None:
+    """``--slack-bot-token``, ``--slack-signing-secret``, ``--slack-channel`` and the API URL."""
+    from approval_guard.provider.slack.settings import add_slack_arguments
+
+    add_slack_arguments(serve, env)
+
+
+def _slack(args: argparse.Namespace, rules: Rules | None) -> SlackSettings | None:
+    """The Slack app the options (and the rules file) ask for, or None; exit 2 for a bad one."""
+    from approval_guard.provider.rules.config import NO_RULES
+    from approval_guard.provider.slack.settings import settings_from_args
+
+    try:
+        slack = settings_from_args(args, rules or NO_RULES)
+    except ValueError as exc:  # its message never quotes a secret
+        raise UsageError(str(exc)) from None
+    if slack is not None and importlib.util.find_spec("slack_sdk") is None:
+        raise CliError(
+            "Slack needs slack-sdk (the slack extra): pip install 'approval-guard[slack]'"
+        )
+    return slack
+
+
+def add_email_options(serve: argparse.ArgumentParser) -> None:
+    """``--smtp-url URL --smtp-from ADDRESS --email-to RECIPIENT``... (docs/email.md)."""
+    from approval_guard.provider.email.settings import add_email_arguments
+
+    add_email_arguments(serve)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``serve``: run the provider in the foreground until Ctrl-C or SIGTERM (graceful)."""
     try:
@@ -167,6 +204,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(
             "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
         )
+    slack = _slack(args, rules)
+    from approval_guard.provider.email.settings import email_from_args
+
+    try:
+        # Read now: the SMTP password may come from $APPROVAL_GUARD_SMTP_PASSWORD.
+        email = email_from_args(args, os.environ)
+    except ValueError as exc:  # its message never quotes the URL (it may hold a password)
+        raise UsageError(str(exc)) from None
     store = _open_store(args)
     try:
         server = ProviderServer(
@@ -180,6 +225,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             rules=rules,
             webhooks=targets,
             public_url=args.public_url,
+            slack=slack,
+            email=email,
         )
     except ValueError as exc:  # a given token: bad, or not this database's
         _close(store)
@@ -197,6 +244,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         with on_sigterm(stop.set):
             _serve_banner(args, server.url, server.first_start_tokens, rules)
+            if email is not None:
+                say(f"Email: mailing approval links through {email.smtp.display}")
             while not stop.wait(0.5):
                 pass
     except KeyboardInterrupt:  # wherever Ctrl-C lands after the start, it means "stop"

@@ -1,4 +1,4 @@
-"""``reviewers add|list|remove`` and ``audit``: the team on a provider's database, from a shell.
+"""``reviewers add|link|list|remove`` and ``audit``: the team on a provider's database.
 
 They open the store directly (``--db PATH`` or ``--dsn DSN``), not over HTTP:
 adding a person is an operator's act on the database, as ``serve`` is. A new
@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from approval_guard._codec.duration import parse_age
 from approval_guard._codec.wire import format_timestamp
-from approval_guard.cli._output import CliError, safe, say
+from approval_guard.cli._output import CliError, UsageError, safe, say
 
 if TYPE_CHECKING:
     from approval_guard.provider import StoreProtocol
@@ -42,26 +43,97 @@ def _store(args: argparse.Namespace) -> Iterator[StoreProtocol]:
         store.close()
 
 
-def cmd_reviewers_add(args: argparse.Namespace) -> int:
-    """``reviewers add NAME [--role ROLE ...]``: prints the new token as the last word."""
-    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+def _email(args: argparse.Namespace) -> str | None:
+    """``--email ADDRESS`` checked (a usage error, exit 2, for a bad one), or None."""
+    if getattr(args, "email", None) is None:
+        return None
+    from approval_guard.provider.email.addresses import AddressError, check_address
 
+    try:
+        return check_address(args.email)
+    except AddressError as exc:
+        raise UsageError(f"--email: {exc}") from None
+
+
+def cmd_reviewers_add(args: argparse.Namespace) -> int:
+    """``reviewers add NAME [--role R ...] [--slack-user U...] [--email ADDRESS]``: token last."""
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+    from approval_guard.provider.store.sql.slack import check_slack_user
+
+    slack_user = getattr(args, "slack_user", None)
+    email = _email(args)
     with _store(args) as store:
+        if email is not None and email in store.reviewer_emails().values():
+            raise CliError(f"another live reviewer has the address {email}")
         try:
+            if slack_user is not None:
+                check_slack_user(slack_user)
+                _check_slack_user_free(store, slack_user)
             token = store.add_reviewer(args.name, roles=args.roles or ())
+            if slack_user is not None:
+                store.link_slack_user(args.name, slack_user)
         except ReviewerNameError as exc:
             raise CliError(str(exc)) from None
+        linked = None
+        if email is not None:
+            try:
+                store.set_reviewer_email(args.name, email)
+                linked = email
+            except ReviewerNameError as exc:  # taken since the check: the token must still show
+                say(f"warning: {exc}; add it with reviewers link", stream=sys.stderr)
     roles = ", ".join(args.roles) if args.roles else "no roles"
-    say(f"added reviewer {safe(args.name)} ({safe(roles)}).")
+    if linked is not None:
+        roles += f"; {linked}"
+    slack = f", Slack user {safe(slack_user)}" if slack_user else ""
+    say(f"added reviewer {safe(args.name)} ({safe(roles)}{slack}).")
     say("Their token is shown once and stored only as a hash:")
     say(token)
     return 0
 
 
+def _check_slack_user_free(store: StoreProtocol, slack_user: str, name: str | None = None) -> None:
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+
+    taken = store.slack_reviewer(slack_user)
+    if taken is not None and taken.name != name:
+        raise ReviewerNameError(
+            f"the Slack user {slack_user} is already linked to the reviewer {taken.name!r}"
+        )
+
+
+def cmd_reviewers_link(args: argparse.Namespace) -> int:
+    """``reviewers link NAME [--slack-user U...] [--email ADDRESS]``: where they decide from."""
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+    from approval_guard.provider.store.sql.slack import check_slack_user
+
+    slack_user = getattr(args, "slack_user", None)
+    email = _email(args)
+    if slack_user is None and email is None:
+        raise UsageError("reviewers link needs --slack-user U... or --email ADDRESS (or both)")
+    with _store(args) as store:
+        try:
+            # Everything that can refuse is checked before anything is changed.
+            if slack_user is not None:
+                check_slack_user(slack_user)
+                _check_slack_user_free(store, slack_user, args.name)
+            if email is not None and not store.set_reviewer_email(args.name, email):
+                raise CliError(f"no live reviewer is named {args.name!r}")
+            if slack_user is not None:
+                store.link_slack_user(args.name, slack_user)
+        except ReviewerNameError as exc:
+            raise CliError(str(exc)) from None
+    if slack_user is not None:
+        say(f"linked reviewer {safe(args.name)} to the Slack user {safe(slack_user)}")
+    if email is not None:
+        say(f"linked reviewer {safe(args.name)} to {email}: new requests' mail goes there")
+    return 0
+
+
 def cmd_reviewers_list(args: argparse.Namespace) -> int:
-    """``reviewers list``: name, roles, created; never a token."""
+    """``reviewers list``: name, roles, email, created; never a token."""
     with _store(args) as store:
         reviewers = store.list_reviewers()
+        emails = store.reviewer_emails()
     if args.json:
         say(
             json.dumps(
@@ -69,6 +141,7 @@ def cmd_reviewers_list(args: argparse.Namespace) -> int:
                     {
                         "name": one.name,
                         "roles": list(one.roles),
+                        "email": emails.get(one.id),
                         "created_at": format_timestamp(one.created_at),
                     }
                     for one in reviewers
@@ -82,7 +155,11 @@ def cmd_reviewers_list(args: argparse.Namespace) -> int:
     width = max(len(one.name) for one in reviewers)
     for one in reviewers:
         roles = ",".join(one.roles) or "-"
-        say(f"{safe(one.name).ljust(width)}  {safe(roles)}  {format_timestamp(one.created_at)}")
+        email = emails.get(one.id, "-")
+        say(
+            f"{safe(one.name).ljust(width)}  {safe(roles)}  {email}  "
+            f"{format_timestamp(one.created_at)}"
+        )
     return 0
 
 
@@ -133,7 +210,7 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dsn", help="the provider's PostgreSQL DSN (leave the password to PGPASSWORD)"
     )
 
-    reviewers = sub.add_parser("reviewers", help="named reviewers: add, list, remove")
+    reviewers = sub.add_parser("reviewers", help="named reviewers: add, link, list, remove")
     verbs = reviewers.add_subparsers(dest="reviewers_command", metavar="ACTION", required=True)
     add = verbs.add_parser("add", parents=[where], help="add a reviewer; prints their token once")
     add.add_argument("name", help="the person's name (1 to 64 printable characters, unique)")
@@ -145,7 +222,20 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="ROLE",
         help="a role a rules file's approvers may name (repeatable)",
     )
+    add.add_argument(
+        "--slack-user",
+        metavar="U...",
+        help="their Slack user id: their clicks in Slack decide as them",
+    )
+    add.add_argument("--email", metavar="ADDRESS", help="where their approval mail goes")
     add.set_defaults(func=cmd_reviewers_add)
+    link = verbs.add_parser(
+        "link", parents=[where], help="link a reviewer to their Slack user id or email address"
+    )
+    link.add_argument("name", help="the live reviewer's name")
+    link.add_argument("--slack-user", metavar="U...", help="their Slack user id (U0123ABC)")
+    link.add_argument("--email", metavar="ADDRESS", help="their address for approval mail")
+    link.set_defaults(func=cmd_reviewers_link)
     list_ = verbs.add_parser("list", parents=[where], help="the live reviewers (never a token)")
     list_.add_argument("--json", action="store_true", help="print them as JSON")
     list_.set_defaults(func=cmd_reviewers_list)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from approval_guard.provider.http.limits import DEFAULT_POLL_CAP, MAX_BODY_BYTES
+from approval_guard.provider.slack.settings import SlackSettings
 from approval_guard.provider.store.models import (
     Credential,
     FirstStartTokens,
@@ -61,6 +62,7 @@ __all__ = [
     "NotPendingError",
     "PostgresStore",
     "ProviderServer",
+    "SlackSettings",
     "Store",
     "StoreClosedError",
     "StoreError",

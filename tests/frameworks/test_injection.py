@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import types
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, TypeVar, Union
@@ -45,6 +46,11 @@ def _injected(annotation: Any) -> bool:
     return "value" in injected_parameters(tool, inspect.signature(tool))
 
 
+def _stable_id(annotation: object) -> str:
+    """The annotation's repr without memory addresses, the same in every pytest-xdist worker."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(annotation))
+
+
 @pytest.mark.parametrize(
     "annotation",
     [
@@ -61,7 +67,7 @@ def _injected(annotation: Any) -> bool:
         Annotated[RunnableConfig, "the run's config"],
         McpContext,
     ],
-    ids=repr,
+    ids=_stable_id,
 )
 def test_framework_types_are_recognised(annotation: Any) -> None:
     """Framework context types, their subclasses, generics, optionals and markers are injected."""

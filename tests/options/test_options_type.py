@@ -30,6 +30,7 @@ def c(x: int) -> int:
 """
 
 
+@pytest.mark.slow
 def test_mypy_names_an_unknown_option_and_a_wrongly_typed_one(tmp_path: Path) -> None:
     """Both decorators' ``**options`` are ApprovalOptions: a typo or a bad type is a type error."""
     source = tmp_path / "snippet.py"

@@ -133,6 +133,7 @@ def test_clock_offset_moves_the_provider_clock() -> None:
         assert 590 < behind < 610
 
 
+@pytest.mark.slow
 def test_pytest_plugin_fixtures(pytester: pytest.Pytester) -> None:
     """The plugin's approval_provider fixture is a running LocalProvider; guard is a Guard."""
     pytester.makepyfile(

@@ -1,7 +1,8 @@
-"""The API's endpoints (docs/provider-api.md): create, poll, cancel, decide, list, history, events.
+"""The API's endpoints (docs/provider-api.md): create, poll, cancel, list, history, events.
 
 Each parses and checks its input here, then calls the store in the thread
 pool; a long poll waits on the event loop (``waits.py``), holding no thread.
+A decision, from whatever channel, takes the path in ``decisions.py``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from approval_guard._codec.exact_json import InvalidJSON
-from approval_guard._codec.wire import APPROVED, DENIED, STATUSES
-from approval_guard.provider.http.auth import authenticate, require_instance, require_reviewer
+from approval_guard._codec.wire import STATUSES
+from approval_guard.provider.http.auth import (
+    authenticate,
+    require_instance,
+    require_reviewer,
+)
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.limits import (
     IDEMPOTENCY_KEY,
     MAX_BODY_BYTES,
     MAX_LIST,
-    MAX_NOTE_CHARS,
     MAX_TIMEOUT_SECONDS,
     MAX_TOOL_CHARS,
     MIN_TIMEOUT_SECONDS,
@@ -47,16 +51,13 @@ from approval_guard.provider.http.responses import (
 )
 from approval_guard.provider.http.waits import long_poll, wait_for_change
 from approval_guard.provider.store.models import (
-    AlreadyApproved,
     Credential,
-    Forbidden,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
     InvalidEdit,
     NotPendingError,
     StoredRequest,
     UnknownRequest,
-    ValidityTooLong,
 )
 
 #: The longest ``requested_by`` a create may carry.
@@ -183,89 +184,6 @@ async def cancel(ctx: Context, request: Request) -> Response:
     except NotPendingError as exc:
         raise not_pending(exc) from None
     return request_answer(ctx, found)
-
-
-def decision_fields(obj: dict[str, Any], extra: set[str]) -> tuple[str, str | None, int | None]:
-    """``(status, note, valid_for seconds or None)`` of a decision body; 400 for anything else.
-
-    None: no ``valid_for`` was given, and the store applies the default (five
-    minutes, or the tool's ``max_valid_for`` when that is shorter).
-    """
-    if "tool" in obj:
-        # API 1.1: the tool is what was asked for; a reviewer may only edit arguments.
-        raise bad("a decision cannot change the tool; 'tool' is not a decision field")
-    no_unknown(obj, {"status", "note", "valid_for", *extra})
-    status = obj.get("status")
-    if status not in (APPROVED, DENIED):
-        raise bad("'status' must be 'approved' or 'denied'")
-    note = obj.get("note")
-    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
-        raise bad(f"'note' must be null or a string of at most {MAX_NOTE_CHARS} characters")
-    valid_for = None
-    if obj.get("valid_for") is not None:
-        valid_for = duration(obj["valid_for"], "valid_for", 1, MAX_TIMEOUT_SECONDS)
-    return str(status), note, valid_for
-
-
-async def record_decision(
-    ctx: Context,
-    request_id: str,
-    credential: Credential,
-    fields: tuple[str, str | None, int | None],
-    arguments: dict[str, Any] | None,
-    source: str = "api",
-) -> Response:
-    """Record a decision (the API's and the page's) and answer it.
-
-    The store checks edits and the tool's rule: a reviewer without the role, or
-    approving their own request, is ``403 forbidden``; a second approval by the
-    same person ``409 already_approved``; a validity beyond the rule's
-    ``max_valid_for`` ``400 invalid_request``.
-    """
-    status, note, valid_for = fields
-    try:
-        found = await run_in_threadpool(
-            lambda: ctx.store.decide(
-                request_id,
-                reviewer=credential,
-                status=status,
-                note=note,
-                valid_for=valid_for,
-                arguments=arguments,
-                rules=ctx.rules,
-                source=source,
-            )
-        )
-    except NotPendingError as exc:
-        raise not_pending(exc) from None
-    except Forbidden as exc:
-        raise ApiError(403, "forbidden", str(exc)) from None
-    except AlreadyApproved as exc:
-        raise ApiError(
-            409, "already_approved", str(exc), extra={"request": request_json(exc.request)}
-        ) from None
-    except (InvalidEdit, InvalidJSON, ValidityTooLong) as exc:
-        raise bad(str(exc)) from None
-    return request_answer(ctx, found)
-
-
-async def decide(ctx: Context, request: Request) -> Response:
-    body = await read_body(request)
-    credential = await authenticate(ctx.store, request)
-    require_reviewer(credential)
-    obj = json_object(body)
-    fields = decision_fields(obj, {"arguments"})
-    arguments = obj.get("arguments")
-    if "arguments" in obj and not isinstance(arguments, dict):
-        raise bad("'arguments' must be the whole arguments object, edits applied")
-    return await record_decision(
-        ctx,
-        request.path_params["request_id"],
-        credential,
-        fields,
-        arguments,
-        client_source(request),
-    )
 
 
 def _limit(request: Request) -> int:

@@ -27,16 +27,20 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from approval_guard.provider.http import api
+from approval_guard.provider.email import pages as email_pages
+from approval_guard.provider.http import api, decisions
 from approval_guard.provider.http import page as review
 from approval_guard.provider.http.context import Context, Handler
 from approval_guard.provider.http.responses import ApiError, check_head, error_answer
 from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
+from approval_guard.provider.slack import interactions as slack
 from approval_guard.provider.store.models import StoreClosedError
 from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
+    from approval_guard.provider.email.sender import Mailer
+    from approval_guard.provider.slack.settings import SlackSettings
     from approval_guard.provider.webhooks.settings import WebhookSettings
 
 logger = logging.getLogger("approval_guard.provider")
@@ -49,9 +53,12 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/v1/events", {"GET": api.events}),
     ("/v1/requests/{request_id}", {"GET": api.poll}),
     ("/v1/requests/{request_id}/cancel", {"POST": api.cancel}),
-    ("/v1/requests/{request_id}/decision", {"POST": api.decide}),
+    ("/v1/requests/{request_id}/decision", {"POST": decisions.decide}),
     ("/v1/requests/{request_id}/history", {"GET": api.history}),
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
+    ("/slack/interactions", {"POST": slack.interactions}),
+    ("/email/requests/{request_id}", {"GET": email_pages.confirm}),
+    ("/email/requests/{request_id}/decision", {"POST": email_pages.decide}),
 )
 
 #: Header names as the API documents them (Starlette lowercases; some clients compare exactly).
@@ -196,11 +203,15 @@ def build_app(
     client_timeout: float = 20.0,
     rules: Rules = NO_RULES,
     webhooks: WebhookSettings | None = None,
+    slack_app: SlackSettings | None = None,
+    mailer: Mailer | None = None,
 ) -> Starlette:
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started.
 
     With ``webhooks`` (targets given), its lifespan also runs the outbox's
-    delivery task (:mod:`~approval_guard.provider.webhooks.delivery`).
+    delivery task (:mod:`~approval_guard.provider.webhooks.delivery`); with
+    ``slack_app``, the Slack one (:mod:`~approval_guard.provider.slack.delivery`).
+    ``mailer``, the mail outbox's (:mod:`~approval_guard.provider.email.sender`).
     """
 
     @contextlib.asynccontextmanager
@@ -213,6 +224,7 @@ def build_app(
             notice=notice,
             client_timeout=client_timeout,
             rules=rules,
+            slack=slack_app,
         )
         app.state.ctx = ctx
         expirer = asyncio.create_task(_expire_forever(ctx), name="approval-guard-expirer")
@@ -225,10 +237,26 @@ def build_app(
                 Deliverer(store, webhooks).run(),
                 name="approval-guard-webhooks",
             )
+        poster: asyncio.Task[None] | None = None
+        if slack_app is not None:
+            from approval_guard.provider.slack.delivery import SlackDeliverer
+
+            poster = asyncio.create_task(
+                SlackDeliverer(
+                    store,
+                    slack_app,
+                    backoff=None if webhooks is None else webhooks.backoff,
+                    public_url=None if webhooks is None else webhooks.public_url,
+                ).run(),
+                name="approval-guard-slack",
+            )
+        sender = None
+        if mailer is not None:
+            sender = asyncio.create_task(mailer.run(), name="approval-guard-mail")
         try:
             yield
         finally:
-            for task in (expirer, deliverer):
+            for task in (expirer, deliverer, poster, sender):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

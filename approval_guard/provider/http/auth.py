@@ -27,17 +27,30 @@ async def session_of(store: StoreProtocol, request: Request) -> tuple[str, Sessi
     return None if session is None else (session_id, session)
 
 
+def bearer_token(request: Request) -> str | None:
+    """The request's bearer token; None without an ``Authorization`` header; 401 for another."""
+    value = header(request, "authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    raise ApiError(401, "unauthorized", "missing or invalid bearer credential")
+
+
+def authenticated(store: StoreProtocol, token: str) -> Credential:
+    """Blocking (a worker thread's): the live credential of a bearer token; 401 if none."""
+    credential = store.authenticate(token)
+    if credential is None:
+        raise ApiError(401, "unauthorized", "missing or invalid bearer credential")
+    return credential
+
+
 async def authenticate(store: StoreProtocol, request: Request) -> Credential:
     """The live credential behind this request; 401 (or 403 for a bad CSRF token) if none."""
-    value = header(request, "authorization")
-    if value is not None:
-        scheme, _, token = value.strip().partition(" ")
-        credential = None
-        if scheme.lower() == "bearer" and token.strip():
-            credential = await run_in_threadpool(store.authenticate, token.strip())
-        if credential is None:
-            raise ApiError(401, "unauthorized", "missing or invalid bearer credential")
-        return credential
+    token = bearer_token(request)
+    if token is not None:
+        return await run_in_threadpool(authenticated, store, token)
     found = await session_of(store, request)
     if found is not None:
         csrf = header(request, CSRF_HEADER) or ""

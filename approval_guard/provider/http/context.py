@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 from starlette.requests import Request
@@ -11,6 +12,9 @@ from starlette.responses import Response
 from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.protocol import StoreProtocol
+
+if TYPE_CHECKING:
+    from approval_guard.provider.slack.settings import SlackSettings
 
 
 @attrs.define(eq=False)
@@ -32,6 +36,8 @@ class Context:
     notice_delivered: bool = False
     #: The rules file's per-tool rules (none: every tool as before).
     rules: Rules = NO_RULES
+    #: The Slack app (``POST /slack/interactions``), or None without one.
+    slack: SlackSettings | None = None
 
 
 Handler = Callable[[Context, Request], Awaitable[Response]]

@@ -9,9 +9,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from approval_guard._codec.wire import APPROVED
-from approval_guard.provider.http.api import client_source, decision_fields, record_decision
+from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.auth import authenticate, require_reviewer, session_of
 from approval_guard.provider.http.context import Context
+from approval_guard.provider.http.decisions import decision_fields, record_decision
 from approval_guard.provider.http.limits import (
     CONTENT_TYPES,
     CSRF_PLACEHOLDER,
@@ -115,5 +116,5 @@ async def review_decide(ctx: Context, request: Request) -> Response:
         except InvalidEdit as exc:
             raise bad(str(exc)) from None
     return await record_decision(
-        ctx, request_id, credential, fields, arguments, client_source(request)
+        ctx, request_id, credential, fields, arguments, client_source(request), channel="page"
     )

@@ -5,7 +5,9 @@ A waiting poll costs one :class:`asyncio.Event`, not a thread. The store calls
 on PostgreSQL, the thread that heard another instance's ``NOTIFY``); that hops
 onto the event loop and sets the events of the requests it names. A poll
 registers *before* it reads, so a decision committed between its read and its
-wait still wakes it. Reads run in the thread pool, never on the loop.
+wait still wakes it. Reads run in the thread pool, never on the loop; a request
+settled on another PostgreSQL instance comes read already, with its wake-up
+(``store.expecting``), so that poll answers without a read of its own.
 """
 
 from __future__ import annotations
@@ -133,7 +135,10 @@ async def long_poll(
         return await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
     owner = None if viewer.is_reviewer else viewer.id
     gone = asyncio.Event()
-    with notifier.watch(request_id) as event:
+    with (
+        store.expecting(request_id, owner_id=owner) as settled,
+        notifier.watch(request_id) as event,
+    ):
         # A client that hangs up ends its wait at once: nobody holds a dead poll for a minute.
         watcher = None if receive is None else asyncio.ensure_future(_hung_up(receive, gone, event))
         try:
@@ -150,7 +155,11 @@ async def long_poll(
                 event.clear()
                 if gone.is_set():
                     break
-                request = await run_in_threadpool(store.get_request, request_id, owner_id=owner)
+                # Settled by another instance and read ahead by the thread that heard
+                # it: no read of our own (and no hop to a worker thread and back).
+                request = settled() or await run_in_threadpool(
+                    store.get_request, request_id, owner_id=owner
+                )
         finally:
             if watcher is not None:
                 watcher.cancel()

@@ -11,6 +11,8 @@
     self_approval = false           # the requested_by person may not approve (default true)
     max_valid_for = "15m"           # an approval may not stay valid longer
     webhooks = [{url = "https://hooks.example/x", secret = "whsec_...", format = "slack"}]
+    slack_channel = "C0123ABC"      # post its requests to this Slack channel (serve --slack-...)
+    email_to = ["role:payments", "carol@example.com"]  # mailed one-click links (docs/email.md)
 
 A tool without a table gets ``[defaults]`` (or, without that, today's
 behaviour: any reviewer, one approval). Every refusal is a :class:`RulesError`
@@ -40,7 +42,17 @@ MAX_APPROVALS = 10
 WEBHOOK_FORMATS = ("standard", "slack")
 #: The longest an approval may be made to stay valid (the API's own limit on a request).
 MAX_VALID_FOR = 24 * 3600
-_KEYS = ("approvers", "approvals_required", "self_approval", "max_valid_for", "webhooks")
+_KEYS = (
+    "approvers",
+    "approvals_required",
+    "self_approval",
+    "max_valid_for",
+    "webhooks",
+    "slack_channel",
+    "email_to",
+)
+#: A Slack channel: its id (``C0123ABC``), or ``#name``.
+SLACK_CHANNEL = re.compile(r"[CGD][A-Z0-9]{2,30}|#[a-z0-9][a-z0-9._-]{0,79}")
 _WEBHOOK_KEYS = ("url", "secret", "format")
 _TOML_LINE = re.compile(r"at line (\d+)")
 
@@ -68,6 +80,10 @@ class ToolRule:
     max_valid_for: int | None = None
     #: ``(url, secret | None, format)`` each; hidden from the repr (the secret).
     webhooks: tuple[Webhook, ...] = attrs.field(default=(), repr=_hide)
+    #: The Slack channel its requests are posted to (else the server's ``--slack-channel``).
+    slack_channel: str | None = None
+    #: Who is mailed this tool's new requests: addresses and ``role:NAME`` entries.
+    email_to: tuple[str, ...] = ()
 
     def may_decide(self, roles: tuple[str, ...]) -> bool:
         """True when a reviewer with these roles may decide this tool's requests."""
@@ -283,7 +299,29 @@ def _rule(
         changes["max_valid_for"] = seconds
     if "webhooks" in table:
         changes["webhooks"] = _webhooks(table["webhooks"], where, at("webhooks"), fail)
+    if "slack_channel" in table:
+        value = table["slack_channel"]
+        if not isinstance(value, str) or not SLACK_CHANNEL.fullmatch(value):
+            raise fail(
+                at("slack_channel"),
+                f'{where}.slack_channel must be a Slack channel id such as "C0123ABC" (or "#name")',
+            )
+        changes["slack_channel"] = value
+    if "email_to" in table:
+        changes["email_to"] = _email_to(table["email_to"], where, at("email_to"), fail)
     return attrs.evolve(base, **changes)
+
+
+def _email_to(value: object, where: str, line: int, fail: Any) -> tuple[str, ...]:
+    # Imported here: the email package's routes import this module.
+    from approval_guard.provider.email.addresses import AddressError, check_recipient
+
+    if not isinstance(value, list) or not value:
+        raise fail(line, f"{where}.email_to must be a non-empty list of addresses or role:NAME")
+    try:
+        return tuple(dict.fromkeys(check_recipient(one) for one in value))
+    except AddressError as exc:
+        raise fail(line, f"{where}.email_to: {exc}") from None
 
 
 def _webhooks(value: object, where: str, line: int, fail: Any) -> tuple[Webhook, ...]:

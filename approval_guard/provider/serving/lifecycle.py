@@ -28,6 +28,8 @@ from typing import Any
 
 import uvicorn
 
+from approval_guard.provider.email.sender import Mailer
+from approval_guard.provider.email.settings import EmailSettings, routes_for
 from approval_guard.provider.http.app import build_app
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.h11 import protocol_class
@@ -40,6 +42,7 @@ from approval_guard.provider.http.limits import (
 )
 from approval_guard.provider.rules.config import NO_RULES, Rules, load_rules
 from approval_guard.provider.serving.uvicorn_server import UvicornServer
+from approval_guard.provider.slack.settings import SlackSettings, slack_settings
 from approval_guard.provider.store.models import Clock, FirstStartTokens
 from approval_guard.provider.store.opening import Store
 from approval_guard.provider.store.protocol import StoreProtocol
@@ -97,6 +100,13 @@ class ProviderServer:
     :param webhook_give_up_after: seconds after the event when retrying stops.
     :param webhook_approvers: ``f(event) -> [names] | None``: who must approve,
         for the Slack text (else the roles of the tool's rule, or "any reviewer").
+    :param slack: a Slack app (:class:`SlackSettings`): each request is posted
+        to its channel with Approve / Deny buttons, kept current through the
+        outbox, and decided at ``POST /slack/interactions`` (docs/slack.md).
+    :param email: mail each new request's one-click approve and deny links
+        (:func:`~approval_guard.provider.email.settings.email_settings`; docs/email.md),
+        from a persistent outbox like the webhooks'. The links point at the
+        settings' ``public_url``, else ``public_url``, else :attr:`url`.
 
     A rules file's ``webhooks`` (per tool, or in ``[defaults]``) are delivered
     like ``webhooks`` but only for the events of the tools whose rule lists them.
@@ -128,6 +138,8 @@ class ProviderServer:
         webhook_backoff: float = 5.0,
         webhook_give_up_after: float = 24 * 3600.0,
         webhook_approvers: Callable[[dict[str, Any]], list[str] | None] | None = None,
+        slack: SlackSettings | None = None,
+        email: EmailSettings | None = None,
     ) -> None:
         if poll_cap < 0 or not math.isfinite(poll_cap):
             raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
@@ -151,6 +163,9 @@ class ProviderServer:
             webhook_approvers,
             rules,
         )
+        self._slack = slack_settings(slack, rules)
+        self._email = email
+        self._email_routes = routes_for(email, rules)
         self._keep_alive = float(keep_alive_seconds)
         self._client_timeout = float(client_timeout_seconds)
         if (tls_certfile is None) != (tls_keyfile is None):
@@ -166,6 +181,8 @@ class ProviderServer:
             self._store = db
         try:
             self._store.set_webhooks(self._webhooks.routes)
+            self._store.set_slack_channels(None if self._slack is None else self._slack.channel_for)
+            self._store.set_email(self._email_routes)
             #: Plaintext tokens made on this start of a fresh database, else None.
             self.first_start_tokens: FirstStartTokens | None = (
                 self._store.ensure_initial_credentials(
@@ -279,6 +296,10 @@ class ProviderServer:
                     raise RuntimeError("the store this server was given has been closed")
                 self._store = Store(self._db_path, clock=self._clock)
                 self._store.set_webhooks(self._webhooks.routes)
+                self._store.set_slack_channels(
+                    None if self._slack is None else self._slack.channel_for
+                )
+                self._store.set_email(self._email_routes)
             if self._sock is None:
                 self._sock = _bind(self._host, self._port)
             sock = self._sock
@@ -289,6 +310,8 @@ class ProviderServer:
                 client_timeout=self._client_timeout,
                 rules=self.rules,
                 webhooks=self._webhooks,
+                slack_app=self._slack,
+                mailer=self._mailer(),
             )
             config = uvicorn.Config(
                 app,
@@ -318,6 +341,12 @@ class ProviderServer:
             server.ready.set()
             with contextlib.suppress(OSError):
                 sock.close()
+
+    def _mailer(self) -> Mailer | None:
+        if self._email is None:
+            return None
+        base = self._email.public_url or self._webhooks.public_url or self.url
+        return Mailer(self._store, self._email, self.rules, base)
 
     def start(self) -> ProviderServer:
         """Serve in a background thread; returns self once it accepts requests."""

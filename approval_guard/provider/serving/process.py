@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from approval_guard.provider.http.limits import DEFAULT_POLL_CAP
 from approval_guard.provider.serving.lifecycle import ProviderServer
+from approval_guard.provider.slack.settings import add_slack_arguments, settings_from_args
 from approval_guard.provider.store.opening import open_store
 from approval_guard.provider.store.protocol import StoreProtocol
 from approval_guard.provider.webhooks.settings import add_webhook_arguments, targets_from_args
@@ -35,6 +36,7 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rules", default=None)
     parser.add_argument("--webhook-backoff", type=float, default=5.0)
     add_webhook_arguments(parser)
+    add_slack_arguments(parser, {})
     args = parser.parse_args(argv)
     db: str | StoreProtocol = args.db
     if args.dsn:
@@ -50,6 +52,7 @@ def _run_from_args(argv: Sequence[str] | None = None) -> None:
         webhooks=targets_from_args(args),
         public_url=args.public_url,
         webhook_backoff=args.webhook_backoff,
+        slack=settings_from_args(args),
     )
     print(json.dumps({"url": server.url}), flush=True)
     server.serve_forever()

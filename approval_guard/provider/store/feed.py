@@ -12,20 +12,32 @@ the read and the wait still wakes it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 logger = logging.getLogger("approval_guard.provider")
 
 #: A subscriber: ``callback(seq, request_ids)``; empty ids mean "anything may have changed".
 Subscriber = Callable[[int, tuple[str, ...]], None]
+#: Who waits on a request here: ``(request id, owner id or None for a reviewer)``.
+Expected = tuple[str, "str | None"]
+
+
+def _nothing() -> None:
+    return None
+
+
+#: What a poll expects from a feed that is never told settled states (SQLite's).
+_NOT_READ_AHEAD = contextlib.nullcontext(_nothing)
 
 
 class ChangeFeed:
     """Per-request wake-ups for long polls, the change sequence, and subscribers."""
 
-    def __init__(self, seq: int = 0) -> None:
+    def __init__(self, seq: int = 0, *, reads_ahead: bool = False) -> None:
         self._cond = threading.Condition()
         self._events: dict[str, threading.Event] = {}
         self._refs: dict[str, int] = {}
@@ -37,6 +49,11 @@ class ChangeFeed:
         self._subscribers: dict[int, Subscriber] = {}
         self._next_token = 0
         self._sub_lock = threading.Lock()
+        # Polls expecting a request to settle, and settled states read ahead for them
+        # (only where a listener reads ahead: PostgreSQL's).
+        self._reads_ahead = reads_ahead
+        self._expected: dict[Expected, int] = {}
+        self._settled: dict[Expected, Any] = {}
 
     # ------------------------------------------------------------------ polls
 
@@ -88,15 +105,67 @@ class ChangeFeed:
             if event is not None:
                 event.set()
 
+    def expecting(
+        self, request_id: str, owner_id: str | None
+    ) -> contextlib.AbstractContextManager[Callable[[], Any]]:
+        """While a poll waits: the request's settled state if one was read ahead for it.
+
+        The callable returns (once) the state that the thread hearing another
+        instance's change read for this request and viewer (``owner_id``; None
+        for a reviewer), or None: nothing heard yet, or it is still pending.
+        A poll given None reads the request itself, as it always did. A feed
+        made without ``reads_ahead`` registers nothing and always gives None.
+        """
+        if not self._reads_ahead:
+            return _NOT_READ_AHEAD
+        return self._expecting((request_id, owner_id))
+
+    @contextlib.contextmanager
+    def _expecting(self, key: Expected) -> Iterator[Callable[[], Any]]:
+        with self._cond:
+            self._expected[key] = self._expected.get(key, 0) + 1
+
+        def take() -> Any:
+            with self._cond:
+                return self._settled.pop(key, None)
+
+        try:
+            yield take
+        finally:
+            with self._cond:
+                left = self._expected[key] - 1
+                if left:
+                    self._expected[key] = left
+                else:
+                    del self._expected[key]
+                    self._settled.pop(key, None)
+
+    def expected(self, request_ids: tuple[str, ...]) -> list[Expected]:
+        """Which of ``request_ids`` polls here expect to settle, and for which viewers."""
+        with self._cond:
+            if not self._expected:
+                return []
+            wanted = set(request_ids)
+            return [key for key in self._expected if key[0] in wanted]
+
     # ------------------------------------------------------------------ changes
 
-    def changed(self, seq: int, request_ids: tuple[str, ...]) -> None:
+    def changed(
+        self, seq: int, request_ids: tuple[str, ...], settled: Mapping[Expected, Any] | None = None
+    ) -> None:
         """After a commit: these requests changed, and the sequence reached ``seq``.
 
         Empty ``request_ids`` means "anything may have changed" (a notification
         too large to list them, or one that may have been missed): every poll
-        wakes and re-reads.
+        wakes and re-reads. ``settled``: states read after the commit for the
+        polls :meth:`expecting` them (only decided, cancelled or expired ones:
+        they never change again), kept for those polls to take when they wake.
         """
+        if settled:
+            with self._cond:
+                for key, state in settled.items():
+                    if key in self._expected:
+                        self._settled[key] = state
         self._fire(request_ids)
         with self._change:
             self._seq = max(self._seq, seq)

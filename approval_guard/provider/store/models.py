@@ -84,6 +84,14 @@ class AlreadyApproved(StoreError):
         self.request = request
 
 
+class LinkUsed(StoreError):
+    """This email link has already decided (HTTP 409 ``link_used``); a link decides once."""
+
+    def __init__(self, message: str, request: StoredRequest) -> None:
+        super().__init__(message)
+        self.request = request
+
+
 class ValidityTooLong(StoreError, ValueError):
     """An approval asked to stay valid beyond its tool's ``max_valid_for`` (HTTP 400)."""
 

@@ -8,6 +8,13 @@ listens on its own connection and tells its change feed what *other*
 instances did (its own changes it told the feed itself, right after commit).
 A listener that lost its connection reconnects and tells the feed "anything may
 have changed" (no ids), since notifications sent meanwhile are lost.
+
+Hearing that a request a poll here waits on has changed, the listener (already
+awake, off the event loop) reads it at once and hands a settled state to that
+poll with the wake-up, so the poll answers without a read of its own, which
+would cost a hop to a worker thread and back (:func:`settled_states`). A poll
+given nothing (the request still pending, no idle connection, a failed read,
+a reconnect) reads it itself, as before.
 """
 
 from __future__ import annotations
@@ -15,10 +22,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from approval_guard.provider.store.feed import ChangeFeed
+from approval_guard._codec.wire import PENDING
+from approval_guard.provider.store.feed import ChangeFeed, Expected
+from approval_guard.provider.store.sql.base import request_from_row
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -55,6 +64,25 @@ def parse(payload: str) -> tuple[str, int, tuple[str, ...]] | None:
     return parts[0], int(parts[1]), ids
 
 
+def settled_states(select: Callable[[str], Any], expected: list[Expected]) -> dict[Expected, Any]:
+    """The requests of ``expected`` that are no longer pending, as each viewer may see them.
+
+    ``select`` reads a ``requests`` row (None if there is none). A row owned by
+    another credential is not given to an instance's poll (it would be a 404).
+    """
+    rows: dict[str, Any] = {}
+    out: dict[Expected, Any] = {}
+    for request_id, owner in expected:
+        if request_id not in rows:
+            rows[request_id] = select(request_id)
+        row = rows[request_id]
+        if row is None or row["status"] == PENDING:
+            continue
+        if owner is None or row["owner_id"] == owner:
+            out[(request_id, owner)] = request_from_row(row)
+    return out
+
+
 class Listener:
     """A thread on its own connection that passes other instances' changes to a feed."""
 
@@ -66,12 +94,14 @@ class Listener:
         instance: str,
         feed: ChangeFeed,
         read_seq: Callable[[], int],
+        read_ahead: Callable[[list[Expected]], Mapping[Expected, Any]] | None = None,
     ) -> None:
         self._connect = connect
         self._channel = channel
         self._instance = instance
         self._feed = feed
         self._read_seq = read_seq
+        self._read_ahead = read_ahead
         self._stop = threading.Event()
         # Listening before the store is handed out, so no change after that is missed.
         self._conn: Any = self._open()
@@ -123,8 +153,17 @@ class Listener:
             logger.warning("ignored a change notification that is not the store's")
             return
         instance, seq, request_ids = parsed
-        if instance != self._instance:
-            self._feed.changed(seq, request_ids)
+        if instance == self._instance:
+            return
+        settled: Mapping[Expected, Any] | None = None
+        if request_ids and self._read_ahead is not None:
+            expected = self._feed.expected(request_ids)
+            if expected:
+                try:
+                    settled = self._read_ahead(expected)
+                except Exception:  # the polls read it themselves
+                    logger.debug("reading ahead for waiting polls failed", exc_info=True)
+        self._feed.changed(seq, request_ids, settled)
 
     def close(self) -> None:
         """Stop the thread and close its connection."""

@@ -7,12 +7,21 @@ from approval_guard.provider.store.postgres_db import POOL_SIZE, PostgresDB
 from approval_guard.provider.store.sql.audit import AuditMixin
 from approval_guard.provider.store.sql.credentials import CredentialsMixin
 from approval_guard.provider.store.sql.decisions import DecisionsMixin
+from approval_guard.provider.store.sql.mail import MailMixin
 from approval_guard.provider.store.sql.outbox import OutboxMixin
 from approval_guard.provider.store.sql.queries import QueriesMixin
+from approval_guard.provider.store.sql.slack import SlackMixin
 
 
 class PostgresStore(
-    CredentialsMixin, DecisionsMixin, QueriesMixin, AuditMixin, OutboxMixin, PostgresDB
+    CredentialsMixin,
+    DecisionsMixin,
+    QueriesMixin,
+    AuditMixin,
+    SlackMixin,
+    MailMixin,
+    OutboxMixin,
+    PostgresDB,
 ):
     """PostgreSQL-backed provider state: the SQLite store's behaviour, across instances.
 

@@ -28,10 +28,13 @@ from typing import Any
 
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json
 from approval_guard._ledger.postgres import _NETWORK_DEFAULTS, redact_dsn
-from approval_guard.provider.store.feed import ChangeFeed
+from approval_guard.provider.store.feed import ChangeFeed, Expected
 from approval_guard.provider.store.models import Clock
-from approval_guard.provider.store.pg_listen import Listener, payloads
+from approval_guard.provider.store.pg_listen import Listener, payloads, settled_states
+from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
+from approval_guard.provider.store.sql.slack import POSTGRES_SCHEMA as _SLACK_SCHEMA
+from approval_guard.provider.store.sql.slack import SLACK_TABLES
 
 #: Connections a store keeps for its reads and writes (the listener has its own).
 POOL_SIZE = 8
@@ -47,6 +50,8 @@ _TABLES = (
     "audit",
     "webhook_outbox",
     "webhook_attempts",
+    *SLACK_TABLES,
+    *email_tables.TABLES,
 )
 _TABLE_WORD = re.compile(r"\b(" + "|".join(_TABLES) + r")\b")
 # The advisory lock held while the schema is created.
@@ -283,19 +288,39 @@ class PostgresDB(SQLStoreBase):
         self._count_lock = threading.Lock()
         with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in _SCHEMA:
+            for statement in (*_SCHEMA, *email_tables.POSTGRES):
+                conn.execute(statement)
+            for statement in _SLACK_SCHEMA:
                 conn.execute(statement)
             schema = str(conn.execute("SELECT current_schema()").fetchone()[0])
         # One channel per schema: two deployments on one database never hear each other.
         self._channel = f"ag_changes_{schema}"[:63]
-        self._feed = ChangeFeed(self._read_seq())
+        self._feed = ChangeFeed(self._read_seq(), reads_ahead=True)
         self._listener = Listener(
             connect=self._connect,
             channel=self._channel,
             instance=self._instance,
             feed=self._feed,
             read_seq=self._read_seq,
+            read_ahead=self._read_ahead,
         )
+
+    def _read_ahead(self, expected: list[Expected]) -> dict[Expected, Any]:
+        """On the listening thread: settled states for polls here, if a connection is idle."""
+        try:
+            conn = self._idle.get_nowait()  # never waits: a poll can read for itself
+        except queue.Empty:
+            return {}
+        try:
+            db = _Conn(conn)
+            return settled_states(
+                lambda request_id: db.execute(
+                    "SELECT * FROM requests WHERE id = ?", (request_id,)
+                ).fetchone(),
+                expected,
+            )
+        finally:
+            self._give_back(conn)
 
     def _connect(self) -> Any:
         import psycopg

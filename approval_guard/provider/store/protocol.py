@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from approval_guard._codec.wire_models import ApprovalRequest
+from approval_guard.provider.email.recipients import EmailRoutes
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.store.models import (
     Annotation,
@@ -24,6 +25,7 @@ from approval_guard.provider.store.models import (
     Session,
     StoredRequest,
 )
+from approval_guard.provider.store.sql.mail import MailItem
 from approval_guard.provider.store.sql.outbox import OutboxItem
 from approval_guard.provider.webhooks.signing import WebhookTarget
 from approval_guard.provider.webhooks.targets import WebhookRoutes
@@ -123,6 +125,10 @@ class StoreProtocol(Protocol):
 
     def wait_for_waiting_polls(self, n: int, timeout: float) -> bool: ...
 
+    def expecting(
+        self, request_id: str, *, owner_id: str | None
+    ) -> contextlib.AbstractContextManager[Callable[[], StoredRequest | None]]: ...
+
     # decisions
     def decide(
         self,
@@ -136,6 +142,9 @@ class StoreProtocol(Protocol):
         arguments: dict[str, Any] | None = None,
         rules: Rules | None = None,
         source: str = "api",
+        channel: str = "api",
+        channel_user: str | None = None,
+        use_once: str | None = None,
     ) -> StoredRequest | None: ...
 
     def cancel(
@@ -207,3 +216,52 @@ class StoreProtocol(Protocol):
     def next_webhook_due(self, *, urls: Sequence[str]) -> datetime | None: ...
 
     def list_webhooks(self, *, limit: int | None = None) -> list[OutboxItem]: ...
+
+    # Slack (sql/slack.py)
+    def set_slack_channels(self, channel_for: Callable[[str], str | None] | None) -> None: ...
+
+    def link_slack_user(
+        self, name: str, slack_user: str, *, source: str = "cli", actor: str = "cli"
+    ) -> None: ...
+
+    def slack_reviewer(self, slack_user: str) -> Credential | None: ...
+
+    def slack_users(self) -> dict[str, str]: ...
+
+    def save_slack_message(self, request_id: str, channel: str, ts: str) -> None: ...
+
+    def slack_message(self, request_id: str) -> tuple[str, str] | None: ...
+
+    def note_slack_interaction(self, digest: str) -> bool: ...
+    # email channel (sql/mail.py)
+    def set_reviewer_email(
+        self, name: str, address: str | None, *, source: str = "cli", actor: str = "cli"
+    ) -> bool: ...
+
+    def reviewer_emails(self) -> dict[str, str]: ...
+
+    def email_link_secret(self) -> bytes: ...
+
+    def link_used(self, link_id: str) -> bool: ...
+
+    def set_email(self, routes: EmailRoutes) -> None: ...
+
+    def claim_mail(self, *, owner: str, limit: int, lease: float) -> list[MailItem]: ...
+
+    def settle_mail(
+        self,
+        item_id: str,
+        *,
+        owner: str,
+        attempt: int,
+        at: datetime,
+        result: str,
+        state: str,
+        next_attempt_at: datetime | None,
+    ) -> bool: ...
+
+    def release_mail(self, *, owner: str) -> None: ...
+
+    def next_mail_due(self) -> datetime | None: ...
+
+    def list_mail(self, *, request_id: str | None = None) -> list[MailItem]: ...

@@ -6,13 +6,22 @@ from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.sql.audit import AuditMixin
 from approval_guard.provider.store.sql.credentials import CredentialsMixin
 from approval_guard.provider.store.sql.decisions import DecisionsMixin
+from approval_guard.provider.store.sql.mail import MailMixin
 from approval_guard.provider.store.sql.outbox import OutboxMixin
 from approval_guard.provider.store.sql.queries import QueriesMixin
+from approval_guard.provider.store.sql.slack import SlackMixin
 from approval_guard.provider.store.sqlite_db import SQLiteDB
 
 
 class SQLiteStore(
-    CredentialsMixin, DecisionsMixin, QueriesMixin, AuditMixin, OutboxMixin, SQLiteDB
+    CredentialsMixin,
+    DecisionsMixin,
+    QueriesMixin,
+    AuditMixin,
+    SlackMixin,
+    MailMixin,
+    OutboxMixin,
+    SQLiteDB,
 ):
     """SQLite-backed provider state. Thread-safe; one instance per process and file.
 

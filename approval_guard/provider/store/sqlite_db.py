@@ -27,7 +27,9 @@ from typing import Any
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.models import Clock
+from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
+from approval_guard.provider.store.sql.slack import SQLITE_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sqlite_group import GroupCommit
 
 _SCHEMA_VERSION = "3"
@@ -212,6 +214,8 @@ class SQLiteDB(SQLStoreBase):
         with self._lock:
             self._db.executescript(_SCHEMA)
             self._add_columns()
+            self._db.executescript(_SLACK_SCHEMA)
+            self._db.executescript(email_tables.SQLITE)
             self._db.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -80,6 +80,7 @@ def test_a_deadline_expires_exactly_once_across_instances(fleet: Fleet) -> None:
     assert 1 == [event["type"] for event in history["events"]].count("expired")
 
 
+@pytest.mark.slow
 def test_an_instance_killed_with_sigkill_loses_nothing_it_answered(fleet: Fleet) -> None:
     a, b = fleet.start(), fleet.start()
     instance_api, reviewer_api = fleet.api(a), fleet.api(a, reviewer=True)

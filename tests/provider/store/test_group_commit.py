@@ -502,6 +502,7 @@ def _provider(db: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, json.loads(proc.stdout.readline())["url"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [200, 320], ids=["mid-burst", "right-after"])
 def test_sigkill_in_a_burst_loses_no_answered_decision(tmp_path: Path, kill_at: int) -> None:
     """16 reviewer threads over HTTP, SIGKILL at the 200th or last 200: every one is on disk."""

@@ -68,6 +68,7 @@ def _start(fleet: Fleet, hook: Receiver) -> Any:
     )
 
 
+@pytest.mark.slow
 def test_two_instances_deliver_each_event_once(fleet: Fleet) -> None:
     """Events made on either of two instances reach the receiver once each, retries included."""
     with Receiver(statuses=[500] * 8) as hook:

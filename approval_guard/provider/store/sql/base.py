@@ -282,6 +282,13 @@ class SQLStoreBase:
         """
         return self._feed.wait_for_change(after=after, timeout=timeout, should_stop=should_stop)
 
+    def expecting(
+        self, request_id: str, *, owner_id: str | None
+    ) -> contextlib.AbstractContextManager[Callable[[], StoredRequest | None]]:
+        """While a long poll waits: its request's state, if read ahead when another
+        instance settled it (PostgreSQL's listener does; otherwise always None)."""
+        return self._feed.expecting(request_id, owner_id)
+
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback(seq, request_ids)`` after every committed change; returns unsubscribe.
 

@@ -21,6 +21,7 @@ from approval_guard.provider.store.models import (
     Approval,
     Credential,
     InvalidEdit,
+    LinkUsed,
     NotPendingError,
     StoredRequest,
 )
@@ -38,6 +39,12 @@ logger = logging.getLogger("approval_guard.provider")
 
 # A race lost to a clock that moved back is retried this often before giving up.
 _ATTEMPTS = 3
+#: Where a decision may come from (the audit rows' ``channel``).
+CHANNELS = ("api", "page", "cli", "slack", "email")
+
+
+class _LostRace(Exception):
+    """Raised inside a decision's transaction to undo it (and its link's use): it lost a race."""
 
 
 class DecisionsMixin(RequestsMixin):
@@ -55,6 +62,9 @@ class DecisionsMixin(RequestsMixin):
         arguments: dict[str, Any] | None = None,
         rules: Rules | None = None,
         source: str = "api",
+        channel: str = "api",
+        channel_user: str | None = None,
+        use_once: str | None = None,
     ) -> StoredRequest | None:
         """Record a reviewer's decision on a pending request; None if unknown.
 
@@ -83,9 +93,18 @@ class DecisionsMixin(RequestsMixin):
         When it differs from the request's own arguments it is kept exactly,
         echoed as ``decision.arguments`` and recorded in the history with each
         changed name's value before and after; when it equals them it is no edit.
+
+        ``channel`` (``"api"``, ``"page"``, ``"cli"``, ``"slack"``, ``"email"``)
+        and ``channel_user`` (the Slack user id or email address, else None)
+        say in the audit rows' detail where the decision came from.
+        ``use_once`` (an email link's id) is recorded as used in the
+        decision's own transaction: a decision with an id already used is
+        :class:`LinkUsed`, and records nothing.
         """
         if status not in (APPROVED, DENIED):
             raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
+        if channel not in CHANNELS:
+            raise ValueError(f"a decision's channel is one of {CHANNELS}, not {channel!r}")
         check_json_value(note)
         if arguments is not None and status != APPROVED:
             raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
@@ -114,10 +133,28 @@ class DecisionsMixin(RequestsMixin):
                     name: {"before": current.arguments[name], "after": edited[name]}
                     for name in changed_names(current.arguments, edited)
                 }
-            with self._writing() as tx:
-                row = self._record(
-                    tx, current, reviewer, status, note, now, expires, edited, detail, source
-                )
+            via = {"channel": channel, "channel_user": channel_user}
+            try:
+                with self._writing() as tx:
+                    if use_once is not None:
+                        self._use_once(tx, use_once, current, now)
+                    row = self._record(
+                        tx,
+                        current,
+                        reviewer,
+                        status,
+                        note,
+                        now,
+                        expires,
+                        edited,
+                        detail,
+                        source,
+                        via,
+                    )
+                    if row is None and use_once is not None:
+                        raise _LostRace  # roll the link's use back with the decision
+            except _LostRace:
+                row = None
             if row is None:
                 # Lost a race (or the deadline passed): the next read says to whom.
                 continue
@@ -147,6 +184,7 @@ class DecisionsMixin(RequestsMixin):
         edited: dict[str, Any] | None,
         detail: dict[str, Any],
         source: str,
+        via: dict[str, str | None],
     ) -> Any:
         """One decision inside its transaction: the row it left, or None if it lost a race."""
         request_id = current.id
@@ -170,7 +208,7 @@ class DecisionsMixin(RequestsMixin):
                 raise AlreadyApproved(f"{reviewer.name} has already approved this request", fresh)
             approvals = (*approvals, Approval(by=reviewer.name, at=now))
             n = len(approvals)
-        audit_detail: dict[str, Any] = {"note": note}
+        audit_detail: dict[str, Any] = {"note": note, **via}
         if status == APPROVED:
             audit_detail.update({"n": n, "of": required, "approvals": f"{n} of {required}"})
         if status == APPROVED and n < required:
@@ -240,9 +278,19 @@ class DecisionsMixin(RequestsMixin):
                 source=source,
                 action="request.edit",
                 request_id=request_id,
-                detail={"edits": detail["edits"]},
+                detail={"edits": detail["edits"], **via},
             )
         return row
+
+    @staticmethod
+    def _use_once(tx: Tx, link_id: str, current: StoredRequest, now: datetime) -> None:
+        """Mark an email link used in the decision's transaction; :class:`LinkUsed` if it was."""
+        if not tx.execute(
+            "INSERT INTO used_links (link_id, request_id, used_at) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (link_id, current.id, to_us(now)),
+        ).rowcount:
+            raise LinkUsed("this link has already been used: a link decides once", current)
 
     def cancel(
         self,

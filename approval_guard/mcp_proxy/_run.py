@@ -1,0 +1,130 @@
+"""Running the proxy: start the child server, check the rules against its tools, serve the client.
+
+The child is any stdio MCP server, started as a subprocess with the proxy's
+own environment less every ``APPROVAL_GUARD_*`` variable (the instance
+credential is the proxy's, never the child's); its stderr is the proxy's.
+The proxy then speaks MCP to its client on its own stdin/stdout, or as a
+streamable-HTTP server on ``listen`` (``http://HOST:PORT/mcp``). When the
+client goes away (stdin closes), the child is stopped and the proxy exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from approval_guard.exceptions import ConfigurationError
+from approval_guard.mcp_proxy._guarded import GuardedTools
+from approval_guard.mcp_proxy._rules import ProxyRules
+from approval_guard.mcp_proxy._server import build_server, forward_call, tool_schemas
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+
+    from approval_guard._guard import Guard
+
+log = logging.getLogger("approval_guard")
+
+#: The most ``tools/list`` pages read at start (a server that pages forever is refused).
+MAX_PAGES = 100
+
+
+def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: the proxy's, without ``APPROVAL_GUARD_*`` (secrets stay here)."""
+    env = os.environ if environ is None else environ
+    return {name: value for name, value in env.items() if not name.startswith("APPROVAL_GUARD_")}
+
+
+def run_proxy(
+    command: Sequence[str],
+    *,
+    guard: Guard,
+    rules: ProxyRules,
+    listen: tuple[str, int] | None = None,
+) -> None:
+    """Run ``command`` as the child MCP server and relay to it, guarding as ``rules`` say.
+
+    Blocks until the client goes away (stdio) or the process is interrupted
+    (HTTP). Raises ConfigurationError, after stopping the child, when
+    ``rules`` name a tool or an argument the child does not have; OSError
+    when the command cannot be started.
+    """
+    import anyio
+
+    if not command:
+        raise ConfigurationError("mcp-proxy needs the command of the MCP server to run")
+    try:
+        anyio.run(_serve, list(command), guard, rules, listen)
+    except BaseException as exc:
+        raise _alone(exc) from None
+
+
+def _alone(exc: BaseException) -> BaseException:
+    """The one exception inside task groups' exception groups (anyio wraps what they raise)."""
+    while True:
+        inner = getattr(exc, "exceptions", None)
+        if not isinstance(inner, tuple) or len(inner) != 1:
+            return exc
+        exc = inner[0]
+
+
+async def _serve(
+    command: list[str], guard: Guard, rules: ProxyRules, listen: tuple[str, int] | None
+) -> None:
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env=child_environment(), cwd=os.getcwd()
+    )
+    async with (
+        stdio_client(params, errlog=sys.stderr) as (read, write),
+        ClientSession(read, write) as child,
+    ):
+        await child.initialize()
+        guarded = GuardedTools(
+            guard, rules, lambda tool, arguments: forward_call(child, tool, arguments)
+        )
+        schemas = await _all_tools(child)
+        rules.check_tools(schemas)
+        guarded.learn(schemas)
+        for name in sorted(schemas):
+            log.info("mcp-proxy: %s %s", "guards" if rules.guards(name) else "relays", name)
+        server = build_server(child, guarded)
+        if listen is None:
+            await _serve_stdio(server)
+        else:
+            await _serve_http(server, *listen)
+
+
+async def _all_tools(child: ClientSession) -> dict[str, dict[str, Any]]:
+    from mcp import types
+
+    schemas: dict[str, dict[str, Any]] = {}
+    cursor = None
+    for _ in range(MAX_PAGES):
+        params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+        listing = await child.list_tools(params=params)
+        schemas.update(tool_schemas(listing))
+        cursor = listing.next_cursor
+        if cursor is None:
+            return schemas
+    raise ConfigurationError(f"the MCP server lists its tools in more than {MAX_PAGES} pages")
+
+
+async def _serve_stdio(server: Any) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def _serve_http(server: Any, host: str, port: int) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()

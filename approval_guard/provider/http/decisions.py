@@ -1,0 +1,202 @@
+"""A decision, from any channel: its fields, the one path that records it, and the API's route."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from approval_guard._codec.exact_json import InvalidJSON
+from approval_guard._codec.wire import APPROVED, DENIED
+from approval_guard.provider.http.api import client_source, not_pending, request_answer
+from approval_guard.provider.http.auth import (
+    authenticate,
+    authenticated,
+    bearer_token,
+    require_reviewer,
+)
+from approval_guard.provider.http.context import Context
+from approval_guard.provider.http.limits import (
+    MAX_NOTE_CHARS,
+    MAX_TIMEOUT_SECONDS,
+)
+from approval_guard.provider.http.render import (
+    request_json,
+)
+from approval_guard.provider.http.responses import (
+    ApiError,
+    bad,
+    duration,
+    json_object,
+    no_unknown,
+    read_body,
+)
+from approval_guard.provider.store.models import (
+    AlreadyApproved,
+    Credential,
+    Forbidden,
+    InvalidEdit,
+    LinkUsed,
+    NotPendingError,
+    StoredRequest,
+    ValidityTooLong,
+)
+
+
+def decision_fields(obj: dict[str, Any], extra: set[str]) -> tuple[str, str | None, int | None]:
+    """``(status, note, valid_for seconds or None)`` of a decision body; 400 for anything else.
+
+    None: no ``valid_for`` was given, and the store applies the default (five
+    minutes, or the tool's ``max_valid_for`` when that is shorter).
+    """
+    if "tool" in obj:
+        # API 1.1: the tool is what was asked for; a reviewer may only edit arguments.
+        raise bad("a decision cannot change the tool; 'tool' is not a decision field")
+    no_unknown(obj, {"status", "note", "valid_for", *extra})
+    status = obj.get("status")
+    if status not in (APPROVED, DENIED):
+        raise bad("'status' must be 'approved' or 'denied'")
+    note = obj.get("note")
+    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
+        raise bad(f"'note' must be null or a string of at most {MAX_NOTE_CHARS} characters")
+    valid_for = None
+    if obj.get("valid_for") is not None:
+        valid_for = duration(obj["valid_for"], "valid_for", 1, MAX_TIMEOUT_SECONDS)
+    return str(status), note, valid_for
+
+
+async def record_decision(
+    ctx: Context,
+    request_id: str,
+    credential: Credential,
+    fields: tuple[str, str | None, int | None],
+    arguments: dict[str, Any] | None,
+    source: str = "api",
+    *,
+    channel: str = "api",
+) -> Response:
+    """Record a decision (the API's and the page's) and answer it (see :func:`apply_decision`)."""
+    found = await apply_decision(
+        ctx, request_id, credential, fields, arguments, source, channel=channel
+    )
+    return request_answer(ctx, found)
+
+
+async def apply_decision(
+    ctx: Context,
+    request_id: str,
+    credential: Credential,
+    fields: tuple[str, str | None, int | None],
+    arguments: dict[str, Any] | None,
+    source: str = "api",
+    *,
+    channel: str = "api",
+    channel_user: str | None = None,
+    use_once: str | None = None,
+) -> StoredRequest | None:
+    """Record a decision from any channel (API, page, email): the one path every decision takes.
+
+    The store checks edits and the tool's rule: a reviewer without the role, or
+    approving their own request, is ``403 forbidden``; a second approval by the
+    same person ``409 already_approved``; a validity beyond the rule's
+    ``max_valid_for`` ``400 invalid_request``; an email link used before
+    (``use_once``) ``409 link_used``. None: no such request.
+    """
+    with _decision_errors():
+        return await run_in_threadpool(
+            lambda: _decided(
+                ctx,
+                request_id,
+                credential,
+                fields,
+                arguments,
+                source,
+                channel=channel,
+                channel_user=channel_user,
+                use_once=use_once,
+            )
+        )
+
+
+def _decided(
+    ctx: Context,
+    request_id: str,
+    credential: Credential,
+    fields: tuple[str, str | None, int | None],
+    arguments: dict[str, Any] | None,
+    source: str,
+    *,
+    channel: str = "api",
+    channel_user: str | None = None,
+    use_once: str | None = None,
+) -> StoredRequest | None:
+    """Blocking: the store records the decision."""
+    status, note, valid_for = fields
+    return ctx.store.decide(
+        request_id,
+        reviewer=credential,
+        status=status,
+        note=note,
+        valid_for=valid_for,
+        arguments=arguments,
+        rules=ctx.rules,
+        source=source,
+        channel=channel,
+        channel_user=channel_user,
+        use_once=use_once,
+    )
+
+
+@contextlib.contextmanager
+def _decision_errors() -> Iterator[None]:
+    """The store's refusals of a decision, as the API answers them."""
+    try:
+        yield
+    except NotPendingError as exc:
+        raise not_pending(exc) from None
+    except Forbidden as exc:
+        raise ApiError(403, "forbidden", str(exc)) from None
+    except (AlreadyApproved, LinkUsed) as exc:
+        kind = "already_approved" if isinstance(exc, AlreadyApproved) else "link_used"
+        raise ApiError(409, kind, str(exc), extra={"request": request_json(exc.request)}) from None
+    except (InvalidEdit, InvalidJSON, ValidityTooLong) as exc:
+        raise bad(str(exc)) from None
+
+
+def _api_decision(
+    credential: Credential, body: bytes
+) -> tuple[tuple[str, str | None, int | None], dict[str, Any] | None]:
+    """The decision an API body asks for, once the credential may decide (403, 400 otherwise)."""
+    require_reviewer(credential)
+    obj = json_object(body)
+    fields = decision_fields(obj, {"arguments"})
+    arguments = obj.get("arguments")
+    if "arguments" in obj and not isinstance(arguments, dict):
+        raise bad("'arguments' must be the whole arguments object, edits applied")
+    return fields, arguments
+
+
+async def decide(ctx: Context, request: Request) -> Response:
+    body = await read_body(request)
+    request_id = request.path_params["request_id"]
+    source = client_source(request)
+    token = bearer_token(request)
+    if token is None:  # a review session's cookie: its own checks first
+        credential = await authenticate(ctx.store, request)
+        fields, arguments = _api_decision(credential, body)
+        return await record_decision(ctx, request_id, credential, fields, arguments, source)
+
+    def work() -> StoredRequest | None:
+        # The credential and the decision in one worker-thread hop, in the same
+        # order as two: polls wait on this, and each hop costs on a busy machine.
+        credential = authenticated(ctx.store, token)
+        fields, arguments = _api_decision(credential, body)
+        return _decided(ctx, request_id, credential, fields, arguments, source)
+
+    with _decision_errors():
+        found = await run_in_threadpool(work)
+    return request_answer(ctx, found)

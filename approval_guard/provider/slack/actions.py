@@ -1,0 +1,170 @@
+"""What a Slack click or modal does: the same decision as the API's, and the reply saying so.
+
+A Slack user decides as the reviewer they are linked to
+(``reviewers add|link NAME --slack-user U...``), through the store's one
+``decide`` (roles, self-approval, the quorum, ``max_valid_for``, edits and the
+audit row, whose ``channel`` is ``"slack"`` and ``channel_user`` the Slack
+user id). Whatever the store refuses is refused here the same way, nothing is
+recorded, and the person is told why in a reply only they see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from approval_guard._codec.exact_json import InvalidJSON
+from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, EXPIRED, PENDING
+from approval_guard.provider.rules.checks import refusal
+from approval_guard.provider.rules.config import Rules
+from approval_guard.provider.slack.blocks import approvals_line, may_edit, text, when
+from approval_guard.provider.store.checks import with_edits
+from approval_guard.provider.store.models import (
+    AlreadyApproved,
+    Credential,
+    Forbidden,
+    InvalidEdit,
+    NotPendingError,
+    StoredRequest,
+    ValidityTooLong,
+)
+from approval_guard.provider.store.protocol import StoreProtocol
+
+NOT_LINKED = (
+    "Not recorded: your Slack user ({user}) is not linked to a reviewer of this provider. "
+    "An operator can link it: `approval-guard reviewers link NAME --slack-user {user}`."
+)
+
+
+@attrs.frozen
+class Outcome:
+    """A decision's result for the person who clicked: recorded or not, and the reply."""
+
+    recorded: bool
+    reply: str
+
+
+def stale(request: StoredRequest) -> str:
+    """Why a click on an old message does nothing: ``"... no longer pending (expired at ...)"``."""
+    decision = request.decision
+    if request.status == EXPIRED:
+        why = f"expired at {when(request.deadline_at)}"
+    elif request.status == CANCELLED and request.cancelled_at is not None:
+        why = f"cancelled at {when(request.cancelled_at)}"
+    elif decision is not None:
+        by = f" by {text(decision.decided_by)}" if decision.decided_by else ""
+        why = f"{text(request.status)}{by} at {when(decision.decided_at)}"
+    else:
+        why = text(request.status)
+    return f"Not recorded: this request is no longer pending ({why})."
+
+
+def reviewer_of(store: StoreProtocol, slack_user: str) -> Credential | None:
+    """The live reviewer a Slack user id is linked to (None: unknown, or removed)."""
+    return store.slack_reviewer(slack_user)
+
+
+def check_may_open(
+    store: StoreProtocol, rules: Rules, slack_user: str, request_id: str, *, edit: bool
+) -> tuple[StoredRequest | None, str | None]:
+    """Before a modal opens: ``(request, None)``, or ``(None, why not)`` as the reply.
+
+    The same checks the decision will make, so nobody types a reason or an
+    edit that would then be refused; the decision checks them all again.
+    """
+    reviewer = reviewer_of(store, slack_user)
+    if reviewer is None:
+        return None, NOT_LINKED.format(user=text(slack_user))
+    request = store.get_request(request_id)
+    if request is None:
+        return None, "Not recorded: this provider has no such request."
+    if request.status != PENDING:
+        return None, stale(request)
+    why = refusal(request, rules.for_tool(request.tool), reviewer, APPROVED if edit else DENIED)
+    if why is not None:
+        return None, f"Not recorded: {text(why)}."
+    if edit and not may_edit(request):
+        return None, "Not recorded: this request's arguments cannot be edited."
+    if edit and any(one.by == reviewer.name for one in request.approvals):
+        return None, f"Not recorded: {text(reviewer.name)} has already approved this request."
+    return request, None
+
+
+def decide(
+    store: StoreProtocol,
+    rules: Rules,
+    slack_user: str,
+    request_id: str,
+    status: str,
+    *,
+    note: str | None = None,
+    arguments: dict[str, Any] | None = None,
+) -> Outcome:
+    """Record one Slack user's decision through the store's ``decide`` (blocking)."""
+    reviewer = reviewer_of(store, slack_user)
+    if reviewer is None:
+        return Outcome(False, NOT_LINKED.format(user=text(slack_user)))
+    try:
+        found = store.decide(
+            request_id,
+            reviewer=reviewer,
+            status=status,
+            note=note,
+            valid_for=None,
+            arguments=arguments,
+            rules=rules,
+            source="slack",
+            channel="slack",
+            channel_user=slack_user,
+        )
+    except NotPendingError as exc:
+        return Outcome(False, stale(exc.request))
+    except AlreadyApproved as exc:
+        return Outcome(False, f"Not recorded: {text(str(exc))} ({approvals_line(exc.request)}).")
+    except (Forbidden, InvalidEdit, InvalidJSON, ValidityTooLong) as exc:
+        return Outcome(False, f"Not recorded: {text(str(exc))}.")
+    if found is None:
+        return Outcome(False, "Not recorded: this provider has no such request.")
+    return Outcome(True, confirmation(found))
+
+
+def confirmation(request: StoredRequest) -> str:
+    """What the decider is told once it is recorded."""
+    if request.status == PENDING:
+        return f"Your approval is counted: {approvals_line(request)}."
+    decision = request.decision
+    if request.status == APPROVED and decision is not None:
+        until = (
+            f" The call may start until {when(decision.expires_at)}." if decision.expires_at else ""
+        )
+        return f"Approved.{until}"
+    return "Denied. The agent receives your reason."
+
+
+def parse_edits(
+    request: StoredRequest, values: Mapping[str, str]
+) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The edit modal's inputs (block ``arg<i>`` -> text) as ``(arguments, errors by block)``.
+
+    Each text is parsed as the page and the CLI parse it (``with_edits``:
+    exact JSON); an input left empty keeps its value. ``arguments`` is None
+    when nothing was changed (an approval as it is) or when an input is
+    refused; ``errors`` then says why, by block.
+    """
+    edits: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    for index, name in enumerate(request.editable):
+        typed = values.get(f"arg{index}")
+        if typed is None or not typed.strip():
+            continue
+        try:
+            with_edits(request, {name: typed})
+        except InvalidEdit as exc:
+            errors[f"arg{index}"] = str(exc)[:150]
+            continue
+        edits[name] = typed
+    if errors or not edits:
+        return None, errors
+    return with_edits(request, edits), {}
