@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.support.paths import REPO
 
 BLOCK = """
@@ -73,6 +75,18 @@ class BlockFrameworks:
 sys.meta_path.insert(0, BlockFrameworks())
 """
 
+AGENT_FRAMEWORKS = ("pydantic_ai", "langchain", "langchain_core", "langgraph", "pydantic")
+
+BLOCK_FRAMEWORKS = f"""
+FRAMEWORKS = {AGENT_FRAMEWORKS!r}
+class BlockFrameworks:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in FRAMEWORKS:
+            raise ModuleNotFoundError("No module named " + name, name=name)
+        return None
+sys.meta_path.insert(0, BlockFrameworks())
+"""
+
 
 def test_the_integrations_import_no_framework_until_used() -> None:
     """Without the claude/adk/crewai extras: everything imports; a use names the extra."""
@@ -111,6 +125,41 @@ def test_the_integrations_import_no_framework_until_used() -> None:
         "approval_guard.adk needs Google ADK: pip install 'approval-guard[adk]'",
         "approval_guard.crewai needs CrewAI: pip install 'approval-guard[crewai]'",
     ] == done.stdout.splitlines()
+
+
+def test_the_core_pulls_in_no_agent_framework() -> None:
+    """Without Pydantic AI or LangChain, the guard works and imports neither."""
+    done = _run(
+        BLOCK_FRAMEWORKS
+        + """
+import approval_guard as ag
+guard = ag.Guard(base_url="http://127.0.0.1:9", credential="x" * 30)
+@guard.requires_approval(timeout="30s", when=lambda args: False)
+def tool(x: int) -> int:
+    return x * 2
+assert tool(21) == 42
+print(sorted(m for m in sys.modules if m.split(".")[0] in FRAMEWORKS) or "ok")
+"""
+    )
+    assert "ok" == done.stdout.strip(), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("module", "extra"),
+    [("approval_guard.pydantic_ai", "pydantic-ai"), ("approval_guard.langchain", "langchain")],
+)
+def test_an_integration_without_its_framework_says_what_to_install(module: str, extra: str) -> None:
+    """Importing an integration whose framework is missing names the extra to install."""
+    done = _run(
+        BLOCK_FRAMEWORKS
+        + f"""
+try:
+    import {module}
+except ModuleNotFoundError as exc:
+    print(exc)
+"""
+    )
+    assert f"pip install 'approval-guard[{extra}]'" in done.stdout, done.stderr
 
 
 def test_the_core_and_the_command_line_import_no_mcp() -> None:

@@ -24,9 +24,15 @@ ENTRY_POINTS = {
     "pytest_plugin.py",
 }
 LONGEST_MODULE = 420
-#: Public top-level packages that integrate a framework: they may import the core
-#: (and, lazily, their framework); the core never imports them.
-INTEGRATIONS = ("approval_guard.claude", "approval_guard.adk", "approval_guard.crewai")
+#: Public packages that plug the guard into an agent framework: each imports its
+#: framework and the core; the core never imports them.
+INTEGRATIONS = (
+    "approval_guard.adk",
+    "approval_guard.claude",
+    "approval_guard.crewai",
+    "approval_guard.langchain",
+    "approval_guard.pydantic_ai",
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -178,3 +184,12 @@ def test_an_integration_imports_no_other_integration(package: str) -> None:
         if name.startswith(package)
     }
     assert {} == {name: mods for name, mods in offending.items() if mods}
+
+
+@pytest.mark.parametrize("package", INTEGRATIONS)
+def test_an_integration_is_a_package_with_private_modules(package: str) -> None:
+    """Each integration is approval_guard/<name>/: a thin __init__.py and private modules."""
+    folder = PACKAGE / package.rpartition(".")[2]
+    assert (folder / "__init__.py").is_file()
+    public = sorted(p.name for p in folder.glob("*.py") if not p.name.startswith("_"))
+    assert [] == public

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 import pytest
@@ -14,6 +15,7 @@ import approval_guard.mcp_proxy
 import approval_guard.provider
 import approval_guard.provider.email
 import approval_guard.testing
+from tests.support.frameworks import require_framework
 
 PINNED = [
     (approval_guard.claude, ["can_use_tool", "not_run_result"]),
@@ -81,6 +83,28 @@ def test_every_public_name_is_there(module: ModuleType, names: list[str]) -> Non
     """Each name in __all__ can be imported from the module."""
     missing = [name for name in module.__all__ if not hasattr(module, name)]
     assert [] == missing
+
+
+#: The integrations' surfaces: (module, the framework it needs, its __all__).
+INTEGRATIONS = [
+    (
+        "approval_guard.pydantic_ai",
+        "pydantic_ai",
+        ["GuardedToolset", "as_model_retry", "guarded", "resolve_deferred"],
+    ),
+    ("approval_guard.langchain", "langchain", ["EDIT_NOTICE", "ApprovalMiddleware", "Review"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "framework", "expected"), INTEGRATIONS, ids=[name for name, *_ in INTEGRATIONS]
+)
+def test_an_integration_surface_is_pinned(name: str, framework: str, expected: list[str]) -> None:
+    """An integration's __all__ changes only on purpose, and every name in it is there."""
+    require_framework(framework)
+    module = importlib.import_module(name)
+    assert expected == module.__all__
+    assert [] == [item for item in module.__all__ if not hasattr(module, item)]
 
 
 def test_the_package_surface_is_pinned() -> None:

@@ -71,6 +71,15 @@ def apply_edit(call: CallState, request: ApprovalRequest) -> NotRun | Edit | Non
             return refuse(f"the new value of {name!r} does not convert to its parameter's type")
         except Exception as exc:  # a converter must never make the call raise
             return refuse(f"converting the new value of {name!r} failed ({type(exc).__name__})")
+    if plan.check_edit is not None:
+        # The tool's own check of the whole edited call (a framework's schema), before
+        # the claim: what it refuses never runs.
+        try:
+            values = dict(plan.check_edit(values))
+        except EditError as exc:
+            return refuse(f"the tool's own argument check refused it: {exc}")
+        except Exception as exc:  # the message may quote values: only the type is shown
+            return refuse(f"the tool's own argument check refused it ({type(exc).__name__})")
     edit = Edit(changed=tuple(sorted(changed)), values=values, after=dict(approved))
     log.warning(
         "%s (%s) runs with a reviewer's edit: %s",

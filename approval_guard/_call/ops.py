@@ -121,6 +121,9 @@ class CallPlan:
     #: Names sent as editable (API 1.1), and how each edited JSON value becomes the tool's.
     editable: tuple[str, ...] = ()
     converters: Mapping[str, Callable[[Any], Any]] = attrs.field(factory=dict)
+    #: The tool's own check of an edited call: given the converted edits, the values
+    #: the tool gets (raising refuses the edit). None: the converters are the check.
+    check_edit: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None
     #: Some value was sent as a redaction marker.
     redacted: bool = False
     #: The tool's own next-step sentences (``messages=``), by reason.

@@ -157,6 +157,7 @@ def plan_call(
         current_arguments=current if mutable else None,
         editable=editable,
         converters=spec.converters,
+        check_edit=spec.check_edit,
         redacted=how is not None,
         messages=spec.messages,
         requested_by=requested_by,

@@ -43,6 +43,8 @@ INJECTED_TYPES: frozenset[tuple[str, str]] = frozenset(
         # injected ToolRuntime.
         ("langchain_core.tools.base", "InjectedToolArg"),
         ("langchain_core.tools.base", "_DirectlyInjectedToolArg"),
+        # Pydantic AI: the run context a tool made with @agent.tool takes first.
+        ("pydantic_ai._run_context", "RunContext"),
         # MCP Python SDK: MCPServer's Context (2.x) and FastMCP's (1.x).
         ("mcp.server.mcpserver.context", "Context"),
         ("mcp.server.fastmcp.server", "Context"),

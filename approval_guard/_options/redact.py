@@ -20,7 +20,6 @@ import copy
 import functools
 import hashlib
 import hmac
-import inspect
 import secrets
 from collections.abc import Callable, Collection
 from typing import Any
@@ -52,9 +51,13 @@ def check_key(key: object) -> bytes:
 
 
 def check_redact(
-    redact: object, signature: inspect.Signature, exclude: Collection[str], tool: str
+    redact: object, parameters: Collection[str], exclude: Collection[str], tool: str
 ) -> Paths | RedactFn | None:
-    """``redact`` checked at decoration: paths that start at a sent parameter, or a callable."""
+    """``redact`` checked at decoration: paths that start at a sent parameter, or a callable.
+
+    ``parameters``: the tool's parameter names (a signature's ``parameters``, or
+    the argument names a framework's schema declares).
+    """
     if redact is None:
         return None
     if callable(redact):
@@ -76,7 +79,7 @@ def check_redact(
                 f"redact paths must be names joined by dots, like 'card.number', not {item!r}"
             )
         parts = tuple(item.split("."))
-        if parts[0] not in signature.parameters:
+        if parts[0] not in parameters:
             raise ConfigurationError(
                 f"redact names {item!r}, but {tool} has no parameter {parts[0]!r}"
             )

@@ -23,7 +23,6 @@ type no edit can be converted to) raises ConfigurationError here.
 from __future__ import annotations
 
 import inspect
-import types
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -107,7 +106,7 @@ def schema_spec(
     # Redaction paths start at a property: checked against a stand-in signature of them.
     redaction = None
     if redact is not None:
-        redaction = check_redact(tuple(redact), _names_signature(properties), (), name)
+        redaction = check_redact(tuple(redact), tuple(properties), (), name)
     both = sorted(set(names) & redacted_names(redaction))
     if both:
         raise ConfigurationError(
@@ -216,9 +215,3 @@ def _enum(values: Any, typed: Inner | None) -> Inner:
         return found[0] if typed is None else typed(found[0], path)
 
     return convert
-
-
-def _names_signature(properties: Mapping[str, Any]) -> Any:
-    """A stand-in signature whose ``parameters`` are the property names (any string, unlike
-    Python's parameter names), for the redaction check."""
-    return types.SimpleNamespace(parameters=dict.fromkeys(properties))

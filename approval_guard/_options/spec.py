@@ -104,6 +104,8 @@ class ToolSpec:
     redact: Paths | RedactFn | None = None
     editable: tuple[str, ...] = ()
     converters: Mapping[str, Converter] = attrs.field(factory=dict)
+    #: A framework's check of a whole edited call (see ``CallPlan.check_edit``).
+    check_edit: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None
     on_event: OnEvent | None = None
     messages: Mapping[Reason, str] = attrs.field(factory=dict)
     #: Called as ``fn(**arguments)`` with the arguments as sent, any names (a tool known only
@@ -156,7 +158,7 @@ def make_spec(
     # Parameters a framework fills in (a run context, a config) are never the
     # model's arguments: recognised by type, they are left out like `exclude`.
     left_out = frozenset(exclude) | injected_parameters(fn, signature)
-    redaction = check_redact(redact, signature, left_out, name)
+    redaction = check_redact(redact, signature.parameters, left_out, name)
     if isinstance(editable, str):
         raise ConfigurationError("editable must be a collection of parameter names, not a string")
     try:

@@ -28,6 +28,11 @@ CASES = {
     "claude_agent.py": ("claude_agent_sdk", "approved: refunded 4900 of payment_123 (the CLI "),
     "adk_agent.py": ("google.adk", "approved: refunded 4900 of payment_123 for support_bot"),
     "crewai_tool.py": ("crewai", "approved: refunded 4900 of payment_123"),
+    "pydantic_ai_agent.py": (
+        "pydantic_ai",
+        "approved: refunded 4900 of payment_123 for support-bot",
+    ),
+    "langchain_agent.py": ("langchain", "approved: refunded 4900 of payment_123 for support-bot"),
 }
 
 
