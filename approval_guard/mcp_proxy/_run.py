@@ -104,7 +104,16 @@ async def _serve_stdio(server: Any) -> None:
 
 async def _serve_http(server: Any, host: str, port: int) -> None:
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    app = server.streamable_http_app(host=host)
+    # DNS-rebinding protection on whatever loopback address is served (mcp turns it on by
+    # itself only for three spellings: 127.0.0.2 or ::ffff:127.0.0.1 would go unchecked).
+    names = ["127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in dict.fromkeys(names)],
+        allowed_origins=[f"http://{name}:*" for name in dict.fromkeys(names)],
+    )
+    app = server.streamable_http_app(host=host, transport_security=security)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()
