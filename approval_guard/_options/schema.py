@@ -57,7 +57,7 @@ _TYPES: dict[str, Inner] = {
 
 _SUPPORTED = (
     'a "type" of integer, number, string, boolean, array (of one item schema) or object, '
-    'optionally with null, or an "enum" of JSON values'
+    'optionally with null, or an "enum" of JSON values; no "$ref", "allOf", "not" or "if"'
 )
 
 
@@ -161,8 +161,16 @@ def schema_converter(name: str, schema: Any) -> Converter:
     return entry(name, inner)
 
 
+#: Keywords that narrow or replace what a "type" says, which no converter here reads: a
+#: schema holding one is refused rather than converted by its "type" alone.
+_UNREAD = frozenset(
+    {"$ref", "$dynamicRef", "$recursiveRef", "allOf", "not", "if", "then", "else"}
+    | {"dependentSchemas", "unevaluatedProperties", "unevaluatedItems"}
+)
+
+
 def _build(schema: Any) -> Inner:
-    if not isinstance(schema, Mapping):
+    if not isinstance(schema, Mapping) or not _UNREAD.isdisjoint(schema):
         raise _Unsupported()
     if "enum" in schema:
         return _enum(schema["enum"], _typed(schema) if "type" in schema else None)

@@ -19,17 +19,12 @@ from typing import TYPE_CHECKING, Any
 from approval_guard.exceptions import ConfigurationError
 from approval_guard.mcp_proxy._guarded import GuardedTools
 from approval_guard.mcp_proxy._rules import ProxyRules
-from approval_guard.mcp_proxy._server import build_server, forward_call, tool_schemas
+from approval_guard.mcp_proxy._server import all_tools, build_server, forward_call
 
 if TYPE_CHECKING:
-    from mcp import ClientSession
-
     from approval_guard._guard import Guard
 
 log = logging.getLogger("approval_guard")
-
-#: The most ``tools/list`` pages read at start (a server that pages forever is refused).
-MAX_PAGES = 100
 
 
 def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -88,7 +83,7 @@ async def _serve(
         guarded = GuardedTools(
             guard, rules, lambda tool, arguments: forward_call(child, tool, arguments)
         )
-        schemas = await _all_tools(child)
+        schemas = await all_tools(child)
         rules.check_tools(schemas)
         guarded.learn(schemas)
         for name in sorted(schemas):
@@ -100,21 +95,6 @@ async def _serve(
             await _serve_http(server, *listen)
 
 
-async def _all_tools(child: ClientSession) -> dict[str, dict[str, Any]]:
-    from mcp import types
-
-    schemas: dict[str, dict[str, Any]] = {}
-    cursor = None
-    for _ in range(MAX_PAGES):
-        params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
-        listing = await child.list_tools(params=params)
-        schemas.update(tool_schemas(listing))
-        cursor = listing.next_cursor
-        if cursor is None:
-            return schemas
-    raise ConfigurationError(f"the MCP server lists its tools in more than {MAX_PAGES} pages")
-
-
 async def _serve_stdio(server: Any) -> None:
     from mcp.server.stdio import stdio_server
 
@@ -124,7 +104,16 @@ async def _serve_stdio(server: Any) -> None:
 
 async def _serve_http(server: Any, host: str, port: int) -> None:
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    app = server.streamable_http_app(host=host)
+    # DNS-rebinding protection on whatever loopback address is served (mcp turns it on by
+    # itself only for three spellings: 127.0.0.2 or ::ffff:127.0.0.1 would go unchecked).
+    names = ["127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in dict.fromkeys(names)],
+        allowed_origins=[f"http://{name}:*" for name in dict.fromkeys(names)],
+    )
+    app = server.streamable_http_app(host=host, transport_security=security)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()

@@ -7,13 +7,21 @@ schemas, annotations), ``tools/call`` of an unguarded tool straight through
 (its progress relayed), of a guarded tool through :class:`GuardedTools`. Only
 what the child's capabilities offer is offered; requests are relayed, the
 child's own notifications (list changes, logs) are not.
+
+A call is passed on only under a name the child lists exactly (its list read
+again once, if the name is new): a server that looks names up loosely would
+otherwise run ``DELETE_FILE``, ``delete_file `` or a homoglyph of a guarded
+tool without the rules (redaction, editable arguments) of the tool it runs,
+or unguarded altogether.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from approval_guard.mcp_proxy._guarded import GuardedTools
+from approval_guard._options.converters import clip
+from approval_guard.exceptions import ConfigurationError
+from approval_guard.mcp_proxy._guarded import GuardedTools, error_result
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -22,9 +30,39 @@ if TYPE_CHECKING:
     from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult
 
 
+#: The most ``tools/list`` pages read at once (a server that pages forever is refused).
+MAX_PAGES = 100
+
+
 def tool_schemas(listing: ListToolsResult) -> dict[str, dict[str, Any]]:
     """Each listed tool's ``inputSchema`` by name."""
     return {tool.name: dict(tool.input_schema) for tool in listing.tools}
+
+
+async def all_tools(child: ClientSession) -> dict[str, dict[str, Any]]:
+    """Every tool the child lists (all pages): its ``inputSchema`` by name."""
+    from mcp import types
+
+    schemas: dict[str, dict[str, Any]] = {}
+    cursor = None
+    for _ in range(MAX_PAGES):
+        params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+        listing = await child.list_tools(params=params)
+        schemas.update(tool_schemas(listing))
+        cursor = listing.next_cursor
+        if cursor is None:
+            return schemas
+    raise ConfigurationError(f"the MCP server lists its tools in more than {MAX_PAGES} pages")
+
+
+async def listed(child: ClientSession, guarded: GuardedTools, name: str) -> bool:
+    """Whether the child lists a tool named exactly ``name`` (asked again if it is new)."""
+    if not guarded.knows(name):
+        try:
+            guarded.learn(await all_tools(child))
+        except Exception:
+            return False  # the child cannot say: the call is not passed on
+    return guarded.knows(name)
 
 
 def build_server(child: ClientSession, guarded: GuardedTools) -> Server[Any]:
@@ -50,6 +88,11 @@ def build_server(child: ClientSession, guarded: GuardedTools) -> Server[Any]:
         async def report(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
+        if not await listed(child, guarded, name):
+            return error_result(
+                f"The server does not list a tool named {clip(repr(name), 80)}, so the proxy did "
+                "not pass the call on and no tool ran."
+            )
         if guarded.rules.guards(name):
             return await guarded.call(name, arguments, report)
         return await child.send_request(

@@ -208,3 +208,31 @@ def test_an_editable_argument_the_call_leaves_out_is_not_offered(
     [request] = provider.requests()
     assert ["text"] == list(request.editable or ())
     assert [{"tool": "write_note", "arguments": arguments}] == recorded(record)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        pytest.param("DELETE_NOTE", id="case"),
+        pytest.param("delete_note ", id="trailing-space"),
+        pytest.param("\uff44elete_note", id="fullwidth"),
+        pytest.param("delete_not\u0435", id="cyrillic-e"),
+    ],
+)
+def test_a_name_the_server_does_not_list_is_never_passed_on_nor_shown(
+    provider: LocalProvider, record: Path, variant: str
+) -> None:
+    """A variant of a listed name (a loose server would run it): no request, never relayed."""
+    provider.policy = approve_after(0.1)
+    arguments = {"name": "groceries", "token": "s3cret-value"}
+    flags = ["--guard", "delete_note", "--redact", "delete_note:token"]
+
+    async def call() -> Any:
+        async with proxied(provider, flags, [*RECORDER, str(record)]) as client:
+            return await client.call_tool(variant, arguments)
+
+    result = anyio.run(call)
+    assert result.is_error
+    assert f"does not list a tool named {variant!r}" in text_of(result), text_of(result)
+    assert [] == provider.requests()  # nothing sent: the secret never reaches a reviewer
+    assert [] == recorded(record)

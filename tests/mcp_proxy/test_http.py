@@ -7,6 +7,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,12 @@ from tests.support.mcp_proxy import RECORDER, proxy_command, proxy_env, recorded
 from tests.support.paths import REPO  # noqa: E402
 
 
-@pytest.fixture
-def http_proxy(provider: LocalProvider, record: Path) -> Iterator[str]:
-    """The proxy serving streamable HTTP on a free port before the recording server: its URL."""
+@contextmanager
+def _listening(provider: LocalProvider, record: Path, host: str) -> Iterator[str]:
+    """The proxy serving streamable HTTP on ``host`` and a free port: its URL."""
     port = free_port()
     command = proxy_command(
-        ["--guard", "write_*", "--listen", f"127.0.0.1:{port}"], [*RECORDER, str(record)]
+        ["--guard", "write_*", "--listen", f"{host}:{port}"], [*RECORDER, str(record)]
     )
     process = subprocess.Popen(
         command,
@@ -45,16 +46,23 @@ def http_proxy(provider: LocalProvider, record: Path) -> Iterator[str]:
         while True:
             assert process.poll() is None, process.communicate()
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                socket.create_connection((host, port), timeout=1).close()
                 break
             except OSError:
                 assert time.monotonic() < deadline, "the proxy never listened"
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://{host}:{port}/mcp"
     finally:
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
         assert 0 == process.returncode, err
+
+
+@pytest.fixture
+def http_proxy(provider: LocalProvider, record: Path) -> Iterator[str]:
+    """The proxy serving streamable HTTP on 127.0.0.1 before the recording server: its URL."""
+    with _listening(provider, record, "127.0.0.1") as url:
+        yield url
 
 
 def _session_calls(url: str, *calls: tuple[str, dict[str, Any]]) -> tuple[list[str], list[Any]]:
@@ -93,3 +101,30 @@ def test_the_http_proxy_says_why_a_denied_call_did_not_run(
     assert result.is_error
     assert text_of(result).startswith("A person denied this call to write_note: no.")
     assert [] == recorded(record)
+
+
+_INITIALIZE = (
+    b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": '
+    b'"2025-06-18", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}}'
+)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
+def test_a_request_for_another_host_name_is_refused_on_any_loopback_address(
+    provider: LocalProvider, record: Path, host: str
+) -> None:
+    """DNS rebinding: a Host header that is not the loopback address is 421, on 127.0.0.2 too."""
+    with _listening(provider, record, host) as url:
+        port = int(url.split(":")[2].split("/")[0])
+        answers = {}
+        for name in (f"{host}:{port}", f"evil.example:{port}"):
+            with socket.create_connection((host, port), timeout=10) as conn:
+                conn.sendall(
+                    b"POST /mcp HTTP/1.1\r\nHost: " + name.encode() + b"\r\n"
+                    b"Content-Type: application/json\r\n"
+                    b"Accept: application/json, text/event-stream\r\n"
+                    b"Content-Length: " + str(len(_INITIALIZE)).encode() + b"\r\n"
+                    b"Connection: close\r\n\r\n" + _INITIALIZE
+                )
+                answers[name] = conn.recv(64).split(b" ")[1]
+    assert [b"200", b"421"] == list(answers.values())

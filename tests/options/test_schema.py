@@ -153,3 +153,20 @@ def test_a_guarded_schema_call_sends_the_arguments_as_they_are(provider: LocalPr
         request.arguments,
         list(request.editable or ()),
     )
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "$ref": "#/$defs/Mode"},
+        {"type": "integer", "allOf": [{"$ref": "#/$defs/Small"}]},
+        {"type": "string", "not": {"const": "/"}},
+        {"type": ["string", "null"], "if": {"type": "string"}, "then": {"minLength": 1}},
+        {"type": "array", "items": {"type": "string", "$ref": "#/$defs/Name"}},
+        {"anyOf": [{"type": "integer", "$ref": "#/$defs/Small"}, {"type": "null"}]},
+    ],
+)
+def test_a_type_beside_a_reference_or_combinator_is_refused(schema: Any) -> None:
+    """A type next to $ref, allOf, not or if says less than the schema: editable is refused."""
+    with pytest.raises(ConfigurationError, match="which an edit cannot be converted to"):
+        schema_converter("arg", schema)
