@@ -79,7 +79,7 @@ def _payload(body: bytes) -> dict[str, Any]:
     try:
         form = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
         payload = json.loads(form["payload"][0])
-    except (UnicodeDecodeError, ValueError, KeyError, IndexError):
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError, RecursionError):
         raise bad(
             "expected a form with a 'payload' field holding JSON (Slack's interaction)"
         ) from None
@@ -172,7 +172,7 @@ async def _submitted(
     callback = view.get("callback_id")
     try:
         meta = json.loads(view.get("private_metadata") or "")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         meta = None
     if callback not in (DENY, EDIT) or not isinstance(meta, dict):
         return _ack()
