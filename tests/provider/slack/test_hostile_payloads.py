@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import time
 from urllib.parse import urlencode
 
+import requests
+
+from approval_guard.provider.slack.blocks import APPROVE
 from tests.provider.slack.conftest import SlackTeam
-from tests.support.slack_clicks import post
+from tests.support.fake_slack import SIGNING_SECRET
+from tests.support.slack_clicks import block_action, form, post
 
 
 def test_a_deeply_nested_payload_is_400_never_500(team: SlackTeam) -> None:
@@ -31,3 +38,26 @@ def test_a_view_with_deeply_nested_metadata_is_acknowledged_and_records_nothing(
     answer = post(team.url, body=body)
     assert 200 == answer.status_code
     assert "pending" == team.get(made["id"])["status"]
+
+
+def test_timestamp_headers_that_are_not_a_recent_number_are_401_and_record_nothing(
+    team: SlackTeam,
+) -> None:
+    """A timestamp non-numeric, negative, huge, fractional or far off is 401, signed or not."""
+    made = team.new()
+    body = form(block_action("U0ALICE", APPROVE, made["id"]))
+    now = int(time.time())
+    for stamp in ("soon", "-1", f"-{now}", "9" * 40, f"{now}0", f"{now}.5", "0"):
+        base = b"v0:" + stamp.encode() + b":" + body
+        mac = hmac.new(SIGNING_SECRET.encode(), base, hashlib.sha256).hexdigest()
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": "v0=" + mac,
+        }
+        answer = requests.post(
+            f"{team.url}/slack/interactions", data=body, headers=headers, timeout=10
+        )
+        assert 401 == answer.status_code, stamp
+    assert "pending" == team.get(made["id"])["status"]
+    assert [] == team.decisions(made["id"])
