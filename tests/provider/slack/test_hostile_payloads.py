@@ -10,10 +10,10 @@ from urllib.parse import urlencode
 
 import requests
 
-from approval_guard.provider.slack.blocks import APPROVE
+from approval_guard.provider.slack.blocks import APPROVE, EDIT
 from tests.provider.slack.conftest import SlackTeam
 from tests.support.fake_slack import SIGNING_SECRET
-from tests.support.slack_clicks import block_action, form, post
+from tests.support.slack_clicks import block_action, form, post, view_submission
 
 
 def test_a_deeply_nested_payload_is_400_never_500(team: SlackTeam) -> None:
@@ -59,5 +59,19 @@ def test_timestamp_headers_that_are_not_a_recent_number_are_401_and_record_nothi
             f"{team.url}/slack/interactions", data=body, headers=headers, timeout=10
         )
         assert 401 == answer.status_code, stamp
+    assert "pending" == team.get(made["id"])["status"]
+    assert [] == team.decisions(made["id"])
+
+
+def test_an_edit_longer_than_the_input_allows_is_refused_never_cut(team: SlackTeam) -> None:
+    """A value past the modal's 3,000 characters is an error in the modal, never approved cut."""
+    made = team.new(editable=["amount"])
+    before = len(team.slack.of("views.open"))
+    post(team.url, block_action("U0ALICE", EDIT, made["id"]))
+    view = team.slack.wait_calls("views.open", before + 1)[-1].body["view"]
+    answer = post(team.url, view_submission("U0ALICE", view, {"arg0": "7" * 3001}))
+    body = answer.json()
+    assert "errors" == body["response_action"]
+    assert "3000" in body["errors"]["arg0"].replace(",", "")
     assert "pending" == team.get(made["id"])["status"]
     assert [] == team.decisions(made["id"])
