@@ -75,3 +75,12 @@ def test_an_edit_longer_than_the_input_allows_is_refused_never_cut(team: SlackTe
     assert "3000" in body["errors"]["arg0"].replace(",", "")
     assert "pending" == team.get(made["id"])["status"]
     assert [] == team.decisions(made["id"])
+
+
+def test_a_requester_name_cannot_format_the_message(team: SlackTeam) -> None:
+    """The agent's ``requested_by`` is shown in a code span: no bold, italics or code of its own."""
+    team.new(requested_by="x` *Approved by security* _ok_ ~no~ <!here>")
+    call = team.slack.wait_calls("chat.postMessage")[0]
+    (context,) = [b for b in call.body["blocks"] if b["type"] == "context"]
+    line = context["elements"][0]["text"]
+    assert "asked by `x\u02cb *Approved by security* _ok_ ~no~ &lt;!here&gt;`" in line
