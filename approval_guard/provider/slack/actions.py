@@ -19,7 +19,7 @@ from approval_guard._codec.exact_json import InvalidJSON
 from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, EXPIRED, PENDING
 from approval_guard.provider.rules.checks import refusal
 from approval_guard.provider.rules.config import Rules
-from approval_guard.provider.slack.blocks import approvals_line, may_edit, text, when
+from approval_guard.provider.slack.blocks import MAX_INPUT, approvals_line, may_edit, text, when
 from approval_guard.provider.store.checks import with_edits
 from approval_guard.provider.store.models import (
     AlreadyApproved,
@@ -158,6 +158,10 @@ def parse_edits(
     for index, name in enumerate(request.editable):
         typed = values.get(f"arg{index}")
         if typed is None or not typed.strip():
+            continue
+        if len(typed) > MAX_INPUT:
+            # Never cut: a cut value may still parse, as a value nobody typed.
+            errors[f"arg{index}"] = f"at most {MAX_INPUT} characters"
             continue
         try:
             with_edits(request, {name: typed})

@@ -123,7 +123,7 @@ def _outcome(request: StoredRequest, cancel_reason: str | None) -> str:
         return f"This request is no longer pending: it expired at {when(request.deadline_at)}."
     if request.status == CANCELLED and request.cancelled_at is not None:
         line = f"This request is no longer pending: it was cancelled {when(request.cancelled_at)}."
-        return line + (f"\n>{text(cancel_reason[:MAX_VALUE])}" if cancel_reason else "")
+        return line + (f"\n>{code(cancel_reason)}" if cancel_reason else "")  # the agent's
     return f"This request is {text(request.status)}."
 
 
@@ -152,7 +152,7 @@ def message(
     )
     context = []
     if request.requested_by:
-        context.append(f"asked by {text(request.requested_by)}")
+        context.append(f"asked by {code(request.requested_by, 200)}")  # the agent wrote it
     if request.status == PENDING:
         left = format_time_left((request.deadline_at - now).total_seconds())
         context += [f"{left} (until {when(request.deadline_at)})", text(who)]

@@ -79,7 +79,7 @@ def _payload(body: bytes) -> dict[str, Any]:
     try:
         form = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
         payload = json.loads(form["payload"][0])
-    except (UnicodeDecodeError, ValueError, KeyError, IndexError):
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError, RecursionError):
         raise bad(
             "expected a form with a 'payload' field holding JSON (Slack's interaction)"
         ) from None
@@ -150,7 +150,7 @@ async def _clicked(
 
 
 def _inputs(view: dict[str, Any]) -> dict[str, str]:
-    """A submitted view's inputs: block id -> the text typed (one input per block)."""
+    """A submitted view's inputs: block id -> the text typed (one input per block), uncut."""
     state = view.get("state")
     values = state.get("values") if isinstance(state, dict) else None
     out: dict[str, str] = {}
@@ -161,7 +161,7 @@ def _inputs(view: dict[str, Any]) -> dict[str, str]:
             continue
         for element in elements.values():
             if isinstance(element, dict) and isinstance(element.get("value"), str):
-                out[str(block_id)] = element["value"][:MAX_INPUT]
+                out[str(block_id)] = element["value"]
     return out
 
 
@@ -172,7 +172,7 @@ async def _submitted(
     callback = view.get("callback_id")
     try:
         meta = json.loads(view.get("private_metadata") or "")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         meta = None
     if callback not in (DENY, EDIT) or not isinstance(meta, dict):
         return _ack()
@@ -180,9 +180,9 @@ async def _submitted(
     if request_id is None:
         return _ack()
     values = _inputs(view)
-    note = (values.get("note") or "").strip() or None
+    note = (values.get("note") or "")[:MAX_INPUT].strip() or None
     if callback == DENY:
-        reason = (values.get("reason") or "").strip()
+        reason = (values.get("reason") or "")[:MAX_INPUT].strip()
         if not reason:
             return _ack(
                 {

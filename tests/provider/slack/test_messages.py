@@ -46,7 +46,7 @@ def test_a_new_request_posts_a_block_kit_message(team: SlackTeam) -> None:
         "`payment_id`",
         '`\\"payment_123\\"`',
         "`4900`",
-        "asked by frank",
+        "asked by `frank`",
     ):
         assert part in text
     assert "2 approvals from: payments" in text
