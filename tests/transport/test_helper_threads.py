@@ -36,11 +36,18 @@ def test_functions_given_at_once_all_run_at_once() -> None:
 def test_a_helper_hands_back_the_exception_and_runs_on_done() -> None:
     """The function's exception is the caller's; ``on_done`` runs after the outcome is set."""
     seen: list[bool] = []
+    go = threading.Event()  # the helper waits until ``outcome`` is bound here
+
+    def fail() -> float:
+        go.wait(10)
+        return 1 / 0
+
     outcome = threads.start(
-        lambda: 1 / 0,
+        fail,
         name="approval_guard-test",
         on_done=lambda: seen.append(outcome.done.is_set()),
     )
+    go.set()
     assert outcome.done.wait(10)
     try:
         outcome.result()
