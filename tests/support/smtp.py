@@ -204,3 +204,57 @@ def _tls_contexts(where: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     server.load_cert_chain(cert_file, key_file)
     client = ssl.create_default_context(cafile=str(cert_file))
     return server, client
+
+
+class SlowGreeting:
+    """A hand-rolled SMTP server that accepts a connection but greets only once told to.
+
+    It stands for an SMTP server coming back from an outage while a mail is on its way:
+    ``greet`` lets every held connection go on; ``mail_from`` counts the mails that
+    reached ``MAIL FROM`` (a sender that gave up says ``QUIT`` instead).
+    """
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(8)
+        self.port: int = self._sock.getsockname()[1]
+        self.url = f"smtp://127.0.0.1:{self.port}"
+        self.connected = threading.Event()
+        self._greet = threading.Event()
+        self.mail_from = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def greet(self) -> None:
+        self._greet.set()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as lines:
+            self.connected.set()
+            self._greet.wait(30)
+            conn.sendall(b"220 slow.example ESMTP\r\n")
+            for line in lines:
+                verb = line[:4].upper()
+                if verb in (b"EHLO", b"HELO"):
+                    conn.sendall(b"250 slow.example\r\n")
+                elif verb == b"MAIL":
+                    self.mail_from += 1
+                    conn.sendall(b"250 ok\r\n")
+                elif verb == b"QUIT":
+                    conn.sendall(b"221 bye\r\n")
+                    return
+                else:
+                    conn.sendall(b"250 ok\r\n")
+
+    def close(self) -> None:
+        self._greet.set()
+        self._sock.close()

@@ -132,14 +132,13 @@ class Mailer:
     def _message(self, item: MailItem) -> tuple[EmailMessage | None, str | None]:
         """``(message, None)`` to send, or ``(None, why)`` when this mail must not go."""
         store = self.store
+        why = self._why_not(item)
+        if why is not None:
+            return None, why
         request = store.get_request(item.request_id)
-        if request is None or not request.is_pending:
-            return None, "the request was no longer pending"
         reviewer = store.credential(item.reviewer_id)
-        if reviewer is None or reviewer.revoked_at is not None:
-            return None, "the reviewer was removed"
-        if store.reviewer_emails().get(reviewer.id) != item.address:
-            return None, "the reviewer's address changed"
+        if request is None or reviewer is None:  # gone since the look just taken
+            return None, "the request was no longer pending"
         secret = store.email_link_secret()
         urls = {}
         for action in (APPROVE, DENY):
@@ -166,17 +165,40 @@ class Mailer:
         )
         return message, None
 
+    def _why_not(self, item: MailItem) -> str | None:
+        """Why this mail must not go now, or None: asked as it is made, and just before it goes."""
+        store = self.store
+        request = store.get_request(item.request_id)
+        if request is None or not request.is_pending:
+            return "the request was no longer pending"
+        reviewer = store.credential(item.reviewer_id)
+        if reviewer is None or reviewer.revoked_at is not None:
+            return "the reviewer was removed"
+        if store.reviewer_emails().get(reviewer.id) != item.address:
+            return "the reviewer's address changed"
+        return None
+
     def _attempt(self, item: MailItem) -> tuple[str, str]:
         """Make and send one mail (in a thread): ``(state, result)``."""
         message, why = self._message(item)
         if message is None:
             return MAIL_SKIPPED, f"not sent: {why}"
-        send(
+        late: list[str] = []
+
+        def still_wanted() -> bool:
+            # Connecting can take long (an SMTP outage ending): the request may be decided by now.
+            why = self._why_not(item)
+            late.extend([] if why is None else [why])
+            return why is None
+
+        if not send(
             self.settings.smtp,
             message,
             timeout=self.settings.timeout,
             tls_context=self.settings.tls_context,
-        )
+            still_wanted=still_wanted,
+        ):
+            return MAIL_SKIPPED, f"not sent: {late[0]}"
         return MAIL_SENT, "sent"
 
     async def _send(self, item: MailItem) -> None:

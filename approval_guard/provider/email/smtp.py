@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import smtplib
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -115,8 +115,13 @@ def send(
     *,
     timeout: float,
     tls_context: ssl.SSLContext | None = None,
-) -> None:
-    """Send one message (blocking: run it in a thread); ``smtplib``'s or ``OSError`` on failure."""
+    still_wanted: Callable[[], bool] | None = None,
+) -> bool:
+    """Send one message (blocking: run it in a thread); ``smtplib``'s or ``OSError`` on failure.
+
+    ``still_wanted`` is asked once connected, right before the message goes: False
+    (the request was decided meanwhile) sends nothing and returns False.
+    """
     context = tls_context or ssl.create_default_context()
     client: smtplib.SMTP
     if server.security == TLS:
@@ -128,7 +133,10 @@ def send(
             client.starttls(context=context)
         if server.username:
             client.login(server.username, server.password or "")
+        if still_wanted is not None and not still_wanted():
+            return False
         client.send_message(message)
+    return True
 
 
 def error_text(exc: BaseException, server: SmtpServer) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any, cast
 
 import pytest
 
@@ -11,7 +12,7 @@ from approval_guard.provider import StoreProtocol
 from approval_guard.provider.store.sql.mail import MAIL_PENDING, MailItem
 from tests.support.api import Api
 from tests.support.mail_team import Clock, mailing_server, start_mail_team
-from tests.support.smtp import Mailbox
+from tests.support.smtp import Mailbox, SlowGreeting
 
 Opener = Callable[[], StoreProtocol]
 
@@ -190,3 +191,22 @@ def test_a_mail_that_cannot_go_before_the_deadline_is_given_up(
     finally:
         server.close()
         box.close()
+
+
+def test_a_request_decided_while_its_mail_connects_is_not_mailed(
+    make_store: tuple[Opener, Clock],
+) -> None:
+    """Decided while the SMTP server is slow to greet: the mail is skipped right before it goes."""
+    open_, clock = make_store
+    slow = SlowGreeting()
+    team = start_mail_team(open_(), cast(Any, slow), clock, to=("alice@example.com",))
+    try:
+        created = team.instance.new(tool="issue_refund")
+        assert slow.connected.wait(15)
+        assert 200 == team.reviewer("bob").decide(created["id"], {"status": "approved"}).status_code
+        slow.greet()
+        (row,) = _settled(team.store, created["id"])
+        assert ("skipped", 0) == (row.state, slow.mail_from)
+    finally:
+        team.server.close()
+        slow.close()
