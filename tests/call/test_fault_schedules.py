@@ -854,6 +854,7 @@ def test_no_fault_schedule_breaks_the_call_rules(
     assert not violations, "\n".join(violations[:5])
 
 
+@pytest.mark.slow
 def test_at_least_a_third_of_the_schedules_use_an_approval(tally: Tally) -> None:
     """The draw is weighted so the path that runs the tool is exercised, not just refusals."""
     if tally.schedules == 0:
@@ -861,6 +862,7 @@ def test_at_least_a_third_of_the_schedules_use_an_approval(tally: Tally) -> None
     assert tally.outcomes["ran"] * 3 >= tally.schedules, dict(tally.outcomes)
 
 
+@pytest.mark.slow
 def test_the_draw_reaches_edits_skips_and_refused_edits(tally: Tally) -> None:
     """Some schedules run with an edit or without asking; both kinds of bad edit are tried."""
     if tally.schedules == 0:
