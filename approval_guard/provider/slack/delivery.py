@@ -11,7 +11,10 @@ late or repeated update never shows an older state.
 
 A failure is retried with the webhooks' backoff until 24 hours after the
 change; Slack's ``429`` is retried after its ``Retry-After`` seconds, and the
-task asks Slack nothing meanwhile. An update whose post has not happened yet
+task asks Slack nothing meanwhile. An error that no retry can mend (the
+message is gone, or Slack refuses its blocks) gives the row up at once; an
+error in the app's setup (a bad token, a channel the bot is not in) is retried,
+since the operator may fix it, and logged as an error naming the fix. An update whose post has not happened yet
 waits for it. Nothing here runs inside a request or a decision: a Slack outage
 only delays the messages.
 """
@@ -57,6 +60,31 @@ LEASE_SECONDS = 120.0
 IDLE_SECONDS = 5.0
 #: A row whose request has not been posted yet is looked at again this soon.
 WAIT_FOR_POST = 1.0
+#: Slack errors no retry can mend: the row is given up at once.
+PERMANENT = frozenset(
+    {
+        "cant_update_message",
+        "edit_window_closed",
+        "invalid_blocks",
+        "invalid_blocks_format",
+        "message_not_found",
+        "msg_too_long",
+        "no_text",
+        "too_many_attachments",
+    }
+)
+#: Slack errors in the app's setup, with what the operator should do about them.
+SETUP = {
+    "account_inactive": "the bot token's account is deactivated: install the app again",
+    "channel_not_found": "no such channel for this app: check --slack-channel (or the rule's)",
+    "invalid_auth": "Slack refuses the bot token: check --slack-bot-token",
+    "is_archived": "the channel is archived: unarchive it or choose another",
+    "missing_scope": "the app lacks a scope: add chat:write and reinstall it",
+    "not_authed": "no bot token reached Slack: check --slack-bot-token",
+    "not_in_channel": "the bot is not in the channel: invite it (/invite @app)",
+    "restricted_action": "the workspace does not let the bot post there",
+    "token_revoked": "the bot token was revoked: install the app again",
+}
 
 
 def slack_targets(settings: SlackSettings) -> list[str]:
@@ -210,7 +238,7 @@ class SlackDeliverer:
         next_at: datetime | None = None
         if answer.ok:
             state = DELIVERED
-        elif answer.error == "the request is gone":
+        elif answer.error == "the request is gone" or answer.error in PERMANENT:
             state = GIVEN_UP
         else:
             if answer.status == 429:
@@ -238,7 +266,16 @@ class SlackDeliverer:
         if not kept:
             logger.warning("Slack row %s: the lease ran out before it was settled", item.id)
             return
-        if state == PENDING_DELIVERY:
+        fix = SETUP.get(answer.error or "")
+        if fix is not None and state == PENDING_DELIVERY:
+            logger.error(
+                "Slack %s for %s refused (%s): %s; retrying",
+                item.event_type,
+                item.request_id,
+                answer.error,
+                fix,
+            )
+        elif state == PENDING_DELIVERY:
             logger.info(
                 "Slack %s for %s failed (%s); retrying",
                 item.event_type,

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from approval_guard.provider import ProviderServer
 from tests.provider.slack.conftest import SlackTeam, add_people, start
 from tests.support.api import Api
-from tests.support.fake_slack import FakeSlack
+from tests.support.fake_slack import TOKEN, FakeSlack
 from tests.support.slack_clicks import CHANNEL, block_action, post
 
 
@@ -188,3 +191,29 @@ def test_updates_after_a_restart_edit_the_message_posted_before(
     finally:
         again.close()
         server.close()
+
+
+def test_an_update_slack_can_never_accept_is_given_up_at_once(team: SlackTeam) -> None:
+    """``message_not_found`` on an update is not retried for a day: the row is given up."""
+    made = team.new()
+    team.slack.wait_calls("chat.postMessage")
+    team.slack.script.append((200, {"ok": False, "error": "message_not_found"}, {}))
+    team.reviewer("alice").decide(made["id"], {"status": "approved"})
+    assert team.slack.wait_for(
+        lambda _: any(row["action"] == "slack.given_up" for row in team.audit(made["id"]))
+    )
+    time.sleep(0.5)  # the backoff is 0.05 s: a retried row would call again by now
+    assert 1 == len(team.slack.of("chat.update"))
+
+
+def test_a_bot_outside_the_channel_is_retried_and_logged_with_the_fix(
+    team: SlackTeam, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``not_in_channel`` is a setup error: logged as an error saying what to do, then retried."""
+    team.slack.script.append((200, {"ok": False, "error": "not_in_channel"}, {}))
+    with caplog.at_level(logging.ERROR, logger="approval_guard.provider"):
+        team.new()
+        calls = team.slack.wait_calls("chat.postMessage", 2)
+    assert 2 == len(calls)
+    assert any("invite it" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
+    assert TOKEN not in caplog.text
