@@ -78,7 +78,7 @@ def _check(ctx: Context, request_id: str, token: object) -> tuple[Link, Credenti
     reviewer = store.credential(link.reviewer_id)
     if reviewer is None or reviewer.revoked_at is not None or not reviewer.is_reviewer:
         raise LinkRefused(403, "the reviewer this link was sent to is no longer a reviewer")
-    if store.reviewer_emails().get(reviewer.id) != link.address:
+    if store.reviewer_emails().get(reviewer.id) != link.address or store.mail_voided(link.mail_id):
         raise LinkRefused(403, "this link was sent to an address that is no longer the reviewer's")
     request = store.get_request(request_id)
     if request is None:

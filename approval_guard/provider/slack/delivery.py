@@ -14,9 +14,9 @@ change; Slack's ``429`` is retried after its ``Retry-After`` seconds, and the
 task asks Slack nothing meanwhile. An error that no retry can mend (the
 message is gone, or Slack refuses its blocks) gives the row up at once; an
 error in the app's setup (a bad token, a channel the bot is not in) is retried,
-since the operator may fix it, and logged as an error naming the fix. An update whose post has not happened yet
-waits for it. Nothing here runs inside a request or a decision: a Slack outage
-only delays the messages.
+since the operator may fix it, and logged as an error naming the fix. An
+update whose post has not happened yet waits for it. Nothing here runs inside
+a request or a decision: a Slack outage only delays the messages.
 """
 
 from __future__ import annotations

@@ -158,6 +158,26 @@ def test_a_link_to_an_address_the_reviewer_no_longer_has_decides_nothing(team: M
     assert [] == _decisions(team, created["id"])
 
 
+def test_changing_the_address_back_does_not_revive_the_old_mail(team: MailTeam) -> None:
+    """A -> B -> A: the mail sent to A before the change stays powerless; new mail to A works."""
+    created = team.instance.new(tool="issue_refund")
+    links = _links(team, created["id"])
+    assert team.store.set_reviewer_email("alice", "alice@new.example.com")
+    assert team.store.set_reviewer_email("alice", "alice@example.com")
+    refused = post_decision(team.server.url, created["id"], token_of(links["approve"]))
+    assert 403 == refused.status_code
+    assert "no longer the reviewer" in page_text(refused)
+    assert [] == _decisions(team, created["id"])
+    mail = team.store.list_mail(request_id=created["id"])
+    assert ["voided"] == [m.state for m in mail if m.address == "alice@example.com"]
+    assert all(m.state != "voided" for m in mail if m.address != "alice@example.com")
+    later = team.instance.new(tool="issue_refund")
+    fresh = _links(team, later["id"])
+    assert (
+        200 == post_decision(team.server.url, later["id"], token_of(fresh["approve"])).status_code
+    )
+
+
 def test_approving_your_own_request_by_email_is_refused_as_on_the_api(team: MailTeam) -> None:
     """alice asked: her approve link is 403 with the API's own reason, and nothing is recorded."""
     body = {

@@ -41,7 +41,10 @@ MAIL_SENT = "sent"
 #: Not sent, on purpose: the request was decided, or the reviewer removed, before it went.
 MAIL_SKIPPED = "skipped"
 MAIL_GIVEN_UP = "given_up"
-MAIL_STATES = (MAIL_PENDING, MAIL_SENT, MAIL_SKIPPED, MAIL_GIVEN_UP)
+#: The reviewer's address changed after it was queued: never sent, and its links decide nothing
+#: (even once the address is changed back).
+MAIL_VOIDED = "voided"
+MAIL_STATES = (MAIL_PENDING, MAIL_SENT, MAIL_SKIPPED, MAIL_GIVEN_UP, MAIL_VOIDED)
 _SECRET_KEY = "email_link_secret"
 
 
@@ -127,6 +130,18 @@ class MailMixin(SQLStoreBase):
             if row is None:
                 return False
             credential_id = row[0]
+            before = returned(
+                tx.execute(
+                    "SELECT address FROM reviewer_emails WHERE credential_id = ?", (credential_id,)
+                )
+            )
+            if before is not None and before[0] != checked:
+                # Mail already out to the old address keeps no power over this reviewer.
+                tx.execute(
+                    "UPDATE mail_outbox SET state = ?, lease_owner = NULL "
+                    "WHERE reviewer_id = ? AND state IN (?, ?)",
+                    (MAIL_VOIDED, credential_id, MAIL_PENDING, MAIL_SENT),
+                )
             if checked is not None:
                 taken = any(
                     one.address == checked and one.id != credential_id for one in _reviewers(tx)
@@ -172,6 +187,12 @@ class MailMixin(SQLStoreBase):
                 row = returned(tx.execute("SELECT value FROM meta WHERE key = ?", (_SECRET_KEY,)))
         self._link_secret = bytes.fromhex(row[0])
         return self._link_secret
+
+    def mail_voided(self, mail_id: str) -> bool:
+        """Whether mail ``mail_id`` was voided: its reviewer's address changed after it was made."""
+        with self._reading() as db:
+            row = db.execute("SELECT state FROM mail_outbox WHERE id = ?", (mail_id,)).fetchone()
+        return row is not None and row[0] == MAIL_VOIDED
 
     def link_used(self, link_id: str) -> bool:
         """True once a decision was recorded with this email link (see ``decide(use_once=)``)."""
