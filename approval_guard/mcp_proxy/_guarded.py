@@ -5,8 +5,10 @@ tool name is the request's tool (a spec from the tool's ``inputSchema``, see
 ``approval_guard/_options/schema.py``). The guard's own rules do the rest:
 expiry checked right before the call, the execution record, edits converted
 by the schema's types. Approved: the child's ``call_tool`` runs once, with the
-approved (possibly edited) arguments, and its result is relayed as it is. Not
-run: an ``isError`` result whose text is the NotRun's sentence.
+approved (possibly edited) arguments, and its result is relayed as it is (a
+child that dies or breaks off before answering gives an ``isError`` result
+saying the call was passed on and may have run). Not run: an ``isError``
+result whose text is the NotRun's sentence.
 
 The guarded call runs in a task of its own: MCP cancels a handler (on
 ``notifications/cancelled``) with an anyio cancel scope, which would cancel
@@ -23,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from approval_guard._call.outcome import NotRun
+from approval_guard._options.converters import clip
 from approval_guard._options.schema import schema_spec
 from approval_guard.exceptions import ArgumentSerializationError, ConfigurationError
 from approval_guard.mcp_proxy._progress import Report, Waiting, report_while_waiting
@@ -77,7 +80,15 @@ class GuardedTools:
         waiting = Waiting(tool)
 
         async def run(**approved: Any) -> CallToolResult:
-            return await self._forward(tool, approved)
+            try:
+                return await self._forward(tool, approved)
+            except Exception as exc:  # the child died or broke off: the call was passed on
+                log.error("mcp-proxy: %s failed after it was approved and passed on: %r", tool, exc)
+                return error_result(
+                    f"{tool} was approved and passed on to the MCP server, which failed before "
+                    f"it answered ({clip(str(exc) or type(exc).__name__, 120)}), so it may "
+                    "have run; the approval is used and will not run it again."
+                )
 
         # The tool's schema may be unknown (not listed): nothing is editable then. Only
         # arguments the call has can be edited: the request offers what it sends.

@@ -236,3 +236,17 @@ def test_a_name_the_server_does_not_list_is_never_passed_on_nor_shown(
     assert f"does not list a tool named {variant!r}" in text_of(result), text_of(result)
     assert [] == provider.requests()  # nothing sent: the secret never reaches a reviewer
     assert [] == recorded(record)
+
+
+def test_a_server_that_dies_with_an_approved_call_is_said_to_maybe_have_run(
+    provider: LocalProvider, record: Path
+) -> None:
+    """The child exits mid-call: isError saying the call was passed on and may have run."""
+    provider.policy = approve_after(0.1)
+    result = _call(provider, record, "write_note", {"name": "n", "text": "crash now"})
+    assert result.is_error
+    said = text_of(result)
+    assert "was approved and passed on" in said and "may have run" in said
+    assert 1 == len(recorded(record))
+    [request] = provider.requests()
+    assert "approved" == request.status

@@ -6,6 +6,8 @@ exactly as they arrived, as JSON) to FILE, one line per call, so a test can
 tell whether, how often and with what a tool ran. It also offers one resource
 and one prompt, to show they are relayed, and writes the names of the
 ``APPROVAL_GUARD_*`` variables it was given to FILE with the suffix ``.env``.
+A call whose ``text`` is ``"crash now"`` is recorded, then the server exits
+without answering.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ def main(record: Path) -> None:
         arguments = params.arguments or {}
         with record.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"tool": params.name, "arguments": arguments}) + "\n")
+        if arguments.get("text") == "crash now":
+            os._exit(3)  # the server dies with the call in hand
         if params.name == "read_notes":
             await ctx.session.report_progress(0.5, 1.0, "reading notes")  # a no-op without a token
             count = len(record.read_text(encoding="utf-8").splitlines())
