@@ -1,7 +1,9 @@
-"""``python -m benchmarks [--quick] [--only NAME ...] [--slow] [--out DIR]``.
+"""``python -m benchmarks [--quick] [--only NAME ...] [--slow] [--out DIR] [--readme]``.
 
 Runs every benchmark (or those named), prints each table, writes
-``<out>/<name>.json`` and the combined ``<out>/latest.md``. ``--quick`` runs
+``<out>/<name>.json`` and the combined ``<out>/latest.md``; a full run into
+``benchmarks/results`` also rewrites the README's table of headline figures
+(``--readme`` alone rewrites it from the committed results). ``--quick`` runs
 each benchmark tiny, to check it still works (CI), and writes to a temporary
 directory unless ``--out`` is given, so the committed results stay as they are.
 ``--slow`` runs the requests-per-approval benchmark at full length (about 5 minutes).
@@ -10,6 +12,7 @@ directory unless ``--out`` is given, so the committed results stay as they are.
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
 import sys
 import tempfile
@@ -19,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import (
+    _headline,
     async_scale,
     latency,
     overhead,
@@ -57,8 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow", action="store_true", help="requests per approval at full length")
     parser.add_argument("--profile", action="store_true", help="cProfile the overhead benchmark")
     parser.add_argument("--out", type=Path, help="where results go (default benchmarks/results)")
+    parser.add_argument(
+        "--readme", action="store_true", help="only rewrite the README's table from the results"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
+    if args.readme:
+        print(f"rewrote {_headline.write_readme(args.out or RESULTS)}")
+        return 0
+    run = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out: Path = args.out or (Path(tempfile.mkdtemp(prefix="ag-bench-")) if args.quick else RESULTS)
     names = args.only or list(BENCHMARKS)
     failed = []
@@ -72,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
             continue
         result.quick = args.quick
+        result.run = run
         result.seconds = time.perf_counter() - started
         print(text_table(result), flush=True)
         print(f"   -> {write_result(result, out)}\n", flush=True)
@@ -80,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
+    if out == RESULTS and not args.only and not args.quick:
+        print(f"headline table: {_headline.write_readme(out)}")
     return 0
 
 

@@ -48,6 +48,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     quick: bool = False
     seconds: float = 0.0
+    run: str = ""  # when the ``python -m benchmarks`` that measured it started (UTC)
 
     def add(
         self,
@@ -64,6 +65,7 @@ class Result:
             "name": self.name,
             "title": self.title,
             "quick": self.quick,
+            "run": self.run,
             "seconds": round(self.seconds, 1),
             "environment": environment(),
             "rows": [row.__dict__ for row in self.rows],
