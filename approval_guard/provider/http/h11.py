@@ -21,6 +21,7 @@ from approval_guard._codec.now import utcnow
 from approval_guard._codec.wire import format_http_date
 from approval_guard._codec.wire_models import error_body
 from approval_guard.provider.http.limits import SLOW_CLIENT_SECONDS
+from approval_guard.provider.http.one_write import OneWrite
 
 
 class ProviderH11Protocol(H11Protocol):
@@ -32,6 +33,8 @@ class ProviderH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # Each answer's head and body in one send (flow control still sees the real transport).
+        self.transport = OneWrite(transport, self, self.loop)
         self._arm_head_timer()
 
     def _arm_head_timer(self) -> None:
