@@ -6,11 +6,14 @@ import asyncio
 from typing import Any
 
 import attrs
+import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
-from approval_guard.provider.http.h11 import protocol_class
 from approval_guard.provider.http.one_write import OneWrite
+from approval_guard.provider.http.protocols import has_httptools, protocol_class
+
+PARSERS = ["h11", *(["httptools"] if has_httptools() else [])]
 
 
 @attrs.define
@@ -111,12 +114,14 @@ async def _tiny_app(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"{}"})
 
 
-def test_the_provider_protocol_sends_an_answer_in_one_write() -> None:
-    """The provider's connection protocol hands uvicorn a transport that writes once per answer."""
+@pytest.mark.parametrize("parser", PARSERS)
+def test_the_provider_protocol_sends_an_answer_in_one_write(parser: str) -> None:
+    """Each of the provider's connection protocols writes once per answer."""
 
     async def run() -> list[bytes]:
         config = uvicorn.Config(_tiny_app, lifespan="off", log_config=None)
-        protocol = protocol_class(5.0)(config, ServerState(), {}, asyncio.get_running_loop())
+        made = protocol_class(5.0, parser=parser)
+        protocol = made(config, ServerState(), {}, asyncio.get_running_loop())
         wire = _Wire()
         protocol.connection_made(wire)
         protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
