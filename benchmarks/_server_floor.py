@@ -1,4 +1,4 @@
-"""The floor of the stack: bare Starlette long polls on uvicorn (h11), no store, no auth.
+"""The floor of the stack: bare Starlette long polls on uvicorn, no store, no auth.
 
 ``python -m benchmarks._server_floor [--port 0]`` prints one JSON line
 ``{"url": ...}`` once it is serving, as ``approval_guard.provider.serving.process``
@@ -8,8 +8,9 @@ does, so the server benchmark drives both with the same clients:
 - ``GET /v1/requests/{id}?wait=60s`` waits on that id's ``asyncio.Event``;
 - ``POST /v1/requests/{id}/decision`` parses its body and sets the event.
 
-Whatever the provider does beyond this (auth, validation, the store, the
-change feed) is its cost over the floor.
+It parses HTTP as the provider does (httptools when installed, else h11), so
+the floor stays a fair one. Whatever the provider does beyond this (auth,
+validation, the store, the change feed) is its cost over the floor.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from approval_guard.provider.http.protocols import has_httptools
 
 from ._common import raise_fd_limit
 
@@ -85,8 +88,9 @@ async def _serve(host: str, port: int) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    parser = "httptools" if has_httptools() else "h11"
     config = uvicorn.Config(
-        app, http="h11", loop="asyncio", lifespan="off", log_level="warning", backlog=4096
+        app, http=parser, loop="asyncio", lifespan="off", log_level="warning", backlog=4096
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))

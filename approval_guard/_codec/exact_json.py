@@ -128,7 +128,11 @@ def load_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
 
 def load_stored(text: str) -> Any:
     """Parse JSON this store wrote (trusted, so unchecked), keeping numbers exact."""
-    return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_legacy_constant)
+    return _STORED.decode(text)
+
+
+# Built once: json.loads with options makes a new decoder on every call.
+_STORED = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_legacy_constant)
 
 
 def _check_text(text: str) -> None:

@@ -17,6 +17,8 @@ from approval_guard._codec.exact_json import InvalidJSON
 from approval_guard._codec.wire import STATUSES
 from approval_guard.provider.http.auth import (
     authenticate,
+    authenticate_early,
+    authenticated_again,
     require_instance,
     require_reviewer,
 )
@@ -94,7 +96,7 @@ async def create(ctx: Context, request: Request) -> Response:
     """
     if check_body_length(request) > MAX_BODY_BYTES:
         await read_body(request)  # 413, as for any other endpoint, before anything else
-    credential = await authenticate(ctx.store, request)
+    credential = await authenticate_early(ctx.store, ctx.hints, request)
     require_instance(credential)
     key = header(request, "idempotency-key")
     if key is None or not IDEMPOTENCY_KEY.fullmatch(key):
@@ -107,8 +109,19 @@ async def create(ctx: Context, request: Request) -> Response:
         raise ApiError(409, "idempotency_key_in_use", str(exc)) from None
 
 
-async def _create(ctx: Context, request: Request, credential: Credential, key: str) -> Response:
-    obj = json_object(await read_body(request))
+async def _create(ctx: Context, request: Request, early: Credential, key: str) -> Response:
+    body = await read_body(request)
+    # Everything after the body in one trip to the thread pool: the credential
+    # again (it may have been revoked since the early look), checks, the store.
+    return await run_in_threadpool(_create_now, ctx, request, early, key, body)
+
+
+def _create_now(
+    ctx: Context, request: Request, early: Credential, key: str, body: bytes
+) -> Response:
+    """Blocking: check the credential again and the body, then create (or find) the request."""
+    credential = authenticated_again(ctx.store, ctx.hints, request, early)
+    obj = json_object(body)
     no_unknown(obj, {"tool", "arguments", "timeout", "editable", "requested_by"})
     tool = obj.get("tool")
     if not isinstance(tool, str) or not 1 <= len(tool) <= MAX_TOOL_CHARS:
@@ -134,18 +147,16 @@ async def _create(ctx: Context, request: Request, credential: Credential, key: s
     required = ctx.rules.for_tool(tool).approvals_required
     source = client_source(request)
     try:
-        result = await run_in_threadpool(
-            lambda: ctx.store.create_request(
-                owner=credential,
-                idempotency_key=key,
-                tool=tool,
-                arguments=arguments,
-                timeout_seconds=timeout,
-                editable=editable,
-                requested_by=requested_by,
-                approvals_required=required,
-                source=source,
-            )
+        result = ctx.store.create_request(
+            owner=credential,
+            idempotency_key=key,
+            tool=tool,
+            arguments=arguments,
+            timeout_seconds=timeout,
+            editable=editable,
+            requested_by=requested_by,
+            approvals_required=required,
+            source=source,
         )
     except IdempotencyKeyReused as exc:
         # Keys are per credential, so this is the request its own creator made.

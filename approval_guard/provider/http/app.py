@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,7 @@ _CASED = {
 }
 
 
+@functools.lru_cache(maxsize=256)
 def cased(name: bytes) -> bytes:
     """``content-type`` -> ``Content-Type`` (and the documented spellings above)."""
     known = _CASED.get(name)

@@ -9,6 +9,7 @@ import attrs
 from starlette.requests import Request
 from starlette.responses import Response
 
+from approval_guard.provider.http.auth import CredentialHints
 from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.protocol import StoreProtocol
@@ -38,6 +39,8 @@ class Context:
     rules: Rules = NO_RULES
     #: The Slack app (``POST /slack/interactions``), or None without one.
     slack: SlackSettings | None = None
+    #: Which credential each bearer token named, for a create's checks before its store trip.
+    hints: CredentialHints = attrs.field(factory=CredentialHints)
 
 
 Handler = Callable[[Context, Request], Awaitable[Response]]

@@ -1,71 +1,23 @@
-"""The connection protocol: uvicorn's h11 one, with JSON 400s and a deadline for slow clients.
+"""The connection protocol on h11: uvicorn's, with the provider's head deadline and JSON 400s.
 
-uvicorn answers a request it cannot parse (a malformed request line, a head
-over the size limit, a bad ``Content-Length``) with a plain-text 400; here it
-is the API's JSON error shape. A client that takes longer than
-:data:`SLOW_CLIENT_SECONDS` to send a request head is disconnected, so a
-slow-drip client cannot hold a connection open forever (the event loop never
-waits on it, so it delays nobody meanwhile).
+The pure-Python parser, used when ``httptools`` is not installed
+(``httptools_protocol.py`` is the other; ``connection.py`` what both add).
+uvicorn bounds an incomplete head at ``h11_max_incomplete_event_size``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import uuid
-
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from approval_guard._codec.now import utcnow
-from approval_guard._codec.wire import format_http_date
-from approval_guard._codec.wire_models import error_body
-from approval_guard.provider.http.limits import SLOW_CLIENT_SECONDS
+from approval_guard.provider.http.connection import HeadDeadline, error_400
 
 
-class ProviderH11Protocol(H11Protocol):
-    """One HTTP/1.1 connection to the provider."""
-
-    _head_timer: asyncio.TimerHandle | None = None
-    #: Seconds a client has to send a request head (see :func:`protocol_class`).
-    client_timeout: float = SLOW_CLIENT_SECONDS
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm_head_timer()
-
-    def _arm_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-        self._head_timer = self.loop.call_later(self.client_timeout, self._head_timed_out)
-
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
-        # A request being answered (a long poll, say) is the app's business, not a slow head.
-        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
-            self.transport.close()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm_head_timer()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-        super().connection_lost(exc)
+class ProviderH11Protocol(HeadDeadline, H11Protocol):
+    """One HTTP/1.1 connection to the provider, parsed by h11."""
 
     def send_400_response(self, msg: str) -> None:
-        body = json.dumps(error_body("invalid_request", msg)).encode()
-        headers: list[tuple[bytes, bytes]] = [
-            (b"Content-Type", b"application/json"),
-            (b"Content-Length", str(len(body)).encode()),
-            (b"X-Request-ID", str(uuid.uuid4()).encode()),
-            (b"Date", format_http_date(utcnow()).encode()),
-            (b"Cache-Control", b"no-store"),
-            (b"Connection", b"close"),
-        ]
+        headers, body = error_400(msg)
         try:
             response = h11.Response(status_code=400, headers=headers, reason=b"Bad Request")
             output = self.conn.send(response) or b""

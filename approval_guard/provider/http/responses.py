@@ -10,7 +10,6 @@ within :data:`SLOW_CLIENT_SECONDS`.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +29,7 @@ from approval_guard.provider.http.limits import (
     MAX_JSON_BODY_DEPTH,
     SLOW_CLIENT_SECONDS,
 )
+from approval_guard.provider.store.ids import new_id
 from approval_guard.provider.store.protocol import StoreProtocol
 
 Headers = Sequence[tuple[str, str]]
@@ -77,14 +77,17 @@ def answer(
 ) -> Response:
     """An answer with the headers every answer carries, plus ``headers``."""
     response = Response(body, status_code=status, media_type=content_type)
-    response.headers["X-Request-ID"] = str(uuid.uuid4())
-    response.headers["Date"] = format_http_date(store.now())
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Content-Type-Options"] = "nosniff"
+    # Straight onto the raw list (names lowercased, as Starlette keeps them; the
+    # route table cases them on the way out): each ``headers[...] =`` rescans it.
+    raw = response.raw_headers
+    raw.append((b"x-request-id", new_id().encode("latin-1")))
+    raw.append((b"date", format_http_date(store.now()).encode("latin-1")))
+    raw.append((b"cache-control", b"no-store"))
+    raw.append((b"x-content-type-options", b"nosniff"))
     for name, value in headers:
-        response.headers.append(name, value)
+        raw.append((name.lower().encode("latin-1"), value.encode("latin-1")))
     if close:
-        response.headers["Connection"] = "close"
+        raw.append((b"connection", b"close"))
     return response
 
 

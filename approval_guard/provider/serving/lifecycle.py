@@ -2,8 +2,7 @@
 
 The socket is bound when the object is made, so :attr:`ProviderServer.url` is
 known before serving. ``start()`` runs uvicorn's server on its own event loop
-in a background thread; ``serve_forever()`` in the calling one. Two ways to
-stop:
+in a background thread; ``serve_forever()`` in the calling one. To stop:
 
 - :meth:`ProviderServer.shutdown` is graceful (``serve`` does it on SIGTERM or
   Ctrl-C): it stops accepting, answers every waiting poll at once with the
@@ -32,7 +31,6 @@ from approval_guard.provider.email.sender import Mailer
 from approval_guard.provider.email.settings import EmailSettings, routes_for
 from approval_guard.provider.http.app import build_app
 from approval_guard.provider.http.context import Context
-from approval_guard.provider.http.h11 import protocol_class
 from approval_guard.provider.http.limits import (
     DEFAULT_POLL_CAP,
     GRACEFUL_SECONDS,
@@ -40,6 +38,7 @@ from approval_guard.provider.http.limits import (
     MAX_HEAD_BYTES,
     SLOW_CLIENT_SECONDS,
 )
+from approval_guard.provider.http.protocols import check_parser, protocol_class
 from approval_guard.provider.rules.config import NO_RULES, Rules, load_rules
 from approval_guard.provider.serving.uvicorn_server import UvicornServer
 from approval_guard.provider.slack.settings import SlackSettings, slack_settings
@@ -107,6 +106,7 @@ class ProviderServer:
         (:func:`~approval_guard.provider.email.settings.email_settings`; docs/email.md),
         from a persistent outbox like the webhooks'. The links point at the
         settings' ``public_url``, else ``public_url``, else :attr:`url`.
+    :param http_parser: "auto" (httptools when installed, else h11), "httptools" or "h11".
 
     A rules file's ``webhooks`` (per tool, or in ``[defaults]``) are delivered
     like ``webhooks`` but only for the events of the tools whose rule lists them.
@@ -140,7 +140,9 @@ class ProviderServer:
         webhook_approvers: Callable[[dict[str, Any]], list[str] | None] | None = None,
         slack: SlackSettings | None = None,
         email: EmailSettings | None = None,
+        http_parser: str = "auto",
     ) -> None:
+        self._http_parser = check_parser(http_parser)
         if poll_cap < 0 or not math.isfinite(poll_cap):
             raise ValueError(f"poll_cap must be a non-negative number of seconds, not {poll_cap!r}")
         for name, value in (
@@ -315,7 +317,7 @@ class ProviderServer:
             )
             config = uvicorn.Config(
                 app,
-                http=protocol_class(self._client_timeout),
+                http=protocol_class(self._client_timeout, parser=self._http_parser),
                 lifespan="on",
                 log_config=None,
                 log_level="warning",

@@ -228,13 +228,14 @@ class _PGTx(_Conn):
         actor_id: str | None,
         detail: dict[str, Any],
     ) -> int:
-        row = self.conn.execute("UPDATE ag_seq SET seq = seq + 1 WHERE id = 1 RETURNING seq")
-        self.seq = int(row.fetchone()[0])
-        self.execute(
+        # The next number and its event in one round trip (a decision makes a dozen).
+        row = self.execute(
+            "WITH bumped AS (UPDATE ag_seq SET seq = seq + 1 WHERE id = 1 RETURNING seq) "
             "INSERT INTO events (seq, request_id, at, type, actor_id, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (self.seq, request_id, to_us(at), kind, actor_id, canonical_json(detail)),
+            "SELECT seq, ?, ?, ?, ?, ? FROM bumped RETURNING seq",
+            (request_id, to_us(at), kind, actor_id, canonical_json(detail)),
         )
+        self.seq = int(row.fetchone()[0])
         self.changed.append(request_id)
         self.events.append((request_id, kind, at, self.seq))
         return self.seq

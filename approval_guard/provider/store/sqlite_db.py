@@ -30,6 +30,7 @@ from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 from approval_guard.provider.store.sql.slack import SQLITE_SCHEMA as _SLACK_SCHEMA
+from approval_guard.provider.store.sqlite_checkpoint import Checkpointer
 from approval_guard.provider.store.sqlite_group import GroupCommit
 
 _SCHEMA_VERSION = "3"
@@ -209,6 +210,10 @@ class SQLiteDB(SQLStoreBase):
         self._readers = 0
         self._readers_lock = threading.Lock()
         self._db = self._connect()
+        self._checkpoints = Checkpointer(self.path, self._restart_wal)
+        if not self._memory:
+            # Checkpoints run off the writers' path (sqlite_checkpoint.py), never in a COMMIT.
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
         self._group = GroupCommit(self._db, self._changed, self._check_open)
         self._lock = self._group.lock
         with self._lock:
@@ -271,6 +276,8 @@ class SQLiteDB(SQLStoreBase):
                 # A failed COMMIT (a deferred constraint) leaves it open: start clean.
                 self._group.rollback()
                 raise
+        if not self._memory:
+            self._checkpoints.wrote()
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Tx]:
@@ -296,6 +303,13 @@ class SQLiteDB(SQLStoreBase):
             failure = exc
         # Returns once the batch holding this write committed (and the feed heard of it).
         self._group.leave(batch, opened, failure)
+        self._checkpoints.wrote()
+
+    def _restart_wal(self) -> None:
+        """Copy what the WAL holds into the file and start it over (a checkpoint's last step)."""
+        with self._group.exclusive():
+            if not self._closed:
+                self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
     def _changed(self, seq: int, request_ids: tuple[str, ...]) -> None:
         self._feed.changed(seq, request_ids)
@@ -343,5 +357,6 @@ class SQLiteDB(SQLStoreBase):
                 return
             self._closed = True
             self._db.close()
+        self._checkpoints.close()
         close_idle(self._idle)
         self.wake_all()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,6 +12,7 @@ from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json, check_json_value
 from approval_guard._codec.wire import EXPIRED, PENDING
 from approval_guard.provider.store.checks import body_hash, check_editable
+from approval_guard.provider.store.ids import new_id
 from approval_guard.provider.store.models import (
     KEY_RETENTION,
     CreateResult,
@@ -115,7 +115,7 @@ class RequestsMixin(SQLStoreBase):
         if existing is not None:
             return CreateResult(request=existing, created=False)
         now = self.now()
-        request_id = str(uuid.uuid4())
+        request_id = new_id()
         deadline = now + timedelta(seconds=timeout_seconds)
         try:
             with self._writing() as tx:

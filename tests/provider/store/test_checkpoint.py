@@ -1,0 +1,79 @@
+"""The SQLite WAL is checkpointed off the writers' path, and nothing written is lost by it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from approval_guard.provider import Store
+from approval_guard.provider.store.sqlite_checkpoint import WRITES_PER_CHECKPOINT
+
+
+def _make(store: Store, n: int) -> list[str]:
+    owner = store.authenticate(store.create_credential("instance", "agent"))
+    assert owner is not None
+    return [
+        store.create_request(
+            owner=owner, idempotency_key=f"k{k}", tool="t", arguments={"k": k}, timeout_seconds=60
+        ).request.id
+        for k in range(n)
+    ]
+
+
+def _wal_pages(path: Path) -> int:
+    wal = Path(str(path) + "-wal")
+    return wal.stat().st_size // 4096 if wal.exists() else 0
+
+
+def test_no_commit_checkpoints_by_itself(tmp_path: Path) -> None:
+    """The writer connection's own automatic checkpoint is off: COMMITs only append to the WAL."""
+    store = Store(str(tmp_path / "a.sqlite3"))
+    try:
+        with store.transaction() as db:
+            (setting,) = db.execute("PRAGMA wal_autocheckpoint").fetchone()
+        assert 0 == setting
+    finally:
+        store.close()
+
+
+def test_a_checkpoint_runs_in_the_background_after_enough_writes(tmp_path: Path) -> None:
+    """After enough writes a checkpoint copies the WAL into the file, in a thread of its own."""
+    path = tmp_path / "a.sqlite3"
+    store = Store(str(path))
+    try:
+        _make(store, WRITES_PER_CHECKPOINT + 10)
+        deadline = time.monotonic() + 10
+        while store._checkpoints.done == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store._checkpoints.done >= 1
+    finally:
+        store.close()
+
+
+def test_the_wal_does_not_grow_without_bound(tmp_path: Path) -> None:
+    """Many writes later the WAL is still about one round of writes long: it starts over."""
+    path = tmp_path / "a.sqlite3"
+    store = Store(str(path))
+    try:
+        _make(store, WRITES_PER_CHECKPOINT // 2)
+        per_write = _wal_pages(path) / (WRITES_PER_CHECKPOINT // 2)
+        for _ in range(6):
+            _make(store, WRITES_PER_CHECKPOINT)
+        assert _wal_pages(path) < 3 * WRITES_PER_CHECKPOINT * per_write
+    finally:
+        store.close()
+
+
+def test_everything_written_is_read_back_after_reopening(tmp_path: Path) -> None:
+    """Writes made across checkpoints are all there when the file is opened again."""
+    path = tmp_path / "a.sqlite3"
+    store = Store(str(path))
+    try:
+        ids = _make(store, 2 * WRITES_PER_CHECKPOINT + 7)
+    finally:
+        store.close()
+    again = Store(str(path))
+    try:
+        assert all(again.get_request(one) is not None for one in ids)
+    finally:
+        again.close()

@@ -1,0 +1,39 @@
+"""Random ids: uuid4 texts, never repeated, and a forked child draws its own."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from approval_guard.provider.store.ids import new_id
+
+
+def test_ids_are_uuid4_texts() -> None:
+    """Each id is the 36-character text of a version-4 UUID."""
+    one = new_id()
+    assert (36, 4, one) == (len(one), uuid.UUID(one).version, str(uuid.UUID(one)))
+
+
+def test_ids_do_not_repeat_across_many_batches() -> None:
+    """Ten thousand ids (many reads of the OS's randomness) are all different."""
+    assert 10_000 == len({new_id() for _ in range(10_000)})
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_hand_out_the_parents_next_ids() -> None:
+    """After a fork the child's ids are its own, not the ones the parent will give next."""
+    new_id()  # the parent's pool holds unread ids now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        os.write(write, ",".join(new_id() for _ in range(8)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split(","))
+    os.waitpid(pid, 0)
+    parent = {new_id() for _ in range(8)}
+    assert set() == child & parent
