@@ -19,10 +19,11 @@ class MemoryLedger:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # Each row as a list [request_id, tool, state, worker, started_at, ended_at, error,
-        # arguments_digest] (Execution's fields, in order), made an Execution when read:
-        # claim and finish run on every guarded call, reads are rare.
-        self._rows: dict[str, list[Any]] = {}
+        # Each row as a tuple (request_id, tool, state, worker, started_at, ended_at, error,
+        # arguments_digest), Execution's fields in order, made an Execution when read:
+        # claim and finish run on every guarded call, reads are rare. (A tuple of strings
+        # and datetimes is dropped from the garbage collector's rounds, unlike an object.)
+        self._rows: dict[str, tuple[Any, ...]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryLedger(rows={len(self._rows)})"
@@ -34,7 +35,7 @@ class MemoryLedger:
         with self._lock:
             if request_id in self._rows:
                 return False
-            self._rows[request_id] = [
+            self._rows[request_id] = (
                 request_id,
                 tool,
                 STARTED,
@@ -43,16 +44,24 @@ class MemoryLedger:
                 None,
                 None,
                 digest,
-            ]
+            )
             return True
 
     def _end(self, request_id: str, state: str, error: str | None) -> None:
         with self._lock:
             row = self._rows.get(request_id)
             if row is not None and row[_STATE] == STARTED:
-                row[_STATE] = state
-                row[_ENDED_AT] = utcnow()
-                row[_ERROR] = error
+                rid, tool, _, worker, started_at, _, _, digest = row
+                self._rows[request_id] = (
+                    rid,
+                    tool,
+                    state,
+                    worker,
+                    started_at,
+                    utcnow(),
+                    error,
+                    digest,
+                )
 
     def finish(self, request_id: str) -> None:
         self._end(request_id, FINISHED, None)
@@ -90,7 +99,7 @@ class MemoryLedger:
 
 
 # Where Execution's fields are in a row.
-_STATE, _STARTED_AT, _ENDED_AT, _ERROR = 2, 4, 5, 6
+_STATE, _STARTED_AT, _ENDED_AT = 2, 4, 5
 
 
 _PROCESS_LEDGER = MemoryLedger()
