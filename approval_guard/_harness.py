@@ -42,14 +42,19 @@ def current() -> HarnessCall:
     return _HARNESS.get() or _NO_HARNESS
 
 
-@contextmanager
-def outside() -> Iterator[None]:
-    """Run a block (the tool itself) as if no :func:`harness_call` were active."""
-    token = _HARNESS.set(None)
-    try:
-        yield
-    finally:
-        _HARNESS.reset(token)
+class outside:  # named as the function it was: ``with outside():``
+    """Run a block (the tool itself) as if no :func:`harness_call` were active.
+
+    A class rather than a generator: every guarded call's tool runs inside one.
+    """
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _HARNESS.set(None)
+
+    def __exit__(self, *exc: object) -> None:
+        _HARNESS.reset(self._token)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from types import TracebackType
 from typing import Any
 
 from approval_guard._call.events import (
@@ -121,36 +121,54 @@ class CallSpan:
         span.end()
 
 
-@contextlib.contextmanager
-def call_span(tool: str, monotonic: Any) -> Iterator[CallSpan | None]:
-    """The call's span, current inside the block; None (and nothing done) without the extra."""
-    trace = _api()
-    if trace is None:
-        yield None
-        return
-    try:
-        span = _tracer.start_span(SPAN_NAME, attributes={"approval_guard.tool": tool})
-    except Exception:
-        log.warning("could not start an OpenTelemetry span", exc_info=True)
-        yield None
-        return
-    if not span.is_recording():
-        # No SDK (or a sampler said no): nothing would be kept, so nothing more is done.
-        span.end()
-        yield None
-        return
-    # The exception is not recorded by use_span: a NotRun is not an error, and a
-    # tool's own exception is recorded by end().
-    with trace.use_span(
-        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-    ):
-        call = CallSpan(span, monotonic)
+class call_span:  # named as the function it was: ``with call_span(...) as span``
+    """The call's span, current inside the block; None (and nothing done) without the extra.
+
+    A class rather than a generator: it is entered on every guarded call.
+    """
+
+    __slots__ = ("_call", "_monotonic", "_tool", "_use")
+
+    def __init__(self, tool: str, monotonic: Any) -> None:
+        self._tool = tool
+        self._monotonic = monotonic
+        self._call: CallSpan | None = None
+        self._use: Any = None
+
+    def __enter__(self) -> CallSpan | None:
+        trace = _api()
+        if trace is None:
+            return None
         try:
-            yield call
-        except BaseException as exc:
+            span = _tracer.start_span(SPAN_NAME, attributes={"approval_guard.tool": self._tool})
+        except Exception:
+            log.warning("could not start an OpenTelemetry span", exc_info=True)
+            return None
+        if not span.is_recording():
+            # No SDK (or a sampler said no): nothing would be kept, so nothing more is done.
+            span.end()
+            return None
+        # The exception is not recorded by use_span: a NotRun is not an error, and a
+        # tool's own exception is recorded by end().
+        use = trace.use_span(
+            span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        )
+        use.__enter__()
+        self._use = use
+        self._call = call = CallSpan(span, self._monotonic)
+        return call
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        use = self._use
+        if use is None:
+            return False
+        self._use = None
+        call = self._call
+        if exc is not None and call is not None and not call.ended:
             # Raised before the call could end it (arguments that cannot be sent):
             # a span never ended is never exported, and the call would vanish from traces.
-            if not call.ended:
-                with contextlib.suppress(Exception):
-                    call.end("raised", exc)
-            raise
+            with contextlib.suppress(Exception):
+                call.end("raised", exc)
+        return bool(use.__exit__(kind, exc, tb))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import random
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -13,6 +15,11 @@ from approval_guard._codec.wire import parse_http_date
 from approval_guard._transport.answer import Answer
 
 __all__ = ["MAX_RETRY_AFTER", "RETRYABLE_STATUS", "RetryPolicy", "parse_retry_after"]
+
+_JITTER = random.Random()
+if hasattr(os, "register_at_fork"):
+    # As the random module does for its own: forked workers must not jitter in step.
+    os.register_at_fork(after_in_child=_JITTER.seed)
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 #: A longer ``Retry-After`` is read as this (a day): nothing waits that long anyway.
@@ -57,7 +64,9 @@ class RetryPolicy:
         gen = backoff.expo(factor=self.base, max_value=self.cap)
         next(gen)  # backoff's generators are primed with one send(None)
         for value in gen:
-            yield max(self.floor, backoff.full_jitter(value))
+            # Full jitter (backoff.full_jitter) from the package's own generator: guard
+            # threads never move the random module's shared state under their caller.
+            yield max(self.floor, _JITTER.uniform(0, value))
 
     def pause(self, delay: float, retry_after: float | None) -> float:
         """The pause before the next attempt: ``Retry-After`` when given, never under ``floor``."""

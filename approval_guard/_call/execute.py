@@ -111,7 +111,8 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
         except Exception:
             log.exception("could not mark %s as failed in the execution record", request.id)
         raise
-    call.emit(ToolFinished(tool=plan.tool, request_id=request.id))
+    if call.emit:
+        call.emit(ToolFinished(tool=plan.tool, request_id=request.id))
     try:
         yield Blocking(lambda: call.ledger.finish(request.id))
     except Exception:
@@ -145,7 +146,8 @@ def _last_checks(
         return changed
     # Reported before the expiry check, not after: a callback that blocks must not
     # let the tool start on an approval that expired while it ran.
-    call.emit(ToolStarted(tool=tool, request_id=request.id))
+    if call.emit:
+        call.emit(ToolStarted(tool=tool, request_id=request.id))
     # The very last check before the call.
     now = call.clock.monotonic()
     valid, left = still_valid(expires_at, confirmed, now)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-import uuid
+import os
 from typing import Any
 
 import attrs
@@ -118,7 +118,11 @@ def plan_call(
             )
             editable = tuple(name for name in editable if name not in hidden)
     # Only a mutable argument can change while the call waits: re-read them then.
-    mutable = any(type(value) not in _IMMUTABLE for value in bound.values())
+    mutable = False
+    for value in bound.values():
+        if type(value) not in _IMMUTABLE:
+            mutable = True
+            break
     limit = limit if limit is not None else settings.harness_limit
     timeout = requested_timeout(
         spec.timeout, limit, settings.return_margin + settings.deadline_margin
@@ -128,13 +132,10 @@ def plan_call(
     # The body depends only on the call and the configuration, never on time
     # already spent: a harness that replays the key after a crash must send
     # the same bytes, or the provider rejects it as a different request.
-    rest: dict[str, Any] = {"tool": spec.name, "timeout": format_duration(timeout)}
-    if editable:
-        rest["editable"] = list(editable)
-    if requested_by is not None:
-        rest["requested_by"] = requested_by  # API 1.1; part of the idempotent body
     arguments_json = dumps(arguments)
-    body = request_body(arguments_json, rest)
+    body = (
+        b'{"arguments":' + arguments_json + _body_tail(spec.name, timeout, editable, requested_by)
+    )
     if started is None:
         started = clock.monotonic()
 
@@ -146,7 +147,7 @@ def plan_call(
         tool=spec.name,
         arguments=arguments,
         body=body,
-        idempotency_key=idempotency_key or str(uuid.uuid4()),
+        idempotency_key=idempotency_key or new_idempotency_key(),
         timeout=timeout,
         started=started,
         local_end=started + limit - settings.return_margin,
@@ -165,6 +166,60 @@ def plan_call(
     )
 
 
+def body_rest(
+    tool: str, timeout: float, editable: tuple[str, ...], requested_by: str | None
+) -> dict[str, Any]:
+    """A create's fields after ``arguments``."""
+    rest: dict[str, Any] = {"tool": tool, "timeout": format_duration(timeout)}
+    if editable:
+        rest["editable"] = list(editable)
+    if requested_by is not None:
+        rest["requested_by"] = requested_by  # API 1.1; part of the idempotent body
+    return rest
+
+
+#: Bytes after a create's arguments, by what they are written from (see _body_tail).
+_TAILS: dict[tuple[str, float, tuple[str, ...], str | None], bytes] = {}
+_MAX_TAILS = 1024
+
+
+def _body_tail(
+    tool: str, timeout: float, editable: tuple[str, ...], requested_by: str | None
+) -> bytes:
+    """``request_body``'s bytes after the arguments: the same for every call of a tool.
+
+    Written once per tool, timeout, editable names and requested_by, and kept
+    (at most ``_MAX_TAILS`` of them). Only exact strings are kept: a str subclass
+    could compare equal to a name it does not write.
+    """
+    if (
+        type(tool) is not str
+        or (requested_by is not None and type(requested_by) is not str)
+        or (editable and not all(type(name) is str for name in editable))
+    ):
+        return _after_arguments(body_rest(tool, timeout, editable, requested_by))
+    key = (tool, timeout, editable, requested_by)
+    tail = _TAILS.get(key)
+    if tail is None:
+        tail = _after_arguments(body_rest(tool, timeout, editable, requested_by))
+        if len(_TAILS) >= _MAX_TAILS:
+            _TAILS.clear()
+        _TAILS[key] = tail
+    return tail
+
+
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
+def new_idempotency_key() -> str:
+    """A random UUID (version 4, as ``str(uuid.uuid4())`` writes it), without the UUID object."""
+    digits = os.urandom(16).hex()
+    return (
+        f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-"
+        f"{_VARIANT[digits[16]]}{digits[17:20]}-{digits[20:]}"
+    )
+
+
 def request_body(arguments_json: bytes, rest: dict[str, Any]) -> bytes:
     """``dumps({"arguments": ..., **rest})``, reusing the arguments' canonical JSON.
 
@@ -173,8 +228,12 @@ def request_body(arguments_json: bytes, rest: dict[str, Any]) -> bytes:
     writing the whole payload at once, and the arguments are written only once
     (their digest for the execution record hashes the same bytes).
     """
+    return b'{"arguments":' + arguments_json + _after_arguments(rest)
+
+
+def _after_arguments(rest: dict[str, Any]) -> bytes:
     assert rest and all(key > "arguments" for key in rest)
-    return b'{"arguments":' + arguments_json + b"," + dumps(rest)[1:]
+    return b"," + dumps(rest)[1:]
 
 
 def _refused(spec: ToolSpec, arguments: dict[str, Any], message: str) -> NotRun:

@@ -40,9 +40,9 @@ class Report:
 
     @classmethod
     def of(cls, spec: ToolSpec, guard_sink: OnEvent | None, span: CallSpan | None) -> Report:
+        if guard_sink is None and spec.on_event is None and span is None:
+            return cls(spec, NO_EVENTS, None)
         sinks = [sink for sink in (guard_sink, spec.on_event, span) if sink is not None]
-        if not sinks:
-            return cls(spec, NO_EVENTS, span)
         # A span never shows argument values: events only it sees need not carry them.
         values = guard_sink is not None or spec.on_event is not None
         return cls(spec, Emitter(sinks, values=values), span)

@@ -118,7 +118,7 @@ class ClockSample:
         """
         if self.date is None:
             return None
-        base = _plus(self.date, 1.0)
+        base = _next_second(self.date)
         if base is None:
             return None
         if self.floor is not None and self.floor > base:
@@ -130,7 +130,7 @@ class ClockSample:
         """Whether the Date is behind a timestamp the same answer carried: not a clock reading."""
         if self.date is None or self.floor is None:
             return False
-        base = _plus(self.date, 1.0)
+        base = _next_second(self.date)
         return base is not None and self.floor > base
 
     def provider_now_lower(self, monotonic_now: float) -> datetime | None:
@@ -204,4 +204,15 @@ def _plus(moment: datetime, seconds: float) -> datetime | None:
     try:
         return moment + timedelta(seconds=seconds)
     except (OverflowError, ValueError):
+        return None
+
+
+_ONE_SECOND = timedelta(seconds=1)
+
+
+def _next_second(moment: datetime) -> datetime | None:
+    """``_plus(moment, 1.0)`` without making the timedelta: a Date's second, ended."""
+    try:
+        return moment + _ONE_SECOND
+    except OverflowError:
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import json.encoder
 import math
 from typing import Any
 
@@ -193,6 +194,15 @@ def _no_json_number(value: object) -> Any:
     raise TypeError(f"a {type(value).__name__} is not a JSON value")
 
 
+# The C accelerator json.JSONEncoder uses for compact output (None without it), and
+# its string writers; arguments: markers, default, string writer, indent, key and
+# item separators, sort_keys, skipkeys, allow_nan (the same since Python 3.10).
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_c_string: Any = getattr(json.encoder, "c_encode_basestring", None)
+_c_ascii: Any = getattr(json.encoder, "c_encode_basestring_ascii", None)
+if _c_string is None or _c_ascii is None:
+    _c_make_encoder = None
+
 # Built once: json.dumps with options makes a new encoder on every call.
 _ENCODERS = {
     (sort_keys, indent, ascii_only): json.JSONEncoder(
@@ -223,12 +233,32 @@ def dump_json(
     ``True`` writes every other character as a ``\\u`` escape, for a terminal);
     the output has the same layout either way.
     """
-    encoder = _ENCODERS.get((sort_keys, indent, ensure_ascii))
-    if encoder is not None:
+    if indent is None and _c_make_encoder is not None:
+        # What JSONEncoder.encode does for a compact encoder, less its Python layers:
+        # the C encoder, made per call as encode makes it (its cycle markers are its own).
         try:
-            return encoder.encode(value)
+            return "".join(
+                _c_make_encoder(
+                    {},
+                    _no_json_number,
+                    _c_ascii if ensure_ascii else _c_string,
+                    None,
+                    ":",
+                    ",",
+                    sort_keys,
+                    False,
+                    False,
+                )(value, 0)
+            )
         except _HasJSONNumber:
             pass
+    else:
+        encoder = _ENCODERS.get((sort_keys, indent, ensure_ascii))
+        if encoder is not None:
+            try:
+                return encoder.encode(value)
+            except _HasJSONNumber:
+                pass
     strings = _ASCII_STRING if ensure_ascii else _STRING
     return _encode(value, sort_keys, indent, 0, strings)
 

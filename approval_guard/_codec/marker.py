@@ -19,7 +19,18 @@ def holds_marker_key(value: Any) -> bool:
     the provider's store both use this one test.)
     """
     if isinstance(value, dict):
-        return REDACTED_KEY in value or any(holds_marker_key(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(holds_marker_key(item) for item in value)
+        if REDACTED_KEY in value:
+            return True
+        items: Any = value.values()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        return False
+    # A loop, not any() of a generator: this runs on every call's arguments.
+    for item in items:  # noqa: SIM110
+        if isinstance(item, _CONTAINERS) and holds_marker_key(item):
+            return True
     return False
+
+
+_CONTAINERS = (dict, list, tuple)

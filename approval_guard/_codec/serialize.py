@@ -127,6 +127,8 @@ def _convert(value: Any, path: str, active: set[int]) -> Any:
         return _checked_int(value, path)
     if kind is float and math.isfinite(value):
         return value
+    if kind is dict or kind is list:
+        return _contained(value, path, active)  # none of the scalar types below
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, enum.Enum):
@@ -161,6 +163,11 @@ def _convert(value: Any, path: str, active: set[int]) -> Any:
     if isinstance(value, uuid.UUID):
         return uuid.UUID.__str__(value)
 
+    return _contained(value, path, active)
+
+
+def _contained(value: Any, path: str, active: set[int]) -> Any:
+    """A container (or an object made of fields) converted: never a cycle, never too deep."""
     marker = id(value)
     if marker in active:
         raise ArgumentSerializationError(f"{path} refers to itself; it cannot be made JSON")
@@ -181,24 +188,45 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
     if type(value) is dict or isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if isinstance(key, enum.Enum):
-                key = key.value
-            if not isinstance(key, str):
-                raise ArgumentSerializationError(
-                    f"{path} has a key {_short_repr(key)} of type {type(key).__name__}; "
-                    "JSON object keys must be strings"
-                )
-            key = str.__str__(key)  # a subclass's own __str__ is not what the tool looks up
+            if type(key) is not str:
+                if isinstance(key, enum.Enum):
+                    key = key.value
+                if not isinstance(key, str):
+                    raise ArgumentSerializationError(
+                        f"{path} has a key {_short_repr(key)} of type {type(key).__name__}; "
+                        "JSON object keys must be strings"
+                    )
+                key = str.__str__(key)  # a subclass's own __str__ is not what the tool looks up
             if key in out:
                 # Two keys that become one (an Enum and its value) would hide one
                 # entry from the reviewer while the tool still gets both.
                 raise ArgumentSerializationError(
                     f"{path} has two keys that both become {key!r} in JSON"
                 )
-            out[key] = _convert(item, f"{path}[{key!r}]", active)
+            # A plain value is itself: no path is written for it (only errors show one).
+            kind = type(item)
+            if (
+                kind in _PLAIN
+                or (kind is float and math.isfinite(item))
+                or (kind is int and -_INT_BOUND < item < _INT_BOUND)
+            ):
+                out[key] = item
+            else:
+                out[key] = _convert(item, f"{path}[{key!r}]", active)
         return out
     if isinstance(value, (list, tuple)):
-        return [_convert(item, f"{path}[{i}]", active) for i, item in enumerate(value)]
+        items: list[Any] = []
+        for i, item in enumerate(value):
+            kind = type(item)
+            if (
+                kind in _PLAIN
+                or (kind is float and math.isfinite(item))
+                or (kind is int and -_INT_BOUND < item < _INT_BOUND)
+            ):
+                items.append(item)
+            else:
+                items.append(_convert(item, f"{path}[{i}]", active))
+        return items
     if isinstance(value, (set, frozenset)):
         items = [_convert(item, f"{path}[*]", active) for item in value]
         # Set order varies between processes (hash randomisation): sort for stable bytes.

@@ -78,7 +78,12 @@ def parse_timestamp(value: object, *, field: str) -> datetime:
     kept is never later than the one written, so an ``expires_at`` can only
     come out earlier (stricter), never later.
     """
-    if type(value) is not str or _USUAL_FORM(value) is None:
+    if type(value) is not str:
+        return _parse_timestamp(value, field)
+    parsed = _PARSED.get(value)
+    if parsed is not None:
+        return parsed
+    if _USUAL_FORM(value) is None:
         return _parse_timestamp(value, field)
     try:
         parsed = datetime.fromisoformat(value if _READS_Z else value[:-1] + "+00:00")
@@ -86,7 +91,16 @@ def parse_timestamp(value: object, *, field: str) -> datetime:
         raise WireError(f"{field} is not a valid RFC 3339 timestamp: {quote(value)}") from None
     if not MIN_YEAR <= parsed.year <= MAX_YEAR:
         raise WireError(f"{field} is outside the years {MIN_YEAR}..{MAX_YEAR}: {quote(value)}")
+    # Every answer about a request repeats its timestamps: each is read once.
+    if len(_PARSED) >= _MAX_PARSED:
+        _PARSED.clear()
+    _PARSED[value] = parsed
     return parsed
+
+
+#: Timestamps of the usual form already read, and what they read as (datetimes are immutable).
+_PARSED: dict[str, datetime] = {}
+_MAX_PARSED = 4096
 
 
 def _parse_timestamp(value: object, field: str) -> datetime:

@@ -68,6 +68,8 @@ def _require(obj: dict[str, Any], field: str, kind: type | tuple[type, ...]) -> 
     if field not in obj:
         raise WireError(f"the request object has no {field!r}")
     value = obj[field]
+    if type(value) is kind:  # what JSON decodes to: no isinstance needed
+        return value
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise WireError(f"{field!r} has the wrong type: {type(value).__name__}")
     return value

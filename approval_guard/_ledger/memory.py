@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
-
-import attrs
+from typing import Any
 
 from approval_guard._codec.now import utcnow
 from approval_guard._ledger.protocol import FAILED, FINISHED, STARTED, Execution, check_digest
@@ -20,7 +19,11 @@ class MemoryLedger:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rows: dict[str, Execution] = {}
+        # Each row as a tuple (request_id, tool, state, worker, started_at, ended_at, error,
+        # arguments_digest), Execution's fields in order, made an Execution when read:
+        # claim and finish run on every guarded call, reads are rare. (A tuple of strings
+        # and datetimes is dropped from the garbage collector's rounds, unlike an object.)
+        self._rows: dict[str, tuple[Any, ...]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryLedger(rows={len(self._rows)})"
@@ -32,22 +35,32 @@ class MemoryLedger:
         with self._lock:
             if request_id in self._rows:
                 return False
-            self._rows[request_id] = Execution(
-                request_id=request_id,
-                tool=tool,
-                state=STARTED,
-                worker=worker,
-                started_at=utcnow(),
-                arguments_digest=digest,
+            self._rows[request_id] = (
+                request_id,
+                tool,
+                STARTED,
+                worker,
+                utcnow(),
+                None,
+                None,
+                digest,
             )
             return True
 
     def _end(self, request_id: str, state: str, error: str | None) -> None:
         with self._lock:
             row = self._rows.get(request_id)
-            if row is not None and row.state == STARTED:
-                self._rows[request_id] = attrs.evolve(
-                    row, state=state, ended_at=utcnow(), error=error
+            if row is not None and row[_STATE] == STARTED:
+                rid, tool, _, worker, started_at, _, _, digest = row
+                self._rows[request_id] = (
+                    rid,
+                    tool,
+                    state,
+                    worker,
+                    started_at,
+                    utcnow(),
+                    error,
+                    digest,
                 )
 
     def finish(self, request_id: str) -> None:
@@ -59,25 +72,34 @@ class MemoryLedger:
     def release(self, request_id: str) -> None:
         with self._lock:
             row = self._rows.get(request_id)
-            if row is not None and row.state == STARTED:
+            if row is not None and row[_STATE] == STARTED:
                 del self._rows[request_id]
 
     def get(self, request_id: str) -> Execution | None:
         with self._lock:
-            return self._rows.get(request_id)
+            row = self._rows.get(request_id)
+            return None if row is None else Execution(*row)
 
     def recent(self, limit: int = 50) -> list[Execution]:
         with self._lock:
-            rows = sorted(self._rows.values(), key=lambda r: r.started_at, reverse=True)
-        return rows[:limit]
+            rows = sorted(self._rows.values(), key=lambda r: r[_STARTED_AT], reverse=True)
+            return [Execution(*row) for row in rows[:limit]]
 
     def prune(self, older_than: timedelta) -> int:
         cutoff = utcnow() - older_than
         with self._lock:
-            old = [k for k, r in self._rows.items() if (r.ended_at or r.started_at) < cutoff]
+            old = [
+                key
+                for key, row in self._rows.items()
+                if (row[_ENDED_AT] or row[_STARTED_AT]) < cutoff
+            ]
             for key in old:
                 del self._rows[key]
         return len(old)
+
+
+# Where Execution's fields are in a row.
+_STATE, _STARTED_AT, _ENDED_AT = 2, 4, 5
 
 
 _PROCESS_LEDGER = MemoryLedger()

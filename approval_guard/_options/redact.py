@@ -102,9 +102,14 @@ _SCALARS = {True: "true", False: "false", None: "null"}
 
 
 @functools.lru_cache(maxsize=64)
-def _keyed(key: bytes) -> hmac.HMAC:
-    """The HMAC state after the key, made once per key and copied per marker (it is faster)."""
-    return hmac.new(key, digestmod=hashlib.sha256)
+def _keyed(key: bytes) -> Any:
+    """The HMAC state after the key, made once per key and copied per marker (it is faster).
+
+    On OpenSSL builds the C HMAC object under ``hmac.HMAC`` is kept: its own
+    ``copy``, ``update`` and ``hexdigest`` are the same, without the Python wrapper.
+    """
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    return getattr(mac, "_hmac", None) or mac
 
 
 def marker(value: Any, key: bytes) -> dict[str, str]:

@@ -95,10 +95,14 @@ def drive_sync(
             outcome: Outcome = stop.value
             return outcome
         try:
-            if to_throw is not None and isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
-                may_abandon = False
-            to_send, to_throw = None, None
-            if isinstance(op, Exchange):
+            if to_throw is not None:
+                if isinstance(to_throw, (Abandoned, KeyboardInterrupt)):
+                    may_abandon = False
+                to_throw = None
+            to_send = None
+            if type(op) is Blocking:  # the execution record: the commonest, and the cheapest
+                to_send = op.fn()
+            elif isinstance(op, Exchange):
                 watch = abandon if may_abandon and op.abandonable else None
                 inline = None
                 if here is not None and (watch is None or op.spec.timeout <= interval):

@@ -5,6 +5,7 @@ of exchanges, and a call that ends rather than sleep past its time.
 from __future__ import annotations
 
 import json
+import random
 import time
 from datetime import timedelta
 from typing import Any
@@ -151,3 +152,12 @@ def test_retry_after_longer_than_the_wait_ends_it_without_spinning(
     assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
     assert provider.stats.polls <= 2
     assert "cancelled" == provider.requests()[0].status
+
+
+def test_backoff_pauses_leave_the_random_modules_state_alone() -> None:
+    """Jitter comes from the package's own generator: a caller's seeded random is not moved."""
+    state = random.getstate()
+    delays = RetryPolicy().delays()
+    pauses = [next(delays) for _ in range(5)]
+    assert state == random.getstate()
+    assert all(0.1 <= pause <= 5.0 for pause in pauses)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from typing import Any
 
+import attrs
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import approval_guard as ag
+from approval_guard._call import plan as _plan
 from approval_guard._call.execute import arguments_digest
 from approval_guard._call.ops import CallPlan
-from approval_guard._call.plan import request_body
+from approval_guard._call.plan import new_idempotency_key, plan_call, request_body
+from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import JSONNumber
 from approval_guard._codec.serialize import dumps
 from approval_guard.testing import LocalProvider, approve_after
@@ -73,3 +78,57 @@ def test_a_run_records_the_digest_of_what_was_sent(provider: LocalProvider) -> N
     refund_tool(make_guard(provider, ledger=ledger), [])("p", 1)
     expected = hashlib.sha256(b'{"amount":1,"currency":"GBP","payment_id":"p"}').hexdigest()
     assert [expected] == [row.arguments_digest for row in ledger.recent()]
+
+
+def test_every_call_gets_its_own_version_4_uuid_key() -> None:
+    """A call without a harness key gets a fresh random UUID, written as uuid4() writes it."""
+    keys = [new_idempotency_key() for _ in range(200)]
+    assert len(set(keys)) == len(keys)
+    for key in keys:
+        parsed = uuid.UUID(key)
+        assert (4, uuid.RFC_4122, key) == (parsed.version, parsed.variant, str(parsed))
+
+
+class _Name(str):
+    """A str subclass, as a caller might pass for requested_by."""
+
+
+@pytest.mark.parametrize(
+    ("editable", "requested_by"),
+    [((), None), (("amount",), None), ((), "alice@example.com"), ((), _Name("bob"))],
+)
+def test_a_plans_body_is_the_whole_payload_call_after_call(
+    provider: LocalProvider, editable: tuple[str, ...], requested_by: str | None
+) -> None:
+    """The fields after the arguments, kept per tool, are the ones each call would write."""
+    guard = make_guard(provider)
+    spec = refund_tool(guard, []).__approval_guard__  # type: ignore[attr-defined]
+    spec = attrs.evolve(spec, editable=editable)
+    for amount in (1, 2, 1):
+        args = ("p", amount)
+        plan = plan_call(
+            spec,
+            args,
+            {},
+            idempotency_key=None,
+            limit=None,
+            settings=guard._settings,
+            clock=guard._clock,
+            worker="w",
+            redaction_key=b"k" * 32,
+            requested_by=requested_by,
+        )
+        assert isinstance(plan, CallPlan)
+        rest: dict[str, Any] = {"tool": spec.name, "timeout": format_duration(plan.timeout)}
+        if editable:
+            rest["editable"] = list(editable)
+        if requested_by is not None:
+            rest["requested_by"] = str(requested_by)
+        assert dumps({"arguments": plan.arguments, **rest}) == plan.body
+
+
+def test_the_kept_body_tails_stay_bounded() -> None:
+    """However many tools and people, at most _MAX_TAILS tails are kept."""
+    for i in range(_plan._MAX_TAILS + 10):
+        _plan._body_tail("t", 60.0, (), f"person {i}")
+    assert len(_plan._TAILS) <= _plan._MAX_TAILS

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import approval_guard as ag
+from approval_guard._codec import wire as _wire
 from approval_guard._codec.wire import (
     MESSAGE_LIMIT,
     WireError,
@@ -203,3 +204,23 @@ def test_an_approval_with_any_rfc_3339_offset_and_long_fraction_runs(
     assert {"refund_id": "re_1", "amount": 1} == refund_tool(
         make_guard(approving, base_url=url), ran
     )("p_1", 1)
+
+
+def test_a_timestamp_read_again_is_the_same_moment_and_the_kept_ones_stay_bounded() -> None:
+    """A timestamp already read gives the same moment; at most _MAX_PARSED are kept."""
+    first = parse_timestamp("2026-09-16T12:05:00Z", field="expires_at")
+    assert datetime(2026, 9, 16, 12, 5, tzinfo=timezone.utc) == first
+    assert first == parse_timestamp("2026-09-16T12:05:00Z", field="expires_at")
+    for second in range(_wire._MAX_PARSED + 10):
+        parse_timestamp(
+            f"2026-09-16T12:{second // 60 % 60:02d}:{second % 60:02d}.{second:06d}Z", field="x"
+        )
+    assert len(_wire._PARSED) <= _wire._MAX_PARSED
+
+
+@pytest.mark.parametrize("text", ["2026-02-30T12:05:00Z", "0001-01-01T00:00:00Z"])
+def test_a_refused_timestamp_is_refused_every_time(text: str) -> None:
+    """What is refused once is refused again: no refusal is kept as a moment."""
+    for _ in range(2):
+        with pytest.raises(WireError):
+            parse_timestamp(text, field="expires_at")

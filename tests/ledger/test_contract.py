@@ -10,9 +10,11 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 
-from approval_guard._ledger.protocol import FAILED, FINISHED, STARTED, Ledger
+import approval_guard as ag
+from approval_guard._ledger.protocol import FAILED, FINISHED, STARTED, Execution, Ledger
 from approval_guard.exceptions import LedgerError
 
 if TYPE_CHECKING:
@@ -228,3 +230,40 @@ def test_repr_names_the_backend_and_hides_secrets(backend: Backend) -> None:
     assert type(backend.ledger).__name__ in text
     if backend.secret:
         assert backend.secret not in text
+
+
+def test_a_memory_ledger_row_keeps_every_field_through_finish_and_fail() -> None:
+    """The memory ledger's rows read back as the Execution they were written as."""
+    assert [
+        "request_id",
+        "tool",
+        "state",
+        "worker",
+        "started_at",
+        "ended_at",
+        "error",
+        "arguments_digest",
+    ] == [field.name for field in attrs.fields(Execution)]
+    ledger = ag.MemoryLedger()
+    digest = "a" * 64
+    for request_id, end in (("r1", "finish"), ("r2", "fail")):
+        assert ledger.claim(request_id, tool="t", worker="w", arguments_digest=digest)
+        claimed = ledger.get(request_id)
+        assert claimed is not None and (claimed.state, claimed.ended_at) == ("started", None)
+        if end == "finish":
+            ledger.finish(request_id)
+        else:
+            ledger.fail(request_id, "boom")
+        row = ledger.get(request_id)
+        assert row is not None and row.ended_at is not None
+        assert (request_id, "t", "w", claimed.started_at, digest) == (
+            row.request_id,
+            row.tool,
+            row.worker,
+            row.started_at,
+            row.arguments_digest,
+        )
+        assert (("finished", None) if end == "finish" else ("failed", "boom")) == (
+            row.state,
+            row.error,
+        )
