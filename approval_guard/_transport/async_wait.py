@@ -190,19 +190,26 @@ class BatchedWaits:
         if interest is None:
             return False
         if interest.future is not None:
-            return True
+            return not interest.future.done()
         if now - interest.left_at > LINGER:
             del self._interests[rid]  # its call has moved on
             return False
         return interest.held is None
 
+    def _live(self, rid: str) -> bool:
+        """A poll waits on ``rid`` right now."""
+        interest = self._interests.get(rid)
+        return interest is not None and interest.future is not None and not interest.future.done()
+
     def _flush(self) -> None:
         self._flush_at = None
-        if self._closed:
+        fresh = [rid for rid in self._unsent if self._live(rid)]
+        self._unsent.clear()
+        if self._closed or not self._support.ok:
+            for rid in fresh:
+                self._fall_back(rid)
             return
         now = self._clock.monotonic()
-        fresh = [rid for rid in self._unsent if self._wanted(rid, now)]
-        self._unsent.clear()
         while fresh:
             if len(self._batches) < MAX_BATCHES:
                 self._start(fresh[:MAX_IDS])
@@ -273,8 +280,10 @@ class BatchedWaits:
         now = self._clock.monotonic()
         for rid in batch.ids:
             interest = self._interests.get(rid)
-            if interest is not None and interest.batch is None and self._wanted(rid, now):
+            if interest is not None and interest.batch is None and self._live(rid):
                 self._unsent[rid] = None
+            else:
+                self._wanted(rid, now)  # forgets it if its call has moved on
         if self._unsent:
             self._schedule()
 
