@@ -128,6 +128,7 @@ async def wait_many(
             )
             missing = [rid for rid in ids if rid not in states]
             changed = [rid for rid, state in states.items() if _news(None, state)]
+            full: dict[str, StoredRequest] = {}
             end = anyio.current_time() + wait
             while not changed and not missing and not notifier.draining and not gone.is_set():
                 remaining = end - anyio.current_time()
@@ -147,18 +148,22 @@ async def wait_many(
                 if not look:
                     continue
                 looked = sorted(look)
-                again = await run_in_threadpool(store.wait_states, looked, owner_id=owner)
+                again = await run_in_threadpool(store.get_requests, looked, owner_id=owner)
                 for rid in looked:
-                    state = again.get(rid)
-                    if state is None:
+                    found = again.get(rid)
+                    if found is None:
                         missing.append(rid)
-                    elif _news(states[rid], state):
+                        continue
+                    state = WaitState(found.status, found.deadline_at, len(found.approvals))
+                    if _news(states[rid], state):
                         changed.append(rid)
+                        full[rid] = found
                     else:
                         states[rid] = state
-            full: dict[str, StoredRequest] = {}
-            if changed:
-                full = await run_in_threadpool(lambda: store.get_requests(changed, owner_id=owner))
+            if any(rid not in full for rid in changed):
+                full.update(
+                    await run_in_threadpool(lambda: store.get_requests(changed, owner_id=owner))
+                )
         finally:
             if watcher is not None:
                 watcher.cancel()

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from approval_guard._codec.exact_json import load_stored
 from approval_guard._codec.wire import PENDING
 from approval_guard.provider.store.models import StoredRequest
 from approval_guard.provider.store.sql.base import from_us, request_from_row, to_us
@@ -32,8 +33,8 @@ class WaitState:
 
     status: str
     deadline_at: datetime
-    #: The counted approvals as stored (compared, never parsed).
-    approvals: str | None
+    #: How many approvals are counted so far.
+    approvals: int
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -91,7 +92,10 @@ class WaitingMixin(RequestsMixin):
         for rid, row in rows.items():
             deadline = from_us(row["deadline_at"])
             assert deadline is not None
-            states[rid] = WaitState(row["status"], deadline, row["approval_list"])
+            counted = row["approval_list"]
+            states[rid] = WaitState(
+                row["status"], deadline, len(load_stored(counted)) if counted else 0
+            )
         return states
 
     def get_requests(
