@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import json
 import multiprocessing
+import os
 import sqlite3
 import tempfile
 import time
@@ -32,24 +33,15 @@ def _approve(url: str, token: str, ids: list[str]) -> dict[str, tuple[float, flo
     return asyncio.run(approve_all(url, token, ids, REVIEWERS))
 
 
-class Served:
-    """A provider process on a new SQLite file, its tokens, and what its database holds."""
+class View:
+    """What a benchmark process needs of a served provider (picklable: no process handle)."""
 
-    def __init__(self, *, poll_cap: float = 60.0) -> None:
-        from approval_guard.provider import Store
-
-        self._dir = tempfile.TemporaryDirectory(prefix="ag-bench-")
-        self.db = Path(self._dir.name) / "approvals.sqlite3"
-        store = Store(str(self.db))
-        try:
-            self.credential = store.create_credential("instance", "bench")
-            self.reviewer = store.create_credential("reviewer", "bench")
-        finally:
-            store.close()
-        self.process = ServerProcess(
-            [*PROVIDER, "--db", str(self.db), "--port", "0", "--poll-cap", str(poll_cap)]
-        )
-        self.url = self.process.url
+    def __init__(self, url: str, credential: str, reviewer: str, db: Path, pid: int) -> None:
+        self.url = url
+        self.credential = credential
+        self.reviewer = reviewer
+        self.db = db
+        self.pid = pid
 
     def _query(self, sql: str) -> list[Any]:
         db = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30)
@@ -73,15 +65,46 @@ class Served:
             time.sleep(0.2)
         return False
 
+    def _cpu(self) -> float:
+        with open(f"/proc/{self.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def settle(self, timeout: float = 60.0, window: float = 0.5) -> bool:
         """Wait until the server has stopped using the CPU (every poll is held, nothing more)."""
-        return self.process.wait_quiet(sockets=0, timeout=timeout, window=window)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            before = self._cpu()
+            time.sleep(window)
+            if self._cpu() - before < 0.05 * window:
+                return True
+        return False
 
     def approve(self, ids: list[str]) -> dict[str, tuple[float, float, int]]:
         """Approve ``ids`` from another process: ``{id: (sent, answered, status)}``."""
         ctx = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
             return pool.submit(_approve, self.url, self.reviewer, ids).result(timeout=1800)
+
+
+class Served:
+    """A provider process on a new SQLite file, and its :class:`View`."""
+
+    def __init__(self, *, poll_cap: float = 60.0) -> None:
+        from approval_guard.provider import Store
+
+        self._dir = tempfile.TemporaryDirectory(prefix="ag-bench-")
+        db = Path(self._dir.name) / "approvals.sqlite3"
+        store = Store(str(db))
+        try:
+            credential = store.create_credential("instance", "bench")
+            reviewer = store.create_credential("reviewer", "bench")
+        finally:
+            store.close()
+        self.process = ServerProcess(
+            [*PROVIDER, "--db", str(db), "--port", "0", "--poll-cap", str(poll_cap)]
+        )
+        self.view = View(self.process.url, credential, reviewer, db, self.process.pid)
 
     def close(self) -> None:
         self.process.stop()

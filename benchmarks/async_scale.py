@@ -12,10 +12,13 @@ Two parts, each beside its reference in the same run:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
+import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import approval_guard as ag
@@ -31,7 +34,7 @@ from ._common import (
     rss_bytes,
 )
 from ._reference import BareClient
-from ._served import REVIEWERS, Served
+from ._served import REVIEWERS, Served, View
 from .latency import _floor_sample
 
 KIB = 1024
@@ -64,7 +67,7 @@ def _lags(
     ]
 
 
-def _async_many(served: Served, calls: int, *, batched: bool = True) -> dict[str, Any]:
+def _async_many(served: View, calls: int, *, batched: bool = True) -> dict[str, Any]:
     guard = ag.Guard(
         base_url=served.url, credential=served.credential, harness_limit="35m", poll_wait=POLL_WAIT
     )
@@ -129,7 +132,7 @@ def _async_many(served: Served, calls: int, *, batched: bool = True) -> dict[str
     return out
 
 
-def _sync_many(served: Served, calls: int) -> dict[str, Any]:
+def _sync_many(served: View, calls: int) -> dict[str, Any]:
     guard = ag.Guard(
         base_url=served.url, credential=served.credential, harness_limit="35m", poll_wait=POLL_WAIT
     )
@@ -178,6 +181,13 @@ def _sync_many(served: Served, calls: int) -> dict[str, Any]:
         "ran": sum(1 for n in range(calls) if outcomes.get(n) == n),
         "lags": _lags(decided, ns, starts),
     }
+
+
+def _apart(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``fn(*args)`` in a new process: each run's memory and threads measured from a clean start."""
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        return pool.submit(fn, *args, **kwargs).result(timeout=3600)
 
 
 def _latency(samples: int) -> tuple[list[float], list[float]]:
@@ -237,14 +247,14 @@ def run(quick: bool = False) -> Result:
     single = None
     with Served() as served:
         log(f"async_scale: {calls} async calls")
-        many = _async_many(served, calls)
+        many = _apart(_async_many, served.view, calls)
     if single_calls:
         with Served() as served:
             log(f"async_scale: {single_calls} async calls, one long poll each")
-            single = _async_many(served, single_calls, batched=False)
+            single = _apart(_async_many, served.view, single_calls, batched=False)
     with Served() as served:
         log(f"async_scale: {sync_calls} sync calls")
-        sync = _sync_many(served, sync_calls)
+        sync = _apart(_sync_many, served.view, sync_calls)
     log("async_scale: latency")
     guarded, floor = _latency(samples)
 

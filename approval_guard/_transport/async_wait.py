@@ -58,6 +58,8 @@ EARLY = 1.0
 PAUSE_FIRST, PAUSE_LAST = 0.25, 5.0
 #: News of a request whose call was between two polls is kept this long for its next poll.
 LINGER = 10.0
+#: How often news nobody came back for is looked for and forgotten (seconds).
+SWEEP = 60.0
 #: Statuses saying the provider does not serve batched waits.
 UNSUPPORTED = frozenset({400, 404, 405, 501})
 
@@ -129,6 +131,7 @@ class BatchedWaits:
         self._flush_at: asyncio.Handle | None = None
         self._pause = 0.0
         self._closed = False
+        self._swept = clock.monotonic()
 
     @property
     def batches(self) -> int:
@@ -201,8 +204,20 @@ class BatchedWaits:
         interest = self._interests.get(rid)
         return interest is not None and interest.future is not None and not interest.future.done()
 
+    def _sweep(self, now: float) -> None:
+        """Forget news nobody came back for (a call cancelled between two polls)."""
+        self._swept = now
+        for rid in [
+            rid
+            for rid, one in self._interests.items()
+            if one.future is None and one.batch is None and now - one.left_at > LINGER
+        ]:
+            del self._interests[rid]
+
     def _flush(self) -> None:
         self._flush_at = None
+        if self._clock.monotonic() - self._swept > SWEEP:
+            self._sweep(self._clock.monotonic())
         fresh = [rid for rid in self._unsent if self._live(rid)]
         self._unsent.clear()
         if self._closed or not self._support.ok:
@@ -277,13 +292,12 @@ class BatchedWaits:
         self._pause = (
             0.0 if moved or not quick else min(PAUSE_LAST, max(PAUSE_FIRST, 2 * self._pause))
         )
-        now = self._clock.monotonic()
         for rid in batch.ids:
             interest = self._interests.get(rid)
             if interest is not None and interest.batch is None and self._live(rid):
                 self._unsent[rid] = None
-            else:
-                self._wanted(rid, now)  # forgets it if its call has moved on
+            elif interest is not None and interest.future is None and interest.held is None:
+                del self._interests[rid]  # its call is not polling: it registers again if it does
         if self._unsent:
             self._schedule()
 

@@ -278,3 +278,40 @@ def test_a_cancelled_waiting_call_leaves_nothing_behind(provider: LocalProvider)
     assert ["cancelled"] == [
         r.status for r in provider.requests() if r.arguments["payment_id"] == "p_1"
     ]
+
+
+def test_a_new_call_with_every_batch_in_flight_is_answered_at_once(
+    provider: LocalProvider,
+) -> None:
+    """Past the cap of batches in flight, a new call's decision still reaches it within a second."""
+    from approval_guard._transport.async_wait import MAX_BATCHES
+
+    guard = _guard(provider.url, provider.credential, poll_wait="30s")
+    ran: list[int] = []
+
+    @guard.requires_approval(timeout="10m")
+    async def refund(n: int) -> int:
+        ran.append(n)
+        return n
+
+    async def main() -> float:
+        tasks = []
+        for n in range(MAX_BATCHES + 3):  # one at a time: each into a batch of its own
+            tasks.append(asyncio.create_task(refund(n)))
+            deadline = time.monotonic() + 10
+            while not provider.wait_for_polls(n + 1, 0):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        last = next(r for r in provider.requests("pending") if r.arguments["n"] == MAX_BATCHES + 2)
+        decided = time.monotonic()
+        await asyncio.to_thread(provider.approve, last.id)
+        assert MAX_BATCHES + 2 == await asyncio.wait_for(tasks[-1], 10)
+        lag = time.monotonic() - decided
+        for request in provider.requests("pending"):
+            await asyncio.to_thread(provider.approve, request.id)
+        assert list(range(MAX_BATCHES + 3)) == await asyncio.wait_for(asyncio.gather(*tasks), 20)
+        await guard.aclose()
+        return lag
+
+    assert asyncio.run(main()) < 1.0
