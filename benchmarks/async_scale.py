@@ -40,7 +40,7 @@ from .latency import _floor_sample
 KIB = 1024
 #: Calls are started in waves of this many (a burst of 10,000 creates at once would
 #: outlast each create's own 10 s deadline on this provider: about 600 creates/s).
-WAVE = 500
+WAVE = int(os.environ.get("AG_BENCH_ASYNC_WAVE", "500"))
 SETTLE = 0.005
 #: Long polls held 60 s (the provider's cap), so none is re-sent while the run lasts.
 POLL_WAIT = "60s"

@@ -303,6 +303,9 @@ def test_a_new_call_with_every_batch_in_flight_is_answered_at_once(
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.01)
         await asyncio.sleep(0.2)
+        client = guard._aclient
+        assert client is not None
+        assert MAX_BATCHES == client._clients[asyncio.get_running_loop()].waits.batches
         last = next(r for r in provider.requests("pending") if r.arguments["n"] == MAX_BATCHES + 2)
         decided = time.monotonic()
         await asyncio.to_thread(provider.approve, last.id)
