@@ -11,6 +11,7 @@ is read here, once: the body limit, strict JSON, scrubbing, the clock sample,
 from __future__ import annotations
 
 import json
+import math
 import urllib.parse
 import zlib
 from collections.abc import Callable, Mapping
@@ -30,6 +31,7 @@ __all__ = [
     "ACCEPT",
     "USER_AGENT",
     "BodyReader",
+    "Create",
     "ExchangeSpec",
     "Headers",
     "LongPoll",
@@ -83,10 +85,21 @@ class LongPoll(ExchangeSpec):
     wait: int = 0
 
 
-def create(body: bytes, idempotency_key: str, *, timeout: float) -> ExchangeSpec:
+@attrs.frozen
+class Create(ExchangeSpec):
+    """A create's exchange; ``by``: the latest moment (monotonic) it may still be sent.
+
+    A transport may hold a create back while others are in flight (the async
+    one does); the wait counts toward ``by``, and ``timeout`` starts once sent.
+    """
+
+    by: float = math.inf
+
+
+def create(body: bytes, idempotency_key: str, *, timeout: float, by: float = math.inf) -> Create:
     """``POST /v1/requests`` with the same key and bytes on every attempt."""
     headers = {"Idempotency-Key": idempotency_key, **_JSON}
-    return ExchangeSpec("POST", "/v1/requests", body, headers, timeout)
+    return Create("POST", "/v1/requests", body, headers, timeout, by=by)
 
 
 def read(request_id: str, *, wait: int, timeout: float) -> LongPoll:
