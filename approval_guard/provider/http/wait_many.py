@@ -19,6 +19,7 @@ pool, and a wake re-reads only the ids it names.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,8 @@ from approval_guard.provider.http.waits import Notifier, hung_up
 from approval_guard.provider.store.models import Credential, StoredRequest
 from approval_guard.provider.store.protocol import StoreProtocol
 from approval_guard.provider.store.sql.waiting import WaitState
+
+logger = logging.getLogger("approval_guard.provider")
 
 #: The most ids one batched wait may list (docs/provider-api.md).
 MAX_WAIT_IDS = 1000
@@ -99,6 +102,30 @@ async def wait(ctx: Context, request: Request) -> Response:
     return json_answer(ctx.store, 200, {"requests": items, "not_found": missing})
 
 
+#: The poll counts being written: kept from the GC until they are done.
+_counting: set[asyncio.Future[None]] = set()
+
+
+def _count(store: StoreProtocol, ids: list[str]) -> None:
+    """Count a poll of each of ``ids`` in the audit trail, without holding up the wait.
+
+    The write goes behind the writer lock with everyone else's; a wait that has
+    news for its caller must not wait for it (a decision is never made to wait
+    for a poll's count either).
+    """
+    if not ids:
+        return
+    task = asyncio.ensure_future(run_in_threadpool(store.count_polls, ids))
+    _counting.add(task)
+
+    def done(t: asyncio.Future[None]) -> None:
+        _counting.discard(t)
+        if not t.cancelled() and t.exception() is not None:
+            logger.warning("counting a batched wait's polls failed: %r", t.exception())
+
+    task.add_done_callback(done)
+
+
 def _news(before: WaitState | None, now: WaitState) -> bool:
     return now.status != PENDING or (before is not None and before.approvals != now.approvals)
 
@@ -123,9 +150,9 @@ async def wait_many(
             None if receive is None else asyncio.ensure_future(hung_up(receive, gone, watch.event))
         )
         try:
-            states = await run_in_threadpool(
-                lambda: store.wait_states(ids, owner_id=owner, count_poll=owner is not None)
-            )
+            states = await run_in_threadpool(lambda: store.wait_states(ids, owner_id=owner))
+            if owner is not None:
+                _count(store, [rid for rid in ids if rid in states])
             missing = [rid for rid in ids if rid not in states]
             changed = [rid for rid, state in states.items() if _news(None, state)]
             full: dict[str, StoredRequest] = {}

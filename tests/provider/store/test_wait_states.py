@@ -60,7 +60,7 @@ def test_states_of_many_only_the_owners(opened: tuple[StoreProtocol, Clock]) -> 
     store.decide(mine[1].id, reviewer=reviewer, status="denied", note="no")
     ids = [*(r.id for r in mine), theirs.id, "no-such-id"]
     states = store.wait_states(ids, owner_id=instance.id)
-    assert {r.id: s for r, s in zip(mine, ["pending", "denied", "pending"])} == {
+    assert {r.id: s for r, s in zip(mine, ["pending", "denied", "pending"], strict=True)} == {
         rid: state.status for rid, state in states.items()
     }
     assert mine[0].deadline_at == states[mine[0].id].deadline_at

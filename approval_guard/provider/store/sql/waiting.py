@@ -81,13 +81,7 @@ class WaitingMixin(RequestsMixin):
             self._expire(overdue)
             rows.update(self._rows(_STATE_COLUMNS, overdue, owner_id))
         if count_poll and rows:
-            with self._writing() as tx:
-                for chunk in _chunks(list(rows)):
-                    tx.execute(
-                        "UPDATE requests SET poll_count = poll_count + 1, last_polled_at = ? "
-                        f"WHERE id IN ({_marks(len(chunk))})",
-                        (now_us, *chunk),
-                    )
+            self.count_polls(list(rows))
         states: dict[str, WaitState] = {}
         for rid, row in rows.items():
             deadline = from_us(row["deadline_at"])
@@ -97,6 +91,19 @@ class WaitingMixin(RequestsMixin):
                 row["status"], deadline, len(load_stored(counted)) if counted else 0
             )
         return states
+
+    def count_polls(self, request_ids: Sequence[str]) -> None:
+        """Count one poll of each of ``request_ids`` (existing requests), in one write."""
+        if not request_ids:
+            return
+        now_us = to_us(self.now())
+        with self._writing() as tx:
+            for chunk in _chunks(list(request_ids)):
+                tx.execute(
+                    "UPDATE requests SET poll_count = poll_count + 1, last_polled_at = ? "
+                    f"WHERE id IN ({_marks(len(chunk))})",
+                    (now_us, *chunk),
+                )
 
     def get_requests(
         self, request_ids: Sequence[str], *, owner_id: str | None = None
