@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
@@ -79,7 +80,7 @@ def test_async_calls_waiting_on_one_instance_run_when_approved_on_the_other(
         ran.append(n)
         return n
 
-    async def main() -> list[int]:
+    async def main() -> list[Any]:
         tasks = [asyncio.create_task(refund(n)) for n in range(20)]
         deadline = time.monotonic() + 20
         while not a.wait_for_waiting_polls(20, 0):
@@ -88,7 +89,7 @@ def test_async_calls_waiting_on_one_instance_run_when_approved_on_the_other(
         listed = Api(b.url, reviewer).get("/v1/requests?status=pending").json()["requests"]
         for request in listed:
             Api(b.url, reviewer).decide(request["id"], {"status": "approved"})
-        results: list[int] = await asyncio.wait_for(asyncio.gather(*tasks), 30)
+        results = list(await asyncio.wait_for(asyncio.gather(*tasks), 30))
         await guard.aclose()
         return results
 
