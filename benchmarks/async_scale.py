@@ -12,17 +12,19 @@ Two parts, each beside its reference in the same run:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
+import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import approval_guard as ag
 from approval_guard.testing import LocalProvider
 
 from ._common import (
-    ChildProvider,
     Result,
     log,
     ms,
@@ -32,12 +34,13 @@ from ._common import (
     rss_bytes,
 )
 from ._reference import BareClient
+from ._served import REVIEWERS, Served, View
 from .latency import _floor_sample
 
 KIB = 1024
-#: Calls are started in waves of this many (a burst of 10,000 creates at once would
-#: outlast each create's own 10 s deadline on this provider: about 600 creates/s).
-WAVE = 500
+#: Calls are started in waves of this many (AG_BENCH_ASYNC_WAVE); by default all at once
+#: (an event loop sends 64 creates at a time, each timed from when it is sent).
+WAVE = int(os.environ.get("AG_BENCH_ASYNC_WAVE", "100000"))
 SETTLE = 0.005
 #: Long polls held 60 s (the provider's cap), so none is re-sent while the run lasts.
 POLL_WAIT = "60s"
@@ -53,19 +56,26 @@ def _snapshot() -> dict[str, int]:
     return {"threads": threading.active_count(), "rss": rss_bytes(), "sockets": open_sockets()}
 
 
-def _lags(decided: dict[str, Any], starts: dict[int, float]) -> list[float]:
-    lags = []
-    for at, arguments in decided.values():
-        n = arguments["n"]
-        if n >= 0 and n in starts:
-            lags.append(starts[n] - at)
-    return lags
+def _lags(
+    decided: dict[str, tuple[float, float, int]], ns: dict[str, int], starts: dict[int, float]
+) -> list[float]:
+    """Decision (the approval's request sent) -> tool start, for each call approved."""
+    return [
+        starts[ns[rid]] - sent
+        for rid, (sent, _, code) in decided.items()
+        if code == 200 and ns.get(rid, -1) in starts
+    ]
 
 
-def _async_many(child: ChildProvider, calls: int) -> dict[str, Any]:
+def _async_many(served: View, calls: int, *, batched: bool = True) -> dict[str, Any]:
     guard = ag.Guard(
-        base_url=child.url, credential=child.credential, harness_limit="35m", poll_wait=POLL_WAIT
+        base_url=served.url, credential=served.credential, harness_limit="35m", poll_wait=POLL_WAIT
     )
+    if not batched:
+        # The comparison only: this client polls each call alone, as before API 1.2.
+        guard._async_transport()
+        assert guard._aclient is not None
+        guard._aclient._batching.ok = False
     starts: dict[int, float] = {}
 
     @guard.requires_approval(timeout="30m")
@@ -73,29 +83,33 @@ def _async_many(child: ChildProvider, calls: int) -> dict[str, Any]:
         starts[n] = time.perf_counter()
         return n
 
-    async def ask(command: str, *args: Any, timeout: float = 600) -> Any:
-        return await asyncio.to_thread(child.call, command, *args, timeout=timeout)
+    async def approve_pending() -> tuple[dict[str, tuple[float, float, int]], dict[str, int]]:
+        ns = await asyncio.to_thread(served.pending)
+        return await asyncio.to_thread(served.approve, list(ns)), ns
 
     async def main() -> dict[str, Any]:
         warm = asyncio.ensure_future(bench_async_scale(-1))
-        await ask("wait_waiting", 1, 30)
-        await ask("approve_pending", "5m")
+        await asyncio.to_thread(served.wait_pending, 1, 30)
+        await asyncio.sleep(0.5)
+        await approve_pending()
         await warm
         await asyncio.sleep(0.2)
         before = _snapshot()
         tasks: list[asyncio.Future[int]] = []
+        started = time.perf_counter()
         for start in range(0, calls, WAVE):
             tasks += [
                 asyncio.ensure_future(bench_async_scale(n))
                 for n in range(start, min(calls, start + WAVE))
             ]
-            if not await ask("wait_waiting", _almost(len(tasks)), 180):
-                # The provider fell behind: measure what it holds, and say so.
-                log(f"async_scale: the provider held fewer than {len(tasks)} polls; stopping there")
+            if not await asyncio.to_thread(served.wait_pending, len(tasks), 180):
+                log(f"async_scale: the provider held fewer than {len(tasks)} requests; stopping")
                 break
+        await asyncio.to_thread(served.settle)
+        ramp = time.perf_counter() - started
         await asyncio.sleep(1.0)  # let every poll settle into its wait
         waiting = _snapshot()
-        decided = await ask("approve_pending", "5m")
+        decided, ns = await approve_pending()
         results = await asyncio.gather(*tasks)
         await asyncio.sleep(0.2)
         after = _snapshot()
@@ -107,18 +121,20 @@ def _async_many(child: ChildProvider, calls: int) -> dict[str, Any]:
             "after": after,
             "closed": closed,
             "decided": decided,
+            "ns": ns,
+            "ramp": ramp,
             "started": len(tasks),
             "ran": sum(1 for n, r in enumerate(results) if n == r),
         }
 
     out = asyncio.run(main())
-    out["lags"] = _lags(out["decided"], starts)
+    out["lags"] = _lags(out["decided"], out["ns"], starts)
     return out
 
 
-def _sync_many(child: ChildProvider, calls: int) -> dict[str, Any]:
+def _sync_many(served: View, calls: int) -> dict[str, Any]:
     guard = ag.Guard(
-        base_url=child.url, credential=child.credential, harness_limit="35m", poll_wait=POLL_WAIT
+        base_url=served.url, credential=served.credential, harness_limit="35m", poll_wait=POLL_WAIT
     )
     starts: dict[int, float] = {}
     outcomes: dict[int, Any] = {}
@@ -133,8 +149,9 @@ def _sync_many(child: ChildProvider, calls: int) -> dict[str, Any]:
 
     warm = threading.Thread(target=caller, args=(-1,))
     warm.start()
-    child.call("wait_waiting", 1, 30)
-    child.call("approve_pending", "5m")
+    served.wait_pending(1, 30)
+    time.sleep(0.5)
+    served.approve(list(served.pending()))
     warm.join(10)
     time.sleep(0.2)
     before = _snapshot()
@@ -147,11 +164,13 @@ def _sync_many(child: ChildProvider, calls: int) -> dict[str, Any]:
         for thread in wave:
             thread.start()
         threads += wave
-        if not child.call("wait_waiting", _almost(len(threads)), 120):
-            raise RuntimeError(f"not every sync call reached its long poll ({len(threads)})")
+        if not served.wait_pending(len(threads), 120):
+            raise RuntimeError(f"not every sync call made its request ({len(threads)})")
+    served.settle()
     time.sleep(1.0)
     waiting = _snapshot()
-    decided = child.call("approve_pending", "5m", timeout=600)
+    ns = served.pending()
+    decided = served.approve(list(ns))
     for thread in threads:
         thread.join(60)
     guard.close()
@@ -160,8 +179,15 @@ def _sync_many(child: ChildProvider, calls: int) -> dict[str, Any]:
         "waiting": waiting,
         "decided": decided,
         "ran": sum(1 for n in range(calls) if outcomes.get(n) == n),
-        "lags": _lags(decided, starts),
+        "lags": _lags(decided, ns, starts),
     }
+
+
+def _apart(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``fn(*args)`` in a new process: each run's memory and threads measured from a clean start."""
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        return pool.submit(fn, *args, **kwargs).result(timeout=3600)
 
 
 def _latency(samples: int) -> tuple[list[float], list[float]]:
@@ -215,13 +241,20 @@ def run(quick: bool = False) -> Result:
     calls = 100 if quick else int(os.environ.get("AG_BENCH_ASYNC_CALLS", "10000"))
     sync_calls = 50 if quick else int(os.environ.get("AG_BENCH_SYNC_CALLS", "2000"))
     samples = 10 if quick else 200
+    single_calls = 0 if quick else int(os.environ.get("AG_BENCH_ASYNC_SINGLE", "0"))
     result = Result("async_scale", f"8. {calls:,} async guarded calls waiting in one process")
-    raise_fd_limit(2 * calls + 1024)
-    with ChildProvider(direct=True, fds=2 * calls + 1024) as child:
+    raise_fd_limit(2 * max(calls, sync_calls, single_calls) + 1024)
+    single = None
+    with Served() as served:
         log(f"async_scale: {calls} async calls")
-        many = _async_many(child, calls)
+        many = _apart(_async_many, served.view, calls)
+    if single_calls:
+        with Served() as served:
+            log(f"async_scale: {single_calls} async calls, one long poll each")
+            single = _apart(_async_many, served.view, single_calls, batched=False)
+    with Served() as served:
         log(f"async_scale: {sync_calls} sync calls")
-        sync = _sync_many(child, sync_calls)
+        sync = _apart(_sync_many, served.view, sync_calls)
     log("async_scale: latency")
     guarded, floor = _latency(samples)
 
@@ -266,12 +299,26 @@ def run(quick: bool = False) -> Result:
         f"{ms(percentile(many['lags'], 50))} / {ms(percentile(many['lags'], 99))}",
         f"sync: {ms(percentile(sync['lags'], 50))} / {ms(percentile(sync['lags'], 99))}",
     )
-    burst = [at for at, _ in many["decided"].values()]
+    burst = [sent for sent, _, _ in many["decided"].values()]
+    acked = [answered for _, answered, _ in many["decided"].values()]
     result.add(
-        f"the burst: {len(burst):,} approvals recorded by the provider",
-        ms(max(burst) - min(burst)),
-        "",
+        f"the burst: {len(burst):,} approvals over the reviewer API ({REVIEWERS} connections)",
+        ms(max(acked) - min(burst)),
+        f"{len(burst) / max(1e-9, max(acked) - min(burst)):,.0f} approvals/s",
     )
+    result.add(
+        f"the start: {calls:,} calls created and waiting",
+        ms(many["ramp"]),
+        "all at once" if WAVE >= calls else f"waves of {WAVE:,}",
+    )
+    if single is not None:
+        n1 = single["started"]
+        result.add(
+            f"the same with one long poll per call ({n1:,} calls, as before API 1.2)",
+            f"{(single['waiting']['rss'] - single['before']['rss']) / n1 / KIB:.1f} KiB a call, "
+            f"slowest start {ms(max(single['lags'] or [0.0]))}",
+            f"{(single['waiting']['sockets'] - single['before']['sockets']) / n1:.2f} sockets/call",
+        )
     result.add(
         "open sockets while waiting, per call",
         f"{(many['waiting']['sockets'] - many['before']['sockets']) / calls:.2f}",
@@ -313,16 +360,22 @@ def run(quick: bool = False) -> Result:
             "floor_p99": percentile(floor, 99),
         },
     }
+    start = (
+        "all at once"
+        if WAVE >= calls
+        else f"in waves of {WAVE:,} (the next once the file holds every request so far)"
+    )
     result.notes.append(
-        f"the provider (LocalProvider's server, reached directly, not through its fault proxy) "
-        f"runs in a child process, so its threads, sockets and memory are not counted; calls "
-        f"start in waves of {WAVE}, each holding one long poll (60 s); the burst is the child "
-        f"approving every pending request one after another through its store, in the same "
-        f"process as the server; the sync run holds {sync_calls:,} calls on threads, two each"
+        "the provider is `python -m approval_guard.provider.serving.process` (what "
+        "`approval-guard serve` runs) on a SQLite file in its own process, so its threads, "
+        f"sockets and memory are not counted; calls start {start}, their long polls (60 s) "
+        "carried by batched waits (API 1.2); the burst is another process approving every "
+        f"pending request over the reviewer API on {REVIEWERS} keep-alive connections; the "
+        f"sync run holds {sync_calls:,} calls on threads, two each"
     )
     result.notes.append(
         "memory per call = (RSS with every call waiting - RSS before they started) / calls; "
-        "decision times are taken in the provider's process just before each approve; the "
+        "a decision's time is when its approval request was sent; the "
         "latency rows interleave one async call (on a loop in another thread) with one bare "
         "requests long poll, each poll blocked before the decision"
     )

@@ -79,11 +79,14 @@ class Poll:
                 f"The approval provider stopped answering for the request "
                 f"({answer.describe()}), so {plan.tool} did not run{withdrawal(call)}",
             )
-        checked = check_echo(call, answer, expect_id=request_id)
+        # A batched wait (API 1.2) that ended with no news of it: pending, as last read.
+        unchanged = answer.unchanged
+        checked = self.request if unchanged else check_echo(call, answer, expect_id=request_id)
         if isinstance(checked, NotRun):
             yield from cancel(call, "the provider's answer did not match the call")
             return checked
-        self.request, self.sample = checked, call.sampled(answer, checked)
+        if not unchanged:
+            self.request, self.sample = checked, call.sampled(answer, checked)
         if checked.status != PENDING:
             return self.decided()
         if call.emit:
@@ -98,7 +101,7 @@ class Poll:
                 )
             )
         round_trip = answer.sample.received - answer.sample.sent
-        if wait > 0 and round_trip < call.timings.early_poll:
+        if wait > 0 and round_trip < call.timings.early_poll and not unchanged:
             # A long poll answered "pending" at once (a provider that ignores wait=):
             # back off as for a failure, or polling it is a storm.
             return Again()

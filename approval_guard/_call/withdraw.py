@@ -163,7 +163,7 @@ def create_op(call: CallState, timeout: float, *, orphanable: bool = False) -> E
     is then withdrawn.
     """
     plan = call.plan
-    spec = _exchange.create(plan.body, plan.idempotency_key, timeout=timeout)
+    spec = _exchange.create(plan.body, plan.idempotency_key, timeout=timeout, by=plan.local_end)
     if not orphanable:
         return Exchange(spec)
     return Exchange(spec, abandonable=True, tracker=_CreateTracker(call))

@@ -40,6 +40,9 @@ class Answer:
     provider_request_id: str | None
     sample: ClockSample
     retry_after: float | None = None
+    #: Not from the wire: a batched wait (API 1.2) ended with no news of the request
+    #: polled, which is as last read (``body`` is None).
+    unchanged: bool = False
 
     @property
     def ok(self) -> bool:

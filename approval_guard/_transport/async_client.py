@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import ssl
 import threading
@@ -37,11 +38,13 @@ from approval_guard._transport.async_pool import (
     TrackingBackend,
     ssl_context,
 )
+from approval_guard._transport.async_wait import BatchedWaits, BatchSupport
 from approval_guard._transport.exchange import (
     ACCEPT,
     USER_AGENT,
     BodyReader,
     ExchangeSpec,
+    LongPoll,
     failed,
     interpret,
 )
@@ -76,6 +79,8 @@ class AsyncProviderClient:
         self._lock = threading.Lock()
         self._clients: dict[asyncio.AbstractEventLoop, LoopClient] = {}
         self._ssl_context: ssl.SSLContext | None = None
+        # Whether the provider serves batched waits (API 1.2): until it says it does not.
+        self._batching = BatchSupport()
 
     def __repr__(self) -> str:
         return f"AsyncProviderClient(base_url={self._base!r}, credential='***')"
@@ -89,6 +94,18 @@ class AsyncProviderClient:
         past it too. Cancelling this coroutine closes the exchange's connection.
         """
         clients = self._clients_for(asyncio.get_running_loop())
+        if isinstance(spec, LongPoll) and spec.wait > 0 and self._batching.ok:
+            waits: BatchedWaits | None = clients.waits
+            if waits is None:
+                waits = clients.waits = BatchedWaits(
+                    functools.partial(self._perform_on, clients),
+                    clock=self._clock,
+                    support=self._batching,
+                )
+            return await waits.poll(spec)
+        return await self._perform_on(clients, spec)
+
+    async def _perform_on(self, clients: LoopClient, spec: ExchangeSpec) -> Answer:
         shard = clients.take()
         try:
             return await self._perform(shard.client, spec)

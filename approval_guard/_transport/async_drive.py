@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -23,9 +24,19 @@ from approval_guard._codec.clock import Clock, sleep_async
 from approval_guard._transport import threads as _threads
 from approval_guard._transport.answer import Answer
 from approval_guard._transport.drive import DEFAULT_TIMINGS, APerform, Perform, timed_out
-from approval_guard._transport.exchange import ExchangeSpec
+from approval_guard._transport.exchange import Create, ExchangeSpec
 
 log = logging.getLogger("approval_guard")
+
+#: Creates in flight on one event loop at most: 10,000 calls starting at once would
+#: otherwise all wait on the provider together, and most would time out and be sent again.
+CREATES = 64
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+#: The longest a create may wait for its turn to be sent (the harness's limit comes first).
+CREATE_QUEUE_LIMIT = 600.0
 
 #: Exchanges left to finish after their call stopped waiting (kept from the GC).
 _orphans: set[asyncio.Future[Any]] = set()
@@ -65,17 +76,22 @@ def threaded(perform: Perform) -> APerform:
     return run
 
 
-def start_exchange(op: Exchange, perform: APerform) -> asyncio.Future[Answer]:
+def start_exchange(op: Exchange, perform: APerform, clock: Clock) -> asyncio.Future[Answer]:
     """``op`` as a task on the running loop, ended at its hard deadline however the provider drips.
 
     The task tells ``op.tracker`` how it ended, even when nobody awaits it any more.
+    A create the transport may hold back (``Create.by``) has until then, its own
+    timeout counted by the transport from when it is sent.
     """
+    limit = op.spec.timeout
+    if isinstance(op.spec, Create):
+        limit = max(limit, min(op.spec.by - clock.monotonic(), limit + CREATE_QUEUE_LIMIT))
 
     async def run() -> Answer:
         answer: Answer | None = None
         try:
             try:
-                answer = await asyncio.wait_for(perform(op.spec), max(0.0, op.spec.timeout))
+                answer = await asyncio.wait_for(_send(op.spec, perform), max(0.0, limit))
             except asyncio.TimeoutError:
                 raise timed_out() from None
             return answer
@@ -88,6 +104,18 @@ def start_exchange(op: Exchange, perform: APerform) -> asyncio.Future[Answer]:
     task = asyncio.ensure_future(run())
     task.add_done_callback(_retrieve)
     return task
+
+
+async def _send(spec: ExchangeSpec, perform: APerform) -> Answer:
+    """``perform(spec)``; a create waits for one of its loop's :data:`CREATES` places first."""
+    if not isinstance(spec, Create):
+        return await perform(spec)
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(CREATES)
+    async with gate:
+        return await asyncio.wait_for(perform(spec), max(0.0, spec.timeout))
 
 
 def _orphan(task: asyncio.Future[Any]) -> None:
@@ -178,7 +206,7 @@ async def drive_async(
             continue
         try:
             if isinstance(op, Exchange):
-                task = start_exchange(op, perform)
+                task = start_exchange(op, perform, clock)
                 if op.abandonable and may_abandon:
                     watch = abandon if may_abandon else None
                     to_send = await _await_abandonable(

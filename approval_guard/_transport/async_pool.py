@@ -113,6 +113,8 @@ class LoopClient:
         self._retired: list[Shard] = []
         self._closing: set[asyncio.Task[None]] = set()
         self.closed = False
+        #: This loop's batched waits (``async_wait.BatchedWaits``), made on the first long poll.
+        self.waits: Any = None
         self._keeper: AsyncGenerator[None, None] = self._at_loop_end()
         step: Any = self._keeper.__anext__()  # registers it with the loop's asyncgen hooks
         with contextlib.suppress(StopIteration):
@@ -158,12 +160,19 @@ class LoopClient:
     def force_close(self) -> None:
         """Close every socket directly (the loop has closed): nothing selects on them any more."""
         self.closed = True
+        self._stop_waits()
         for shard in self._all():
             shard.force_close()
         self._finish_keeper()
 
+    def _stop_waits(self) -> None:
+        if self.waits is not None:
+            with contextlib.suppress(Exception):
+                self.waits.close()
+
     async def aclose(self) -> None:
         self.closed = True
+        self._stop_waits()
         for shard in self._all():
             try:
                 await shard.client.aclose()

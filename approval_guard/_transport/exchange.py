@@ -11,6 +11,7 @@ is read here, once: the body limit, strict JSON, scrubbing, the clock sample,
 from __future__ import annotations
 
 import json
+import math
 import urllib.parse
 import zlib
 from collections.abc import Callable, Mapping
@@ -30,14 +31,17 @@ __all__ = [
     "ACCEPT",
     "USER_AGENT",
     "BodyReader",
+    "Create",
     "ExchangeSpec",
     "Headers",
+    "LongPoll",
     "api_call",
     "cancel",
     "create",
     "failed",
     "interpret",
     "read",
+    "wait_many",
 ]
 
 USER_AGENT = "approval-guard/0.1"
@@ -73,16 +77,42 @@ class ExchangeSpec:
         return f"{self.method} {self.path}"
 
 
-def create(body: bytes, idempotency_key: str, *, timeout: float) -> ExchangeSpec:
+@attrs.frozen
+class LongPoll(ExchangeSpec):
+    """A long poll's exchange, naming its request and wait (a batched wait may carry it)."""
+
+    request_id: str = ""
+    wait: int = 0
+
+
+@attrs.frozen
+class Create(ExchangeSpec):
+    """A create's exchange; ``by``: the latest moment (monotonic) it may still be sent.
+
+    A transport may hold a create back while others are in flight (the async
+    one does); the wait counts toward ``by``, and ``timeout`` starts once sent.
+    """
+
+    by: float = math.inf
+
+
+def create(body: bytes, idempotency_key: str, *, timeout: float, by: float = math.inf) -> Create:
     """``POST /v1/requests`` with the same key and bytes on every attempt."""
     headers = {"Idempotency-Key": idempotency_key, **_JSON}
-    return ExchangeSpec("POST", "/v1/requests", body, headers, timeout)
+    return Create("POST", "/v1/requests", body, headers, timeout, by=by)
 
 
-def read(request_id: str, *, wait: int, timeout: float) -> ExchangeSpec:
+def read(request_id: str, *, wait: int, timeout: float) -> LongPoll:
     """``GET /v1/requests/{id}?wait=Ns``: a long poll; ``timeout`` must outlast ``wait``."""
-    path = f"/v1/requests/{urllib.parse.quote(request_id, safe='')}?wait={max(0, wait)}s"
-    return ExchangeSpec("GET", path, None, {}, timeout)
+    wait = max(0, wait)
+    path = f"/v1/requests/{urllib.parse.quote(request_id, safe='')}?wait={wait}s"
+    return LongPoll("GET", path, None, {}, timeout, request_id=request_id, wait=wait)
+
+
+def wait_many(request_ids: list[str], *, wait: int, timeout: float) -> ExchangeSpec:
+    """``POST /v1/requests/wait`` (API 1.2): one wait on many requests."""
+    body = json.dumps({"ids": request_ids, "wait": f"{max(0, wait)}s"}).encode()
+    return ExchangeSpec("POST", "/v1/requests/wait", body, _JSON, timeout)
 
 
 def cancel(request_id: str, *, reason: str, timeout: float) -> ExchangeSpec:

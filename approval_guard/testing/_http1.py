@@ -124,6 +124,9 @@ def exchange_of(method: str, target: str) -> str | None:
         return {"POST": "create", "GET": "list"}.get(method)
     if path == "/v1/events":
         return "events" if method == "GET" else None
+    if path == "/v1/requests/wait":
+        # A batched wait (API 1.2) is the long polls of the calls it carries.
+        return "poll" if method == "POST" else None
     if _REVIEW_DECISION.fullmatch(path):
         return "decision" if method == "POST" else None
     match = _REQUEST_PATH.fullmatch(path)

@@ -1,6 +1,7 @@
 """A hostile provider on 127.0.0.1 that answers each exchange as the test says.
 
-Fixture ``hostile``: ``hostile(create=..., read=..., cancel=...)`` starts one.
+Fixture ``hostile``: ``hostile(create=..., read=..., cancel=..., wait=...)`` starts one.
+By default it does not serve batched waits (API 1.2): ``POST /v1/requests/wait`` is 404.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ class HostileProvider:
     path, and return ``(status, body)``; ``body`` is JSON-encoded unless bytes.
     """
 
-    def __init__(self, *, create: Route, read: Route, cancel: Route) -> None:
-        self.routes = {"create": create, "read": read, "cancel": cancel}
+    def __init__(self, *, create: Route, read: Route, cancel: Route, wait: Route) -> None:
+        self.routes = {"create": create, "read": read, "cancel": cancel, "wait": wait}
+        #: The body of each batched wait, as sent.
+        self.waits: list[Any] = []
         self.request: dict[str, Any] = {}
         self.seen: list[str] = []
         self.created = threading.Event()
@@ -59,6 +62,10 @@ class HostileProvider:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                if self.path == "/v1/requests/wait":
+                    owner.waits.append(json.loads(raw))
+                    self.answer("wait")
+                    return
                 if self.path.endswith("/cancel"):
                     self.answer("cancel")
                     return
@@ -121,6 +128,7 @@ def hostile() -> Iterator[Callable[..., HostileProvider]]:
             "create": lambda r, _: (201, r),
             "read": lambda r, _: (200, r),
             "cancel": lambda r, _: (200, {**r, "status": "cancelled"}),
+            "wait": lambda r, _: (404, {"error": {"type": "not_found", "message": "no"}}),
         }
         made.append(HostileProvider(**{**defaults, **routes}))
         return made[-1]

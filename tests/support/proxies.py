@@ -12,7 +12,11 @@ import requests
 
 
 class RewritingProxy:
-    """A real HTTP proxy in front of the local provider that rewrites request objects."""
+    """A real HTTP proxy in front of the local provider that rewrites request objects.
+
+    Every request object it passes on is rewritten: a single one, or each in a
+    batched wait's (or a list's) ``requests``.
+    """
 
     def __init__(self, target: str, rewrite: Callable[[dict[str, Any]], None]) -> None:
         self.target = target
@@ -41,6 +45,12 @@ class RewritingProxy:
                     obj = None
                 if isinstance(obj, dict) and "tool" in obj:
                     proxy.rewrite(obj)
+                    data = json.dumps(obj).encode()
+                elif isinstance(obj, dict) and isinstance(obj.get("requests"), list):
+                    # A batched wait (API 1.2), or a list: each request in it is rewritten.
+                    for item in obj["requests"]:
+                        if isinstance(item, dict) and "tool" in item:
+                            proxy.rewrite(item)
                     data = json.dumps(obj).encode()
                 self.send_response(answer.status_code)
                 for k, v in answer.headers.items():

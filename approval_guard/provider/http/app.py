@@ -29,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from approval_guard.provider.email import pages as email_pages
-from approval_guard.provider.http import api, decisions
+from approval_guard.provider.http import api, decisions, wait_many
 from approval_guard.provider.http import page as review
 from approval_guard.provider.http.context import Context, Handler
 from approval_guard.provider.http.responses import ApiError, check_head, error_answer
@@ -52,6 +52,8 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/static/{name}", {"GET": review.static}),
     ("/v1/requests", {"GET": api.list_requests, "POST": api.create}),
     ("/v1/events", {"GET": api.events}),
+    # Before the next: "wait" is no request id (ours are UUIDs), so nothing is shadowed.
+    ("/v1/requests/wait", {"POST": wait_many.wait}),
     ("/v1/requests/{request_id}", {"GET": api.poll}),
     ("/v1/requests/{request_id}/cancel", {"POST": api.cancel}),
     ("/v1/requests/{request_id}/decision", {"POST": decisions.decide}),

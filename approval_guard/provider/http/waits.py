@@ -26,6 +26,25 @@ from approval_guard.provider.store.models import Credential, StoredRequest
 from approval_guard.provider.store.protocol import StoreProtocol
 
 
+class ManyWatch:
+    """One batched wait's wake-up (API 1.2): an event, and which of its ids changed meanwhile."""
+
+    __slots__ = ("event", "everything", "fired")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.fired: set[str] = set()
+        #: Set when "anything may have changed" was heard: every id must be read again.
+        self.everything = False
+
+    def take(self) -> tuple[set[str], bool]:
+        """The ids heard of since the last take (and whether it was everything); clears them."""
+        fired, everything = self.fired, self.everything
+        self.fired, self.everything = set(), False
+        self.event.clear()
+        return fired, everything
+
+
 class Notifier:
     """Per-request and "anything changed" events for one event loop."""
 
@@ -33,6 +52,7 @@ class Notifier:
         self._loop = loop
         self._by_id: dict[str, set[asyncio.Event]] = {}
         self._any: set[asyncio.Event] = set()
+        self._many: dict[str, set[ManyWatch]] = {}
         self._draining = False
         self._count = 0
         self._count_cond = threading.Condition()
@@ -57,10 +77,17 @@ class Notifier:
             for request_id in request_ids:
                 for event in self._by_id.get(request_id, ()):
                     event.set()
+                for watch in self._many.get(request_id, ()):
+                    watch.fired.add(request_id)
+                    watch.event.set()
         else:
             for events in self._by_id.values():
                 for event in events:
                     event.set()
+            for watches in self._many.values():
+                for watch in watches:
+                    watch.everything = True
+                    watch.event.set()
         for event in self._any:
             event.set()
 
@@ -89,6 +116,24 @@ class Notifier:
                 events.discard(event)
                 if not events:
                     del self._by_id[request_id]
+
+    @contextlib.contextmanager
+    def watch_many(self, request_ids: list[str]) -> Iterator[ManyWatch]:
+        """One wake-up for all of ``request_ids`` (distinct), each counted as a waiting poll."""
+        watch = ManyWatch()
+        for request_id in request_ids:
+            self._many.setdefault(request_id, set()).add(watch)
+        self._counted(+len(request_ids))
+        try:
+            yield watch
+        finally:
+            self._counted(-len(request_ids))
+            for request_id in request_ids:
+                watches = self._many.get(request_id)
+                if watches is not None:
+                    watches.discard(watch)
+                    if not watches:
+                        del self._many[request_id]
 
     @contextlib.contextmanager
     def watch_any(self) -> Iterator[asyncio.Event]:
@@ -140,7 +185,7 @@ async def long_poll(
         notifier.watch(request_id) as event,
     ):
         # A client that hangs up ends its wait at once: nobody holds a dead poll for a minute.
-        watcher = None if receive is None else asyncio.ensure_future(_hung_up(receive, gone, event))
+        watcher = None if receive is None else asyncio.ensure_future(hung_up(receive, gone, event))
         try:
             request = await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
             end = anyio.current_time() + wait
@@ -166,7 +211,7 @@ async def long_poll(
     return request
 
 
-async def _hung_up(receive: Receive, gone: asyncio.Event, wake: asyncio.Event) -> None:
+async def hung_up(receive: Receive, gone: asyncio.Event, wake: asyncio.Event) -> None:
     """Set ``gone`` (and wake the poll) once the client disconnects."""
     while (await receive())["type"] != "http.disconnect":
         pass

@@ -11,11 +11,13 @@ from approval_guard.provider.store.sql.mail import MailMixin
 from approval_guard.provider.store.sql.outbox import OutboxMixin
 from approval_guard.provider.store.sql.queries import QueriesMixin
 from approval_guard.provider.store.sql.slack import SlackMixin
+from approval_guard.provider.store.sql.waiting import WaitingMixin
 
 
 class PostgresStore(
     CredentialsMixin,
     DecisionsMixin,
+    WaitingMixin,
     QueriesMixin,
     AuditMixin,
     SlackMixin,

@@ -27,6 +27,7 @@ from approval_guard.provider.store.models import (
 )
 from approval_guard.provider.store.sql.mail import MailItem
 from approval_guard.provider.store.sql.outbox import OutboxItem
+from approval_guard.provider.store.sql.waiting import WaitState
 from approval_guard.provider.webhooks.signing import WebhookTarget
 from approval_guard.provider.webhooks.targets import WebhookRoutes
 
@@ -111,6 +112,16 @@ class StoreProtocol(Protocol):
     ) -> StoredRequest | None: ...
 
     def owner_of(self, request_id: str) -> str | None: ...
+
+    def wait_states(
+        self, request_ids: Sequence[str], *, owner_id: str | None, count_poll: bool = False
+    ) -> dict[str, WaitState]: ...
+
+    def count_polls(self, request_ids: Sequence[str]) -> None: ...
+
+    def get_requests(
+        self, request_ids: Sequence[str], *, owner_id: str | None = None
+    ) -> dict[str, StoredRequest]: ...
 
     def expire_due(self) -> datetime | None: ...
 
