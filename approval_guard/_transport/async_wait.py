@@ -26,6 +26,7 @@ after a growing pause: no busy loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -62,6 +63,12 @@ LINGER = 10.0
 SWEEP = 60.0
 #: Statuses saying the provider does not serve batched waits.
 UNSUPPORTED = frozenset({400, 404, 405, 501})
+#: The most bytes of ids one batched wait's body carries (the API keeps bodies under 64 KiB).
+MAX_IDS_BYTES = 60 * 1024
+#: Batched waits in a row that failed, or answered at once with nothing, before this client
+#: stops asking for them (a route that stalls, or a gateway that answers for it, would
+#: otherwise delay every call's news until its own poll's end).
+STRIKES = 3
 
 
 class BatchSupport:
@@ -79,6 +86,8 @@ class _Unchanged:
     """Settles a poll whose wait ended with no news."""
 
 
+#: What a batch's answer said: it failed, it had news, it had nothing.
+_FAILED, _NEWS, _NOTHING = "failed", "news", "nothing"
 FALLBACK = _Fallback()
 UNCHANGED = _Unchanged()
 _Result = Answer | _Fallback | _Unchanged
@@ -104,6 +113,20 @@ class _Batch:
     def __init__(self, ids: list[str]) -> None:
         self.ids = ids
         self.task: asyncio.Task[None] | None = None
+
+
+def _fitting(kept: list[str], fresh: list[str]) -> int:
+    """How many of ``fresh`` fit in one batch beside ``kept`` (by count and by body size)."""
+    size = sum(len(json.dumps(rid)) + 2 for rid in kept)
+    count = len(kept)
+    taken = 0
+    for rid in fresh:
+        size += len(json.dumps(rid)) + 2
+        count += 1
+        if count > MAX_IDS or size > MAX_IDS_BYTES:
+            break
+        taken += 1
+    return taken
 
 
 def _settle(future: asyncio.Future[_Result], result: _Result) -> None:
@@ -132,6 +155,8 @@ class BatchedWaits:
         self._pause = 0.0
         self._closed = False
         self._swept = clock.monotonic()
+        self._strikes = 0
+        self._sweep_at: asyncio.TimerHandle | None = None
 
     @property
     def batches(self) -> int:
@@ -151,6 +176,8 @@ class BatchedWaits:
             interest = self._interests[rid] = _Interest()
         if interest.held is not None:
             held, interest.held = interest.held, None
+            if interest.batch is None:
+                del self._interests[rid]
             return held
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_Result] = loop.create_future()
@@ -166,6 +193,8 @@ class BatchedWaits:
             if interest.future is future:
                 interest.future = None
                 interest.left_at = self._clock.monotonic()
+                if interest.batch is None and interest.held is None:
+                    self._interests.pop(rid, None)  # nothing carries it: nothing to keep
         if isinstance(result, Answer):
             return result
         now = self._clock.monotonic()
@@ -227,17 +256,18 @@ class BatchedWaits:
         now = self._clock.monotonic()
         while fresh:
             if len(self._batches) < MAX_BATCHES:
-                self._start(fresh[:MAX_IDS])
-                fresh = fresh[MAX_IDS:]
+                taken = max(1, _fitting([], fresh))
+                self._start(fresh[:taken])
+                fresh = fresh[taken:]
                 continue
             smallest = min(self._batches, key=lambda b: len(b.ids))
-            room = MAX_IDS - len(smallest.ids)
+            kept = [rid for rid in smallest.ids if self._wanted(rid, now)]
+            room = _fitting(kept, fresh)
             if room <= 0:
                 for rid in fresh:  # every batch is full: these poll alone
                     self._fall_back(rid)
                 return
             self._cut_short(smallest)
-            kept = [rid for rid in smallest.ids if self._wanted(rid, now)]
             self._start(kept + fresh[:room])
             fresh = fresh[room:]
 
@@ -284,11 +314,22 @@ class BatchedWaits:
         self._batches.discard(batch)
         self._release(batch)
         try:
-            moved = self._read(batch, answer)
+            moved, said = self._read(batch, answer)
         except Exception:  # nothing a provider sends may break a waiting call
             log.warning("a batched wait's answer could not be read", exc_info=True)
-            moved = self._give_up(batch.ids)
+            moved, said = self._give_up(batch.ids), _FAILED
         quick = self._clock.monotonic() - sent < EARLY
+        struck = said == _FAILED or (said == _NOTHING and quick)
+        self._strikes = self._strikes + 1 if struck else 0
+        if self._strikes >= STRIKES and self._support.ok:
+            log.warning(
+                "%d batched waits in a row failed or answered at once with nothing; "
+                "this client polls each call alone from now on",
+                self._strikes,
+            )
+            self._support.ok = False
+            for rid in list(self._interests):
+                self._fall_back(rid)
         self._pause = (
             0.0 if moved or not quick else min(PAUSE_LAST, max(PAUSE_FIRST, 2 * self._pause))
         )
@@ -298,31 +339,44 @@ class BatchedWaits:
                 self._unsent[rid] = None
             elif interest is not None and interest.future is None and interest.held is None:
                 del self._interests[rid]  # its call is not polling: it registers again if it does
+            elif interest is not None and interest.held is not None:
+                self._arm_sweep()
         if self._unsent:
             self._schedule()
+
+    def _arm_sweep(self) -> None:
+        """Forget held news once nobody can come back for it, even if no batch runs again."""
+        if self._sweep_at is None and not self._closed:
+            self._sweep_at = asyncio.get_running_loop().call_later(LINGER + 0.5, self._timed_sweep)
+
+    def _timed_sweep(self) -> None:
+        self._sweep_at = None
+        self._sweep(self._clock.monotonic())
+        if any(one.held is not None for one in self._interests.values()):
+            self._arm_sweep()
 
     def _give_up(self, ids: list[str]) -> bool:
         for rid in ids:
             self._fall_back(rid)
         return True
 
-    def _read(self, batch: _Batch, answer: Answer | None) -> bool:
-        """Hand each item to its poll; True when some poll moved on."""
+    def _read(self, batch: _Batch, answer: Answer | None) -> tuple[bool, str]:
+        """Hand each item to its poll: (some poll moved on, what the answer said)."""
         if answer is None:
-            return self._give_up(batch.ids)
+            return self._give_up(batch.ids), _FAILED
         if not answer.ok:
             if answer.status in UNSUPPORTED and self._support.ok:
                 log.info("the provider does not serve batched waits (%s)", answer.describe())
                 self._support.ok = False
                 for rid in list(self._interests):
                     self._fall_back(rid)
-            return self._give_up(batch.ids)
+            return self._give_up(batch.ids), _FAILED
         body = answer.body
         items = body.get("requests") if isinstance(body, dict) else None
         missing = body.get("not_found", []) if isinstance(body, dict) else None
         if not isinstance(items, list) or not isinstance(missing, list):
             log.warning("a batched wait's answer is not the documented shape; polling alone")
-            return self._give_up(batch.ids)
+            return self._give_up(batch.ids), _FAILED
         listed = set(batch.ids)
         found: dict[str, Any] = {}
         doubtful: set[str] = set()
@@ -353,7 +407,7 @@ class BatchedWaits:
             if interest is not None and interest.future is not None:
                 moved = True
                 _settle(interest.future, FALLBACK)
-        return moved
+        return moved, _NEWS if found or missing else _NOTHING
 
     def _deliver(self, rid: str, answer: Answer) -> bool:
         interest = self._interests.get(rid)
@@ -375,6 +429,9 @@ class BatchedWaits:
         if self._flush_at is not None:
             self._flush_at.cancel()
             self._flush_at = None
+        if self._sweep_at is not None:
+            self._sweep_at.cancel()
+            self._sweep_at = None
         for batch in list(self._batches):
             self._cut_short(batch)
         for rid in list(self._interests):

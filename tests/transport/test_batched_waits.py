@@ -358,3 +358,33 @@ def test_creates_wait_their_turn_and_each_is_timed_from_when_it_is_sent(hostile:
     assert ["refunded"] * 200 == asyncio.run(main())
     assert 200 == made[0]  # none timed out in the queue and was sent again
     assert 1 < most[0] <= CREATES
+
+
+def test_batches_answering_nothing_at_once_are_given_up_for_the_get(hostile: Make) -> None:
+    """After 3 empty answers at once the client stops batching: the GET's approval runs soon."""
+    p = hostile(
+        wait=lambda r, _: (200, {"requests": [], "not_found": []}),
+        read=lambda r, _: (200, approved(r)),
+    )
+    started = time.monotonic()
+    ran: list[Any] = []
+    assert "refunded" == _call(_guard(p.url, "cred-1", poll_wait="10s"), ran)
+    assert time.monotonic() - started < 8  # not at the end of the 20 s harness limit
+    assert 3 == len(p.waits)
+
+
+def test_a_batch_route_failing_again_and_again_is_given_up(hostile: Make) -> None:
+    """A gateway answering the route 403 every time: 3 batches, then only plain polls."""
+    reads: list[int] = []
+
+    def read(r: dict[str, Any], _: str) -> tuple[int, Any]:
+        reads.append(1)
+        return 200, (approved(r) if len(reads) > 6 else r)
+
+    p = hostile(
+        wait=lambda r, _: (403, {"error": {"type": "forbidden", "message": "no"}}), read=read
+    )
+    ran: list[Any] = []
+    assert "refunded" == _call(_guard(p.url, "cred-1"), ran)
+    assert 7 == len(reads)
+    assert 3 == len(p.waits)

@@ -11,7 +11,9 @@ long poll's) has passed, with nothing in it::
 Each request is the object ``GET /v1/requests/{id}`` gives; an id the
 credential may not read is reported under ``not_found``, exactly as an unknown
 one (nothing of it leaks). At most about :data:`ANSWER_BYTES` of requests are
-sent at once; the rest are still news on the next wait. The wait costs one
+sent at once, settled ones first; the settled ones left out are still news on
+the next wait (a pending one's changed approval count left out is not, until
+it changes again). The wait costs one
 event on the loop (``waits.ManyWatch``), no thread: reads run in the thread
 pool, and a wake re-reads only the ids it names.
 """
@@ -88,9 +90,19 @@ async def wait(ctx: Context, request: Request) -> Response:
     no_unknown(obj, {"ids", "wait"})
     ids = _ids(obj.get("ids"))
     seconds = _wait(obj.get("wait"), ctx.poll_cap)
-    found, missing = await wait_many(
-        ctx.store, ctx.notifier, ids, credential, seconds, request.receive
-    )
+    # No request id holds U+0000 (and PostgreSQL cannot even compare one): not found, at once.
+    odd = [rid for rid in ids if "\x00" in rid]
+    ids = [rid for rid in ids if "\x00" not in rid]
+    found: list[StoredRequest] = []
+    missing: list[str] = []
+    if ids:
+        found, missing = await wait_many(
+            ctx.store, ctx.notifier, ids, credential, 0.0 if odd else seconds, request.receive
+        )
+    missing += odd
+    # Settled requests first: if the answer is cut short, what is dropped is at worst a
+    # pending request's approval count, and its next change is news again.
+    found.sort(key=lambda one: one.status == PENDING)
     items: list[Any] = []
     size = 0
     for one in found:

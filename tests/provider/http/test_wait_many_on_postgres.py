@@ -95,3 +95,25 @@ def test_async_calls_waiting_on_one_instance_run_when_approved_on_the_other(
 
     assert list(range(20)) == asyncio.run(main())
     assert list(range(20)) == sorted(ran)
+
+
+def test_an_id_with_a_nul_is_not_found_at_once_on_postgresql(
+    two: tuple[ProviderServer, ProviderServer, str, str],
+) -> None:
+    """PostgreSQL cannot hold U+0000: such an id is not found (never a 500), the rest are read."""
+    a, _, instance, reviewer = two
+    api = Api(a.url, instance)
+    made = api.new()
+    assert 200 == Api(a.url, reviewer).decide(made["id"], {"status": "denied"}).status_code
+    started = time.monotonic()
+    answer = api.session.post(
+        f"{a.url}/v1/requests/wait",
+        json={"ids": ["a\u0000b", made["id"]], "wait": "30s"},
+        headers=api.headers(),
+        timeout=60,
+    )
+    assert 200 == answer.status_code
+    assert time.monotonic() - started < 5
+    body = answer.json()
+    assert ["a\u0000b"] == body["not_found"]
+    assert [(made["id"], "denied")] == [(r["id"], r["status"]) for r in body["requests"]]
