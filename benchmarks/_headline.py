@@ -26,17 +26,28 @@ class Pick:
     """One headline line: a row of a benchmark's own table, shown under a short label."""
 
     benchmark: str
-    metric: str  # the row's metric, as the benchmark names it (a prefix is enough)
+    metric: str  # how the row's metric starts, as the benchmark names it
     label: str
+    ending: str = ""  # and how it ends, where the start is not enough
 
 
 PICKS: tuple[Pick, ...] = (
-    Pick("async_scale", "async calls waiting at once", "async calls waiting in one process"),
+    Pick("async_scale", "the start:", "async calls created and waiting in one process"),
     Pick("async_scale", "threads added while they wait", "threads added while they wait"),
     Pick("async_scale", "memory per waiting call (RSS)", "memory per waiting async call"),
-    Pick("async_scale", "slowest decision -> tool start", "slowest decision -> tool start"),
-    Pick("server", "decisions recorded per second, 1 reviewer", "decisions/s, 1 reviewer"),
-    Pick("server", "decisions recorded per second, 8 reviewers", "decisions/s, 8 reviewers"),
+    Pick("async_scale", "slowest decision -> tool start", "slowest decision -> async tool start"),
+    Pick(
+        "server",
+        "decisions recorded per second",
+        "decisions/s (SQLite), 1 reviewer",
+        ending="1 reviewer connection",
+    ),
+    Pick(
+        "server",
+        "decisions recorded per second",
+        "decisions/s (SQLite), 8 reviewers",
+        ending="8 reviewer connections",
+    ),
     Pick("overhead", "guard overhead per call", "guard overhead, network removed"),
     Pick("server", "PostgreSQL: decision on A -> poll on B", "cross-instance wake (PostgreSQL)"),
 )
@@ -69,9 +80,17 @@ def headline(results: Path = RESULTS) -> str:
     for pick in PICKS:
         rows = loaded[pick.benchmark]["rows"]
         assert isinstance(rows, list)
-        row = next((r for r in rows if str(r["metric"]).startswith(pick.metric)), None)
+        row = next(
+            (
+                r
+                for r in rows
+                if str(r["metric"]).startswith(pick.metric)
+                and str(r["metric"]).endswith(pick.ending)
+            ),
+            None,
+        )
         if row is None:
-            raise MixedRuns(f"{pick.benchmark} has no row {pick.metric!r}")
+            raise MixedRuns(f"{pick.benchmark} has no row {pick.metric!r}...{pick.ending!r}")
         met = "" if row["met"] is None else ("yes" if row["met"] else "**no**")
         cells = [pick.label, row["value"], row["baseline"], row["goal"], met]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
