@@ -101,11 +101,14 @@ async def create(ctx: Context, request: Request) -> Response:
     key = header(request, "idempotency-key")
     if key is None or not IDEMPOTENCY_KEY.fullmatch(key):
         await read_body(request)
+        # The early look may be a remembered token revoked since: 401 comes before any 400.
+        await run_in_threadpool(authenticated_again, ctx.store, ctx.hints, request, credential)
         raise bad("the Idempotency-Key header is required: 1 to 255 printable ASCII characters")
     try:
         with ctx.store.claim_key(credential.id, key):
             return await _create(ctx, request, credential, key)
     except IdempotencyKeyInUse as exc:
+        await run_in_threadpool(authenticated_again, ctx.store, ctx.hints, request, credential)
         raise ApiError(409, "idempotency_key_in_use", str(exc)) from None
 
 

@@ -22,7 +22,10 @@ _at = 0
 
 
 def _forget() -> None:
-    global _pool, _at
+    # A new lock too: a thread of the parent may have held it at the fork, and the child
+    # has no such thread to let it go.
+    global _pool, _at, _lock
+    _lock = threading.Lock()
     _pool, _at = b"", 0
 
 

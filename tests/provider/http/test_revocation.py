@@ -87,6 +87,27 @@ def test_a_revoked_instance_is_refused_for_a_repeated_key_too(
     assert (401, "unauthorized") == (refused.status_code, error_type(refused))
 
 
+def test_a_revoked_instance_is_401_before_a_missing_key_is_400(
+    on_file: tuple[ProviderServer, Path],
+) -> None:
+    """A remembered token revoked since: no key, or a key in use, still answers 401 first."""
+    server, _ = on_file
+    token = server.store.create_credential("instance", "agent")
+    creator = Api(server.url, token)
+    assert 201 == creator.create().status_code  # the server now remembers the token
+    credential = server.store.authenticate(token)
+    assert credential is not None
+    assert server.store.revoke_credential(credential.id)
+    refused = creator.session.post(
+        f"{server.url}/v1/requests",
+        json={"tool": "t", "arguments": {}, "timeout": "1m"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    assert (401, "unauthorized") == (refused.status_code, error_type(refused))
+    assert 1 == _pending(server)
+
+
 def _credential(name: str) -> Credential:
     store = Store(":memory:")
     try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
 
 import pytest
@@ -37,3 +39,39 @@ def test_a_forked_child_does_not_hand_out_the_parents_next_ids() -> None:
     os.waitpid(pid, 0)
     parent = {new_id() for _ in range(8)}
     assert set() == child & parent
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_thread_draws_an_id_can_draw_its_own() -> None:
+    """A fork while another thread holds the pool's lock: the child's first id does not hang."""
+    stop = threading.Event()
+
+    def draw() -> None:
+        while not stop.is_set():
+            new_id()
+
+    threads = [threading.Thread(target=draw, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    hung = 0
+    try:
+        for _ in range(10):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                new_id()
+                os._exit(0)
+            end = time.monotonic() + 5
+            while time.monotonic() < end:
+                done, _status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                time.sleep(0.01)
+            else:
+                hung += 1
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert 0 == hung
