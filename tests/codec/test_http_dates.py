@@ -108,7 +108,7 @@ def test_an_approval_whose_date_header_is_not_an_http_date_does_not_run(
     """A Date that is not RFC 9110's (or would overflow) is no Date: the approval cannot run."""
 
     def rewrite(method: str, path: str, reply: Reply) -> Reply:
-        date = dict(reply.headers)["Date"]
+        date = next(v for k, v in reply.headers if k.lower() == "date")
         return set_header(reply, "Date", bad_date(date))
 
     url = rewriting_proxy(servers, approving.url, rewrite)
