@@ -72,6 +72,8 @@ def test_the_server_benchmark_answers_every_poll_and_loses_no_decision(tmp_path:
         assert polls["polls"] == polls["sent"] == polls["approved"] > 0
         assert polls["decisions_ok"] == polls["polls"]
         assert all(rate > 0 for rate in figures["creates_per_second"][side].values())
-    decisions = figures["decisions"]
-    assert (decisions["decisions"], 0) == (decisions["acked"], decisions["lost"])
-    assert decisions["per_second"] > 0
+    assert {"1", "8"} == set(figures["decisions"])
+    for reviewers, decisions in figures["decisions"].items():
+        assert decisions["reviewers"] == int(reviewers)
+        assert (decisions["decisions"], 0) == (decisions["acked"], decisions["lost"])
+        assert decisions["per_second"] > 0

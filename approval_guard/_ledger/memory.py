@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from datetime import timedelta
 from typing import Any
@@ -82,8 +83,10 @@ class MemoryLedger:
 
     def recent(self, limit: int = 50) -> list[Execution]:
         with self._lock:
-            rows = sorted(self._rows.values(), key=lambda r: r[_STARTED_AT], reverse=True)
-            return [Execution(*row) for row in rows[:limit]]
+            # Claims insert at the end and ends rewrite in place, so the dict's order is
+            # the order of starts, ties in the clock included.
+            newest = itertools.islice(reversed(self._rows.values()), max(limit, 0))
+            return [Execution(*row) for row in newest]
 
     def prune(self, older_than: timedelta) -> int:
         cutoff = utcnow() - older_than

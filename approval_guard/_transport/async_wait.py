@@ -26,49 +26,52 @@ after a growing pause: no busy loop.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from approval_guard._codec.clock import Clock, ClockSample
-from approval_guard._codec.wire_models import parse_request
 from approval_guard._transport.answer import Answer
+from approval_guard._transport.batch_answer import (
+    BATCH_WAIT,
+    EARLY,
+    LINGER,
+    MAX_BATCHES,
+    MAX_ID,
+    MAX_IDS,
+    MAX_IDS_BYTES,
+    MERGE_DELAY,
+    PAUSE_FIRST,
+    PAUSE_LAST,
+    READ_SLACK,
+    STRIKES,
+    SWEEP,
+    UNSUPPORTED,
+    fitting,
+    read_batch,
+)
 from approval_guard._transport.exchange import ExchangeSpec, LongPoll, read, wait_many
 
-__all__ = ["BatchSupport", "BatchedWaits"]
+__all__ = [
+    "BATCH_WAIT",
+    "EARLY",
+    "LINGER",
+    "MAX_BATCHES",
+    "MAX_ID",
+    "MAX_IDS",
+    "MAX_IDS_BYTES",
+    "MERGE_DELAY",
+    "PAUSE_FIRST",
+    "PAUSE_LAST",
+    "READ_SLACK",
+    "STRIKES",
+    "SWEEP",
+    "UNSUPPORTED",
+    "BatchSupport",
+    "BatchedWaits",
+]
 
 log = logging.getLogger("approval_guard")
-
-#: Ids one batched wait lists at most (the API's limit).
-MAX_IDS = 1000
-#: The longest id a batched wait lists (the API's limit); a longer one is polled alone.
-MAX_ID = 200
-#: Batched waits in flight on one loop at most; calls beyond their room poll alone.
-MAX_BATCHES = 32
-#: How long each batched wait asks the provider to hold it (seconds).
-BATCH_WAIT = 30
-#: A batch's hard deadline outlasts its wait by this much.
-READ_SLACK = 5.0
-#: With every batch in flight, new ids are gathered this long before one is cut short.
-MERGE_DELAY = 0.02
-#: An answer sooner than this that moved no call on is "at once": the next one waits.
-EARLY = 1.0
-#: The pauses after answers at once with nothing: doubling from the first to the last.
-PAUSE_FIRST, PAUSE_LAST = 0.25, 5.0
-#: News of a request whose call was between two polls is kept this long for its next poll.
-LINGER = 10.0
-#: How often news nobody came back for is looked for and forgotten (seconds).
-SWEEP = 60.0
-#: Statuses saying the provider does not serve batched waits.
-UNSUPPORTED = frozenset({400, 404, 405, 501})
-#: The most bytes of ids one batched wait's body carries (the API keeps bodies under 64 KiB).
-MAX_IDS_BYTES = 60 * 1024
-#: Batched waits in a row that failed, or answered at once with nothing, before this client
-#: stops asking for them (a route that stalls, or a gateway that answers for it, would
-#: otherwise delay every call's news until its own poll's end).
-STRIKES = 3
 
 
 class BatchSupport:
@@ -113,20 +116,6 @@ class _Batch:
     def __init__(self, ids: list[str]) -> None:
         self.ids = ids
         self.task: asyncio.Task[None] | None = None
-
-
-def _fitting(kept: list[str], fresh: list[str]) -> int:
-    """How many of ``fresh`` fit in one batch beside ``kept`` (by count and by body size)."""
-    size = sum(len(json.dumps(rid)) + 2 for rid in kept)
-    count = len(kept)
-    taken = 0
-    for rid in fresh:
-        size += len(json.dumps(rid)) + 2
-        count += 1
-        if count > MAX_IDS or size > MAX_IDS_BYTES:
-            break
-        taken += 1
-    return taken
 
 
 def _settle(future: asyncio.Future[_Result], result: _Result) -> None:
@@ -256,13 +245,13 @@ class BatchedWaits:
         now = self._clock.monotonic()
         while fresh:
             if len(self._batches) < MAX_BATCHES:
-                taken = max(1, _fitting([], fresh))
+                taken = max(1, fitting([], fresh))
                 self._start(fresh[:taken])
                 fresh = fresh[taken:]
                 continue
             smallest = min(self._batches, key=lambda b: len(b.ids))
             kept = [rid for rid in smallest.ids if self._wanted(rid, now)]
-            room = _fitting(kept, fresh)
+            room = fitting(kept, fresh)
             if room <= 0:
                 for rid in fresh:  # every batch is full: these poll alone
                     self._fall_back(rid)
@@ -371,43 +360,21 @@ class BatchedWaits:
                 for rid in list(self._interests):
                     self._fall_back(rid)
             return self._give_up(batch.ids), _FAILED
-        body = answer.body
-        items = body.get("requests") if isinstance(body, dict) else None
-        missing = body.get("not_found", []) if isinstance(body, dict) else None
-        if not isinstance(items, list) or not isinstance(missing, list):
-            log.warning("a batched wait's answer is not the documented shape; polling alone")
+        reading = read_batch(batch.ids, answer.body)
+        if reading is None:
             return self._give_up(batch.ids), _FAILED
-        listed = set(batch.ids)
-        found: dict[str, Any] = {}
-        doubtful: set[str] = set()
-        for item in items:
-            named = item.get("id") if isinstance(item, dict) else None
-            if not isinstance(named, str) or named not in listed:
-                log.warning("a batched wait answered about a request it did not list; ignored")
-                continue
-            if named in found:
-                doubtful.add(named)
-            found[named] = item
-        doubtful.update(rid for rid in missing if isinstance(rid, str) and rid in listed)
         moved = False
-        for rid, item in found.items():
-            if rid in doubtful:
-                continue
-            try:
-                parse_request(item)
-            except Exception:
-                doubtful.add(rid)
-                continue
+        for rid, item in reading.found.items():
             moved = (
                 self._deliver(rid, Answer(200, item, answer.provider_request_id, answer.sample))
                 or moved
             )
-        for rid in doubtful:
+        for rid in reading.doubtful:
             interest = self._interests.get(rid)
             if interest is not None and interest.future is not None:
                 moved = True
                 _settle(interest.future, FALLBACK)
-        return moved, _NEWS if found or missing else _NOTHING
+        return moved, _NEWS if reading.news else _NOTHING
 
     def _deliver(self, rid: str, answer: Answer) -> bool:
         interest = self._interests.get(rid)
