@@ -7,6 +7,7 @@ certificate the tests' client context trusts).
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
 import re
@@ -66,6 +67,8 @@ class _Handler:
         self.box = box
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        if self.box.delay:
+            await asyncio.sleep(self.box.delay)
         parsed = email.message_from_bytes(envelope.original_content, policy=email.policy.default)
         assert isinstance(parsed, EmailMessage)
         with self.box.lock:
@@ -96,6 +99,8 @@ class Mailbox:
         assert self._held is not None
         self.port: int = self._held.getsockname()[1]
         self.received: list[Received] = []
+        #: Seconds each mail's DATA waits before it is accepted.
+        self.delay = 0.0
         self.lock = threading.Condition()
         self.login = login
         self.server_tls: ssl.SSLContext | None = None

@@ -40,6 +40,7 @@ from approval_guard.provider.store.sql.mail import (
     MAIL_SKIPPED,
     MailItem,
 )
+from approval_guard.provider.webhooks.in_flight import finish_in_flight
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -85,11 +86,7 @@ class Mailer:
             await self._loop(wake)
         finally:
             unsubscribe()
-            for task in list(self._inflight):
-                task.cancel()
-            for task in list(self._inflight):
-                with contextlib.suppress(BaseException):
-                    await task
+            await finish_in_flight(list(self._inflight))
             with contextlib.suppress(Exception):
                 await asyncio.shield(run_in_threadpool(self.store.release_mail, owner=self.owner))
 

@@ -395,7 +395,11 @@ class ProviderServer:
         logger.info("provider at %s stopped", self.url)
 
     def stop(self) -> None:
-        """Stop at once, as a kill would: connections are cut, waiting polls get no answer."""
+        """Stop at once, as a kill would: connections are cut, waiting polls get no answer.
+
+        A Slack message, mail or webhook in flight still gets up to 3 s to be answered
+        and recorded, so the next start does not send it again.
+        """
         self._end(graceful=False)
 
     def shutdown(self) -> None:

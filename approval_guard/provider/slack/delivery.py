@@ -45,6 +45,7 @@ from approval_guard.provider.store.sql.outbox import (
     OutboxItem,
 )
 from approval_guard.provider.store.sql.slack import POST, TARGET_PREFIX
+from approval_guard.provider.webhooks.in_flight import finish_in_flight
 from approval_guard.provider.webhooks.settings import Backoff
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ class SlackDeliverer:
         self._client: WebClient | None = None
         #: Slack said 429: ask nothing before this.
         self._paused_until: datetime | None = None
+        #: The row being delivered, as a task a stop lets finish (``finish_in_flight``).
+        self._inflight: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
         """Deliver until cancelled; then give back the leases of rows not settled."""
@@ -130,6 +133,7 @@ class SlackDeliverer:
             await self._loop(wake)
         finally:
             unsubscribe()
+            await finish_in_flight(list(self._inflight))
             with contextlib.suppress(Exception):
                 await asyncio.shield(
                     run_in_threadpool(self.store.release_webhooks, owner=self.owner)
@@ -166,8 +170,12 @@ class SlackDeliverer:
                     # Rate limited: the rest go back, due again once the pause ends.
                     await run_in_threadpool(self.store.release_webhooks, owner=self.owner)
                     break
+                # A task of its own, shielded: a stop lets its call and record finish.
+                delivery = asyncio.ensure_future(self._deliver(item))
+                self._inflight.add(delivery)
+                delivery.add_done_callback(self._inflight.discard)
                 try:
-                    await self._deliver(item)
+                    await asyncio.shield(delivery)
                 except StoreClosedError:
                     return
                 except Exception:

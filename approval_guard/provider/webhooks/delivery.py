@@ -35,6 +35,7 @@ from approval_guard.provider.store.sql.outbox import (
     PENDING_DELIVERY,
     OutboxItem,
 )
+from approval_guard.provider.webhooks.in_flight import finish_in_flight
 from approval_guard.provider.webhooks.payloads import render_body
 from approval_guard.provider.webhooks.settings import WebhookSettings
 from approval_guard.provider.webhooks.signing import display_url, sign
@@ -95,11 +96,7 @@ class Deliverer:
             await self._loop(client, wake)
         finally:
             unsubscribe()
-            for task in list(self._inflight):
-                task.cancel()
-            for task in list(self._inflight):
-                with contextlib.suppress(BaseException):
-                    await task
+            await finish_in_flight(list(self._inflight))
             if own_client:
                 with contextlib.suppress(Exception):
                     await client.aclose()

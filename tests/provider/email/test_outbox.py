@@ -99,6 +99,32 @@ def test_a_mail_queued_before_a_restart_is_sent_after_it(make_store: tuple[Opene
         box.close()
 
 
+def test_a_stop_while_a_mail_is_in_flight_records_it_and_it_is_not_sent_again(
+    make_store: tuple[Opener, Clock],
+) -> None:
+    """The stop waits for SMTP to accept the mail and settles it: a restart mails nothing."""
+    open_, clock = make_store
+    box = Mailbox().start()
+    box.delay = 1.0  # the server takes a second to accept the mail
+    team = start_mail_team(open_(), box, clock, to=("alice@example.com",))
+    created = team.instance.new(tool="issue_refund")
+    time.sleep(0.3)  # the mail is in flight, not accepted yet
+    team.server.close()
+    team.store.close()
+    assert 1 == len(box.received)
+    box.delay = 0.0
+    store = open_()
+    again = mailing_server(store, box, ("alice@example.com",)).start()
+    try:
+        (sent,) = _settled(store, created["id"])
+        time.sleep(0.5)  # a mail left pending would be sent again by now
+        assert 1 == len(box.received)
+        assert ("sent", 1) == (sent.state, sent.attempts)
+    finally:
+        again.close()
+        box.close()
+
+
 def test_a_request_decided_before_its_mail_went_is_not_mailed(
     make_store: tuple[Opener, Clock],
 ) -> None:

@@ -193,6 +193,37 @@ def test_updates_after_a_restart_edit_the_message_posted_before(
         server.close()
 
 
+def test_a_stop_while_the_post_is_in_flight_waits_for_it_and_keeps_its_ts(
+    database: Any, fake_slack: FakeSlack, rules_file: Path
+) -> None:
+    """A post Slack answers during the stop is recorded: after a restart there is no second post."""
+    fake_slack.delay = 1.0  # Slack takes a second to answer the post
+    server = start(database, fake_slack, rules_file)
+    tokens = server.first_start_tokens
+    assert tokens is not None
+    people = add_people(server)
+    made = Api(server.url, tokens.instance).new(
+        body={"tool": "small_refund", "arguments": {"amount": 1}, "timeout": "30m"}
+    )
+    time.sleep(0.3)  # the post is in flight, unanswered
+    server.stop()
+    assert 1 == len(fake_slack.of("chat.postMessage"))  # the stop waited for its answer
+    fake_slack.delay = 0.0
+    again = ProviderServer(database, rules=rules_file, slack=server._slack, webhook_backoff=0.05)
+    try:
+        again.start()
+        Api(again.url, people["bob"]).decide(made["id"], {"status": "approved"})
+        message = _message_says(fake_slack, "Approved")
+        assert 1 == len(fake_slack.of("chat.postMessage"))
+        assert {(CHANNEL, "1700000000.000001")} == {
+            (c.body["channel"], c.body["ts"]) for c in fake_slack.wait_calls("chat.update")
+        }
+        assert message == fake_slack.messages[(CHANNEL, "1700000000.000001")]
+    finally:
+        again.close()
+        server.close()
+
+
 def test_an_update_slack_can_never_accept_is_given_up_at_once(team: SlackTeam) -> None:
     """``message_not_found`` on an update is not retried for a day: the row is given up."""
     made = team.new()

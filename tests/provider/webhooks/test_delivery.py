@@ -138,6 +138,30 @@ def test_a_receiver_failing_across_a_restart_still_gets_the_event(tmp_path: Path
     assert item.history[-1].next_attempt_at is None
 
 
+def test_a_stop_while_a_webhook_is_in_flight_records_it_and_it_is_not_sent_again(
+    tmp_path: Path,
+) -> None:
+    """The stop waits for the receiver's answer and settles the row: a restart sends nothing."""
+    db = tmp_path / "a.db"
+    with Receiver() as hook:
+        hook.delay = 1.0  # the receiver takes a second to answer
+        target = WebhookTarget(hook.url, parse_secret(SECRET))
+        first = _serve(db, target)
+        first.start()
+        api, _ = _clients(first)
+        api.new()
+        time.sleep(0.3)  # the delivery is in flight, unanswered
+        first.stop()
+        first.close()
+        assert 1 == len(hook.deliveries)
+        hook.delay = 0.0
+        with _serve(db, target) as second:
+            (item,) = _settled(second.store)
+            time.sleep(0.5)  # a row left pending would be sent again by now
+            assert 1 == len(hook.deliveries)
+    assert ("delivered", 1) == (item.state, item.attempts)
+
+
 def test_an_unreachable_target_is_given_up_and_audited(tmp_path: Path) -> None:
     """Past the give-up window: given_up, with ``record_audit`` told when the store has it."""
     audited: list[tuple[Any, ...]] = []
