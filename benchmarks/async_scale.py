@@ -308,7 +308,7 @@ def run(quick: bool = False) -> Result:
     )
     result.add(
         f"the start: {calls:,} calls created and waiting",
-        ms(many["ramp"]),
+        f"{calls:,} in {many['ramp']:.1f} s",
         "all at once" if WAVE >= calls else f"waves of {WAVE:,}",
     )
     if single is not None:

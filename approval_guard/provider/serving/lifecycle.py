@@ -395,11 +395,7 @@ class ProviderServer:
         logger.info("provider at %s stopped", self.url)
 
     def stop(self) -> None:
-        """Stop at once, as a kill would: connections are cut, waiting polls get no answer.
-
-        A Slack message, mail or webhook in flight still gets up to 3 s to be answered
-        and recorded, so the next start does not send it again.
-        """
+        """Stop as a kill would (connections cut); a message in flight gets 3 s to be recorded."""
         self._end(graceful=False)
 
     def shutdown(self) -> None:
