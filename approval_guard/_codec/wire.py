@@ -130,10 +130,12 @@ def _parse_timestamp(value: object, field: str) -> datetime:
 
 def format_timestamp(moment: datetime) -> str:
     """Write an aware datetime as RFC 3339 UTC with a ``Z`` (milliseconds when present)."""
-    moment = moment.astimezone(timezone.utc)
+    if moment.tzinfo is not timezone.utc:
+        moment = moment.astimezone(timezone.utc)
+    # isoformat truncates to milliseconds as the wire keeps them, and writes "+00:00" last.
     if moment.microsecond:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return moment.isoformat(timespec="milliseconds")[:-6] + "Z"
+    return moment.isoformat(timespec="seconds")[:-6] + "Z"
 
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -186,7 +188,18 @@ def parse_http_date(value: str | None) -> datetime | None:
 
 def format_http_date(moment: datetime) -> str:
     """Write an HTTP ``Date`` header value (one-second resolution, as HTTP has)."""
-    return email.utils.format_datetime(moment.astimezone(timezone.utc), usegmt=True)
+    second = int(moment.timestamp())
+    last_second, last_text = _LAST_HTTP_DATE[0]
+    if last_second == second:
+        # Every answer in one second carries the same text: written once.
+        return last_text
+    text = email.utils.format_datetime(moment.astimezone(timezone.utc), usegmt=True)
+    _LAST_HTTP_DATE[0] = (second, text)
+    return text
+
+
+#: The last second written by :func:`format_http_date`, and its text.
+_LAST_HTTP_DATE: list[tuple[int, str]] = [(-1, "")]
 
 
 __all__ = [

@@ -116,7 +116,7 @@ async def _create(ctx: Context, request: Request, early: Credential, key: str) -
     body = await read_body(request)
     # Everything after the body in one trip to the thread pool: the credential
     # again (it may have been revoked since the early look), checks, the store.
-    return await run_in_threadpool(_create_now, ctx, request, early, key, body)
+    return await ctx.calls(_create_now, ctx, request, early, key, body)
 
 
 def _create_now(
@@ -175,7 +175,9 @@ async def poll(ctx: Context, request: Request) -> Response:
     credential = await authenticate(ctx.store, request)
     wait = wait_seconds(request, ctx.poll_cap)
     request_id = request.path_params["request_id"]
-    found = await long_poll(ctx.store, ctx.notifier, request_id, credential, wait, request.receive)
+    found = await long_poll(
+        ctx.store, ctx.notifier, request_id, credential, wait, request.receive, calls=ctx.calls
+    )
     return request_answer(ctx, found)
 
 
@@ -190,7 +192,7 @@ async def cancel(ctx: Context, request: Request) -> Response:
         raise bad("'reason' must be a string")
     request_id = request.path_params["request_id"]
     try:
-        found = await run_in_threadpool(
+        found = await ctx.calls(
             lambda: ctx.store.cancel(
                 request_id, owner=credential, reason=reason, source=client_source(request)
             )

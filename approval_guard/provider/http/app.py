@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -33,6 +32,7 @@ from approval_guard.provider.http import api, decisions, wait_many
 from approval_guard.provider.http import page as review
 from approval_guard.provider.http.context import Context, Handler
 from approval_guard.provider.http.responses import ApiError, check_head, error_answer
+from approval_guard.provider.http.store_calls import StoreCalls
 from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.slack import interactions as slack
@@ -47,16 +47,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger("approval_guard.provider")
 
 #: Path -> {method: handler}. Starlette matches the path; the method is ours to check.
+#: Starlette tries them in order, so the busiest come first (no two paths overlap, but
+#: ``/v1/requests/wait`` must come before ``/v1/requests/{request_id}``).
 ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
-    ("/", {"GET": review.page}),
-    ("/static/{name}", {"GET": review.static}),
-    ("/v1/requests", {"GET": api.list_requests, "POST": api.create}),
-    ("/v1/events", {"GET": api.events}),
     # Before the next: "wait" is no request id (ours are UUIDs), so nothing is shadowed.
     ("/v1/requests/wait", {"POST": wait_many.wait}),
     ("/v1/requests/{request_id}", {"GET": api.poll}),
-    ("/v1/requests/{request_id}/cancel", {"POST": api.cancel}),
+    ("/v1/requests", {"GET": api.list_requests, "POST": api.create}),
     ("/v1/requests/{request_id}/decision", {"POST": decisions.decide}),
+    ("/v1/requests/{request_id}/cancel", {"POST": api.cancel}),
+    ("/v1/events", {"GET": api.events}),
+    ("/", {"GET": review.page}),
+    ("/static/{name}", {"GET": review.static}),
     ("/v1/requests/{request_id}/history", {"GET": api.history}),
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
     ("/slack/interactions", {"POST": slack.interactions}),
@@ -183,7 +185,7 @@ async def _expire_forever(ctx: Context) -> None:
     while True:
         with ctx.notifier.watch_any() as changed:
             try:
-                upcoming = await run_in_threadpool(store.expire_due)
+                upcoming = await ctx.calls(store.expire_due)
             except StoreClosedError:
                 return
             except Exception:
@@ -220,10 +222,12 @@ def build_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        notifier = Notifier(store, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        notifier = Notifier(store, loop)
         ctx = Context(
             store=store,
             notifier=notifier,
+            calls=StoreCalls(store, loop),
             poll_cap=poll_cap,
             notice=notice,
             client_timeout=client_timeout,

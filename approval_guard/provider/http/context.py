@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from approval_guard.provider.http.auth import CredentialHints
+from approval_guard.provider.http.store_calls import StoreCalls
 from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.protocol import StoreProtocol
@@ -24,6 +25,8 @@ class Context:
 
     store: StoreProtocol
     notifier: Notifier
+    #: How handlers run store work (on the loop when nothing waits, else a worker thread).
+    calls: StoreCalls
     poll_cap: float
     #: Seconds a client has to send a request body.
     client_timeout: float = 20.0

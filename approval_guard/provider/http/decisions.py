@@ -6,7 +6,6 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -107,7 +106,7 @@ async def apply_decision(
     (``use_once``) ``409 link_used``. None: no such request.
     """
     with _decision_errors():
-        return await run_in_threadpool(
+        return await ctx.calls(
             lambda: _decided(
                 ctx,
                 request_id,
@@ -198,5 +197,5 @@ async def decide(ctx: Context, request: Request) -> Response:
         return _decided(ctx, request_id, credential, fields, arguments, source)
 
     with _decision_errors():
-        found = await run_in_threadpool(work)
+        found = await ctx.calls(work)
     return request_answer(ctx, found)

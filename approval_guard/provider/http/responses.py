@@ -9,8 +9,10 @@ within :data:`SLOW_CLIENT_SECONDS`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Sequence
+import sys
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -168,12 +170,26 @@ async def read_body(request: Request) -> bytes:
             close=True,
         )
     chunks: list[bytes] = []
-    with anyio.move_on_after(_client_timeout(request)) as scope:
-        async for chunk in request.stream():
-            chunks.append(chunk)
-    if scope.cancelled_caught:
-        raise ApiError(408, "invalid_request", "the body did not arrive in time", close=True)
+    try:
+        async with _within(_client_timeout(request)):
+            async for chunk in request.stream():
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(
+            408, "invalid_request", "the body did not arrive in time", close=True
+        ) from None
     return b"".join(chunks)
+
+
+if sys.version_info >= (3, 11):
+    # Much cheaper than a cancel scope, and every body is read under one.
+    _within = asyncio.timeout
+else:  # pragma: no cover - Python 3.10
+
+    @contextlib.asynccontextmanager
+    async def _within(seconds: float) -> AsyncIterator[None]:
+        with anyio.fail_after(seconds):
+            yield
 
 
 def _client_timeout(request: Request) -> float:

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
 
 from approval_guard._codec.wire import PENDING
+from approval_guard.provider.http.store_calls import StoreCall
 from approval_guard.provider.store.models import Credential, StoredRequest
 from approval_guard.provider.store.protocol import StoreProtocol
 
@@ -50,6 +51,8 @@ class Notifier:
 
     def __init__(self, store: StoreProtocol, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        # Made on the loop's thread (the app's lifespan): a commit there needs no wake-up.
+        self._loop_thread = threading.get_ident()
         self._by_id: dict[str, set[asyncio.Event]] = {}
         self._any: set[asyncio.Event] = set()
         self._many: dict[str, set[ManyWatch]] = {}
@@ -69,6 +72,10 @@ class Notifier:
 
     def changed(self, seq: int, request_ids: tuple[str, ...]) -> None:
         """The store's commit callback; safe from any thread. ``()`` wakes every poll."""
+        if threading.get_ident() == self._loop_thread:
+            # Committed on the loop itself (store calls run at once): no self-pipe wake-up.
+            self._loop.call_soon(self._fire, request_ids)
+            return
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
             self._loop.call_soon_threadsafe(self._fire, request_ids)
 
@@ -169,15 +176,20 @@ async def long_poll(
     viewer: Credential,
     wait: float,
     receive: Receive | None = None,
+    *,
+    calls: StoreCall = run_in_threadpool,
 ) -> StoredRequest | None:
     """The request once it is not pending, or after ``wait`` seconds; None if not the viewer's.
+
+    ``calls`` runs the store's reads (the context's :class:`StoreCalls`, or a
+    worker thread each).
 
     The store counts an instance credential's poll in the audit trail. A wait
     also ends at the request's deadline (the next read writes its expiry) and
     when the server drains for a graceful stop.
     """
     if wait <= 0:
-        return await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
+        return await calls(store.poll, request_id, viewer=viewer, wait=0.0)
     owner = None if viewer.is_reviewer else viewer.id
     gone = asyncio.Event()
     with (
@@ -187,7 +199,7 @@ async def long_poll(
         # A client that hangs up ends its wait at once: nobody holds a dead poll for a minute.
         watcher = None if receive is None else asyncio.ensure_future(hung_up(receive, gone, event))
         try:
-            request = await run_in_threadpool(store.poll, request_id, viewer=viewer, wait=0.0)
+            request = await calls(store.poll, request_id, viewer=viewer, wait=0.0)
             end = anyio.current_time() + wait
             while request is not None and request.status == PENDING and not notifier.draining:
                 remaining = end - anyio.current_time()
@@ -202,9 +214,7 @@ async def long_poll(
                     break
                 # Settled by another instance and read ahead by the thread that heard
                 # it: no read of our own (and no hop to a worker thread and back).
-                request = settled() or await run_in_threadpool(
-                    store.get_request, request_id, owner_id=owner
-                )
+                request = settled() or await calls(store.get_request, request_id, owner_id=owner)
         finally:
             if watcher is not None:
                 watcher.cancel()

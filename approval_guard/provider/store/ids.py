@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 
 #: Ids drawn from one read.
 _BATCH = 256
@@ -38,6 +37,10 @@ def new_id() -> str:
     with _lock:
         if _at + 16 > len(_pool):
             _pool, _at = os.urandom(16 * _BATCH), 0
-        chunk = _pool[_at : _at + 16]
+        chunk = bytearray(_pool[_at : _at + 16])
         _at += 16
-    return str(uuid.UUID(bytes=chunk, version=4))
+    # As uuid.UUID(bytes=chunk, version=4) writes it: the version and variant bits set.
+    chunk[6] = (chunk[6] & 0x0F) | 0x40
+    chunk[8] = (chunk[8] & 0x3F) | 0x80
+    h = chunk.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -44,10 +44,10 @@ class Checkpointer:
         #: Checkpoints that ran (for tests).
         self.done = 0
 
-    def wrote(self) -> None:
-        """Count one committed write; start a checkpoint when it is time and none runs."""
+    def wrote(self, writes: int = 1) -> None:
+        """Count committed writes; start a checkpoint when it is time and none runs."""
         with self._lock:
-            self._writes += 1
+            self._writes += writes
             if self._writes < self._every or self._thread is not None or self._closed:
                 return
             self._writes = 0

@@ -20,18 +20,19 @@ import contextlib
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from approval_guard._codec.exact_json import canonical_json
+from approval_guard.provider.store.at_once import AtOnce, Outcome
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 from approval_guard.provider.store.sql.slack import SQLITE_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sqlite_checkpoint import Checkpointer
-from approval_guard.provider.store.sqlite_group import GroupCommit
+from approval_guard.provider.store.sqlite_group import BUSY_TIMEOUT_MS, GroupCommit
 
 _SCHEMA_VERSION = "3"
 #: Reader connections kept for a file database.
@@ -216,6 +217,9 @@ class SQLiteDB(SQLStoreBase):
             self._db.execute("PRAGMA wal_autocheckpoint=0")
         self._group = GroupCommit(self._db, self._changed, self._check_open)
         self._lock = self._group.lock
+        self._at_once = AtOnce(
+            self._group, _no_checkpoint if self._memory else self._checkpoints.wrote
+        )
         with self._lock:
             self._db.executescript(_SCHEMA)
             self._add_columns()
@@ -238,7 +242,7 @@ class SQLiteDB(SQLStoreBase):
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             # Two stores on one file (a test re-opening it) wait instead of failing.
-            db.execute("PRAGMA busy_timeout=5000")
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         return db
 
     def _add_columns(self) -> None:
@@ -279,8 +283,24 @@ class SQLiteDB(SQLStoreBase):
         if not self._memory:
             self._checkpoints.wrote()
 
+    def run_at_once(self, calls: Sequence[Callable[[], Any]]) -> list[Outcome[Any]] | None:
+        """Run store calls on this thread in one transaction, if nothing must wait (else None).
+
+        See :mod:`~approval_guard.provider.store.at_once`. With ``":memory:"``
+        too: its readers share the writer connection, under the lock this holds.
+        """
+        return self._at_once.run(calls)
+
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Tx]:
+        batch = self._at_once.batch()
+        if batch is not None:
+            with self._group.member(batch):
+                tx = _SQLiteTx(self._db)
+                yield tx
+                self._before_commit(tx, tx.events)
+                batch.keep(tx.seq, tx.changed)
+            return
         if self._memory:
             # Never grouped: readers share this connection and would see an open batch.
             with self.transaction() as db:
@@ -316,7 +336,7 @@ class SQLiteDB(SQLStoreBase):
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Reader]:
-        if self._memory:
+        if self._memory or self._at_once.batch() is not None:
             with self._lock:
                 self._check_open()
                 yield self._db
@@ -360,3 +380,8 @@ class SQLiteDB(SQLStoreBase):
         self._checkpoints.close()
         close_idle(self._idle)
         self.wake_all()
+
+
+def _no_checkpoint(writes: int) -> None:
+    """``":memory:"`` has no WAL to checkpoint."""
+    del writes

@@ -37,6 +37,10 @@ logger = logging.getLogger("approval_guard.provider")
 
 #: Most writes one transaction holds, however many writers wait.
 BATCH_LIMIT = 64
+#: How long a writer waits for another process's write lock (the connection's busy timeout).
+BUSY_TIMEOUT_MS = 5000
+#: ... and a writer that must not wait (:meth:`GroupCommit.open_now`).
+NO_WAIT_MS = 0
 
 
 class CommitFailed(sqlite3.DatabaseError):
@@ -188,6 +192,102 @@ class GroupCommit:
             self.lock.release()
             if ended is not None:
                 self._finish(ended, others_wait=True)
+
+    # ------------------------------------------------------------------ at once, on one thread
+
+    def open_now(self) -> Batch | None:
+        """Take the lock and a batch without waiting for anything; None if that would wait.
+
+        For a caller that must not block (the provider's event loop): the lock
+        taken only if free, and the file's write lock only if no other process
+        holds it (``BEGIN IMMEDIATE`` with no busy wait). A batch already open
+        (its members handed it on and wait) is joined. The caller then runs
+        its writes in :meth:`member` and always ends with :meth:`close_now`.
+        """
+        if not self.lock.acquire(blocking=False):
+            return None
+        if self._in_body:  # this thread, inside its own write: not a way in
+            self.lock.release()
+            return None
+        try:
+            self._check_open()
+            batch = self._batch
+            if batch is None:
+                if self.db.in_transaction:  # pragma: no cover - left by a failed ROLLBACK
+                    self.rollback()
+                if not self._begin_at_once():
+                    self.lock.release()
+                    return None
+                batch = self._batch = Batch()
+        except BaseException:
+            self.lock.release()
+            raise
+        return batch
+
+    def _begin_at_once(self) -> bool:
+        """``BEGIN IMMEDIATE`` unless another process writes (then False, nothing begun)."""
+        db = self.db
+        db.execute(f"PRAGMA busy_timeout={NO_WAIT_MS}")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError:
+            # SQLITE_BUSY: another process holds the file's write lock.
+            self.rollback()
+            return False
+        finally:
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+    @contextlib.contextmanager
+    def member(self, batch: Batch) -> Iterator[None]:
+        """One write in a batch this thread holds (:meth:`open_now`): its own savepoint.
+
+        A body that raises undoes only its own part, and the exception goes on.
+        """
+        if self._in_body:
+            self._refuse_nesting()
+        if batch.error is not None:
+            # The batch cannot commit: writing more into it would only be undone.
+            raise CommitFailed(
+                "the transaction holding this write did not commit; nothing of it was kept"
+            ) from batch.error
+        self.db.execute("SAVEPOINT member")
+        batch.size += 1
+        self._in_body = True
+        try:
+            yield
+        except BaseException as exc:
+            self._in_body = False
+            try:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK TO member")
+                    self.db.execute("RELEASE member")
+                else:
+                    # SQLite rolled the whole transaction back itself: every member's work is gone.
+                    batch.error = batch.error or exc
+            except BaseException as undo:
+                batch.error = batch.error or undo
+            raise
+        self._in_body = False
+        try:
+            self.db.execute("RELEASE member")
+        except BaseException as exc:
+            batch.error = batch.error or exc
+            raise
+
+    def close_now(self, batch: Batch) -> bool:
+        """End what :meth:`open_now` began: commit (members who wait are answered), release.
+
+        False when the batch did not commit: nothing of it was kept.
+        """
+        ended = None
+        try:
+            ended = self._end()
+        finally:
+            self.lock.release()
+            if ended is not None:
+                self._finish(ended, others_wait=True)
+        return batch.error is None
 
     def rollback(self) -> None:
         """Roll back the connection's transaction, if one is open (a failed one included)."""

@@ -47,6 +47,10 @@ class _LostRace(Exception):
     """Raised inside a decision's transaction to undo it (and its link's use): it lost a race."""
 
 
+class _Overdue(Exception):
+    """Raised inside a decision's transaction: the request's deadline passed; expire it first."""
+
+
 class DecisionsMixin(RequestsMixin):
     """Decide and cancel pending requests."""
 
@@ -108,69 +112,100 @@ class DecisionsMixin(RequestsMixin):
         check_json_value(note)
         if arguments is not None and status != APPROVED:
             raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
+        via = {"channel": channel, "channel_user": channel_user}
         for _ in range(_ATTEMPTS):
-            current = self._get(request_id)
-            if current is None:
-                return None
-            if current.status != PENDING:
-                raise NotPendingError(current)
-            rule = (rules or NO_RULES).for_tool(current.tool)
-            check_may_decide(current, rule, reviewer, status)
-            edited = check_edit(current, status, arguments)
-            if edited is not None and current.approvals_required > 1:
-                raise InvalidEdit(
-                    "this request needs several approvals; its arguments cannot be edited"
-                )
-            now = self.now()
-            expires = None
-            if status == APPROVED:
-                expires = approval_expiry(current.tool, rule, now, valid_for, expires_at)
-            detail: dict[str, Any] = {"status": status, "note": note}
-            if expires is not None:
-                detail["expires_at"] = format_timestamp(expires)
-            if edited is not None:
-                detail["edits"] = {
-                    name: {"before": current.arguments[name], "after": edited[name]}
-                    for name in changed_names(current.arguments, edited)
-                }
-            via = {"channel": channel, "channel_user": channel_user}
             try:
+                # One transaction: the request read under its lock, every check, the write.
                 with self._writing() as tx:
-                    if use_once is not None:
-                        self._use_once(tx, use_once, current, now)
-                    row = self._record(
+                    row = self._decide_in(
                         tx,
-                        current,
+                        request_id,
                         reviewer,
                         status,
                         note,
-                        now,
-                        expires,
-                        edited,
-                        detail,
+                        valid_for,
+                        expires_at,
+                        arguments,
+                        rules,
                         source,
                         via,
+                        use_once,
                     )
-                    if row is None and use_once is not None:
-                        raise _LostRace  # roll the link's use back with the decision
-            except _LostRace:
-                row = None
-            if row is None:
-                # Lost a race (or the deadline passed): the next read says to whom.
+            except _Overdue:
+                self._expire([request_id])  # the next round reads it expired
                 continue
-            if edited is None:
-                logger.debug("request %s %s by %s", request_id, status, reviewer.name)
-            else:
-                # Names only: the values are the reviewer's business, and the history has them.
-                logger.debug(
-                    "request %s %s by %s with edits to %s",
-                    request_id,
-                    status,
-                    reviewer.name,
-                    ", ".join(changed_names(current.arguments, edited)),
-                )
+            except _LostRace:
+                continue
+            if row is None:
+                return None
             return request_from_row(row)
         return self._not_pending(request_id)
+
+    def _decide_in(
+        self,
+        tx: Tx,
+        request_id: str,
+        reviewer: Credential,
+        status: str,
+        note: str | None,
+        valid_for: float | timedelta | None,
+        expires_at: datetime | None,
+        arguments: dict[str, Any] | None,
+        rules: Rules | None,
+        source: str,
+        via: dict[str, str | None],
+        use_once: str | None,
+    ) -> Any:
+        """Inside the decision's transaction: the row it left, None if unknown; raises refusals."""
+        tx.lock("request:" + request_id)
+        # Read under the lock: what an approval on another instance committed is seen here.
+        row = tx.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
+        if row is None:
+            return None
+        current = request_from_row(row)
+        now = self.now()
+        if current.status == PENDING and current.deadline_at <= now:
+            raise _Overdue
+        if current.status != PENDING:
+            raise NotPendingError(current)
+        rule = (rules or NO_RULES).for_tool(current.tool)
+        check_may_decide(current, rule, reviewer, status)
+        edited = check_edit(current, status, arguments)
+        if edited is not None and current.approvals_required > 1:
+            raise InvalidEdit(
+                "this request needs several approvals; its arguments cannot be edited"
+            )
+        expires = None
+        if status == APPROVED:
+            expires = approval_expiry(current.tool, rule, now, valid_for, expires_at)
+        detail: dict[str, Any] = {"status": status, "note": note}
+        if expires is not None:
+            detail["expires_at"] = format_timestamp(expires)
+        if edited is not None:
+            detail["edits"] = {
+                name: {"before": current.arguments[name], "after": edited[name]}
+                for name in changed_names(current.arguments, edited)
+            }
+        if use_once is not None:
+            self._use_once(tx, use_once, current, now)
+        row = self._record(
+            tx, current, reviewer, status, note, now, expires, edited, detail, source, via
+        )
+        if row is None:
+            # Lost a race with the clock (the deadline passed): undo it all, link use too.
+            raise _LostRace
+        if edited is None:
+            logger.debug("request %s %s by %s", request_id, status, reviewer.name)
+        else:
+            # Names only: the values are the reviewer's business, and the history has them.
+            logger.debug(
+                "request %s %s by %s with edits to %s",
+                request_id,
+                status,
+                reviewer.name,
+                ", ".join(changed_names(current.arguments, edited)),
+            )
+        return row
 
     def _record(
         self,
@@ -186,26 +221,28 @@ class DecisionsMixin(RequestsMixin):
         source: str,
         via: dict[str, str | None],
     ) -> Any:
-        """One decision inside its transaction: the row it left, or None if it lost a race."""
+        """One decision inside its transaction, on the request read under its lock.
+
+        The row it left, or None if the request's deadline passed meanwhile.
+        """
         request_id = current.id
-        tx.lock("request:" + request_id)
-        # Read under the lock: what an approval on another instance committed is seen here.
-        fresh_row = tx.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
-        if fresh_row is None or fresh_row["status"] != PENDING:
-            return None
-        fresh = request_from_row(fresh_row)
-        required = fresh.approvals_required
-        approvals = fresh.approvals
+        required = current.approvals_required
+        approvals = current.approvals
         n = len(approvals)
         if status == APPROVED:
             if any(one.by == reviewer.name for one in approvals):
-                raise AlreadyApproved(f"{reviewer.name} has already approved this request", fresh)
-            if not tx.execute(
-                "INSERT INTO approvals (request_id, reviewer_id, name, at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                (request_id, reviewer.id, reviewer.name, to_us(now)),
-            ).rowcount:
-                raise AlreadyApproved(f"{reviewer.name} has already approved this request", fresh)
+                raise AlreadyApproved(f"{reviewer.name} has already approved this request", current)
+            # The table holds each person to one approval of a request that needs several;
+            # one that needs one is decided by this very approval.
+            if (
+                required > 1
+                and not tx.execute(
+                    "INSERT INTO approvals (request_id, reviewer_id, name, at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (request_id, reviewer.id, reviewer.name, to_us(now)),
+                ).rowcount
+            ):
+                raise AlreadyApproved(f"{reviewer.name} has already approved this request", current)
             approvals = (*approvals, Approval(by=reviewer.name, at=now))
             n = len(approvals)
         audit_detail: dict[str, Any] = {"note": note, **via}

@@ -1,0 +1,207 @@
+"""Store work from the event loop: at once on the loop when nothing waits, else a worker thread.
+
+``StoreCalls`` against a real SQLite file; then the served provider with the
+file's write lock held by another connection, where a decision must wait in
+a worker thread while the loop goes on answering everyone else.
+"""
+
+# House style puts the expected value first; ruff's SIM300 wants it last.
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from approval_guard.provider import ProviderServer
+from approval_guard.provider.http.store_calls import StoreCalls
+from approval_guard.provider.store.models import StoreClosedError
+from tests.provider.store.test_group_commit import Commits, Env, Gate
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    made = Env(tmp_path / "calls.sqlite3")
+    try:
+        yield made
+    finally:
+        made.store.close()
+
+
+def test_calls_made_in_one_turn_share_one_commit_on_the_loop(env: Env) -> None:
+    """Five decisions awaited together: one COMMIT, all run on the loop's own thread."""
+    ids = env.new(5)
+    commits = Commits(env.store)
+    threads: set[int] = set()
+
+    def decide(request_id: str) -> str:
+        threads.add(threading.get_ident())
+        return env.decide(request_id)
+
+    async def main() -> list[str]:
+        calls = StoreCalls(env.store, asyncio.get_running_loop())
+        return await asyncio.gather(*(calls(decide, rid) for rid in ids))
+
+    assert ["approved"] * 5 == asyncio.run(main())
+    assert 1 == commits.n
+    assert {threading.get_ident()} == threads
+
+
+def test_a_call_that_raises_reaches_its_caller_alone(env: Env) -> None:
+    """One call's error is raised to its own awaiter; the others get their values."""
+    first, second = env.new(2)
+
+    async def main() -> list[Any]:
+        calls = StoreCalls(env.store, asyncio.get_running_loop())
+        return list(
+            await asyncio.gather(
+                calls(env.decide, first),
+                calls(env.decide, "no-such-request"),
+                calls(env.decide, second),
+                return_exceptions=True,
+            )
+        )
+
+    results = asyncio.run(main())
+    assert "approved" == results[0] and "approved" == results[2]
+    assert isinstance(results[1], AssertionError)  # Env.decide's own check: no such request
+
+
+def test_a_caller_cancelled_before_its_turn_never_runs_its_call(env: Env) -> None:
+    """Cancelled while queued: the call is dropped, the others run."""
+    first, second = env.new(2)
+    ran: list[str] = []
+
+    def decide(request_id: str) -> str:
+        ran.append(request_id)
+        return env.decide(request_id)
+
+    async def main() -> str:
+        calls = StoreCalls(env.store, asyncio.get_running_loop())
+        doomed = asyncio.ensure_future(calls(decide, first))
+        kept = asyncio.ensure_future(calls(decide, second))
+        await asyncio.sleep(0)  # both queued
+        doomed.cancel()
+        return await kept
+
+    assert "approved" == asyncio.run(main())
+    assert [second] == ran
+    assert "pending" == env.status(first)
+
+
+def test_with_the_writer_busy_calls_go_to_worker_threads(env: Env) -> None:
+    """A worker thread holds the writer lock: the call waits in a thread, the loop does not."""
+    (request_id,) = env.new(1)
+    gate = Gate(env.store)
+    threads: list[int] = []
+
+    def decide() -> str:
+        threads.append(threading.get_ident())
+        return env.decide(request_id)
+
+    async def main() -> tuple[str, float]:
+        loop_thread = threading.get_ident()
+        calls = StoreCalls(env.store, asyncio.get_running_loop())
+        waiting = asyncio.ensure_future(calls(decide))
+        started = time.monotonic()
+        await asyncio.sleep(0.3)  # the loop is free meanwhile
+        free = time.monotonic() - started
+        assert not waiting.done()
+        threading.Thread(target=gate.open_when, args=(1,), daemon=True).start()
+        status = await waiting
+        assert loop_thread not in threads
+        return status, free
+
+    status, free = asyncio.run(main())
+    assert "approved" == status
+    assert free < 1.0
+    assert "approved" == env.status(request_id)
+
+
+def test_a_closed_store_is_raised_to_every_caller(env: Env) -> None:
+    """StoreClosedError reaches each awaiter of the turn."""
+    env.store.close()
+
+    async def main() -> list[Any]:
+        calls = StoreCalls(env.store, asyncio.get_running_loop())
+        return list(
+            await asyncio.gather(
+                calls(env.store.get_request, "a"),
+                calls(env.store.get_request, "b"),
+                return_exceptions=True,
+            )
+        )
+
+    assert 2 * [StoreClosedError] == [type(r) for r in asyncio.run(main())]
+
+
+def test_stores_without_run_at_once_use_worker_threads() -> None:
+    """A store with no ``run_at_once`` (PostgreSQL's kind): every call in a worker thread."""
+
+    class Plain:
+        def answer(self) -> int:
+            return threading.get_ident()
+
+    async def main() -> tuple[int, int]:
+        calls = StoreCalls(Plain(), asyncio.get_running_loop())
+        return threading.get_ident(), await calls(Plain().answer)
+
+    loop_thread, call_thread = asyncio.run(main())
+    assert loop_thread != call_thread
+
+
+def test_a_served_decision_waits_out_another_processes_write_lock(tmp_path: Path) -> None:
+    """The file's write lock held elsewhere: the decision waits (and is kept); the loop serves."""
+    db = tmp_path / "served.sqlite3"
+    with ProviderServer(str(db)) as server:
+        instance = server.store.create_credential("instance", "agent")
+        reviewer = server.store.create_credential("reviewer", "alice")
+        made = requests.post(
+            f"{server.url}/v1/requests",
+            json={"tool": "t", "arguments": {}, "timeout": "10m"},
+            headers={"Authorization": f"Bearer {instance}", "Idempotency-Key": "k1"},
+            timeout=10,
+        )
+        assert 201 == made.status_code, made.text
+        request_id = made.json()["id"]
+        other = sqlite3.connect(str(db), isolation_level=None, timeout=10)
+        other.execute("BEGIN IMMEDIATE")
+        decided: list[requests.Response] = []
+        decider = threading.Thread(
+            target=lambda: decided.append(
+                requests.post(
+                    f"{server.url}/v1/requests/{request_id}/decision",
+                    json={"status": "approved"},
+                    headers={"Authorization": f"Bearer {reviewer}"},
+                    timeout=30,
+                )
+            )
+        )
+        try:
+            decider.start()
+            time.sleep(0.3)
+            started = time.monotonic()
+            read = requests.get(
+                f"{server.url}/v1/requests/{request_id}",
+                headers={"Authorization": f"Bearer {reviewer}"},
+                timeout=10,
+            )
+            took = time.monotonic() - started
+            assert 200 == read.status_code and "pending" == read.json()["status"]
+            assert took < 1.0  # the loop was not held by the waiting decision
+            assert decider.is_alive()
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        decider.join(20)
+        assert 200 == decided[0].status_code, decided[0].text
+        assert "approved" == decided[0].json()["status"]
+        stored = server.store.get_request(request_id)
+        assert stored is not None and "approved" == stored.status
