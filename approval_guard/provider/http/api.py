@@ -114,8 +114,9 @@ async def create(ctx: Context, request: Request) -> Response:
 
 async def _create(ctx: Context, request: Request, early: Credential, key: str) -> Response:
     body = await read_body(request)
-    # Everything after the body in one trip to the thread pool: the credential
-    # again (it may have been revoked since the early look), checks, the store.
+    # Everything after the body in one store call: the credential again (it may
+    # have been revoked since the early look), checks, the store. (A body is at
+    # most MAX_BODY_BYTES: parsed in a millisecond or so, on the loop if need be.)
     return await ctx.calls(_create_now, ctx, request, early, key, body)
 
 

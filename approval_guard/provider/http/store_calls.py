@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -27,6 +28,8 @@ T = TypeVar("T")
 
 #: Most calls one turn runs (the store's group-commit limit); the rest wait a turn.
 PER_TURN = 64
+#: Seconds of calls one turn may start: the loop serves everyone else in between.
+TURN_SECONDS = 0.01
 
 
 class StoreCall(Protocol):
@@ -35,7 +38,12 @@ class StoreCall(Protocol):
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Awaitable[T]: ...
 
 
-RunAtOnce = Callable[[list[Callable[[], Any]]], "list[Outcome[Any]] | None"]
+class RunAtOnce(Protocol):
+    """A store's ``run_at_once``."""
+
+    def __call__(
+        self, calls: list[Callable[[], Any]], *, until: float | None = None
+    ) -> list[Outcome[Any]] | None: ...
 
 
 class StoreCalls:
@@ -75,7 +83,9 @@ class StoreCalls:
             return
         assert self._run_at_once is not None
         try:
-            outcomes = self._run_at_once([call for call, _ in taken])
+            outcomes = self._run_at_once(
+                [call for call, _ in taken], until=time.monotonic() + TURN_SECONDS
+            )
         except BaseException as exc:
             # The store refused to begin (closed, say), or an interrupt: each call is told.
             for _, future in taken:
@@ -89,6 +99,12 @@ class StoreCalls:
                 if not future.done():
                     future.set_result(None)
             return
-        for (_, future), outcome in zip(taken, outcomes, strict=True):
+        for (_, future), outcome in zip(taken, outcomes, strict=False):
             if not future.done():
                 future.set_result(outcome)
+        if len(outcomes) < len(taken):
+            # Out of time: the calls not started go first in the next turn.
+            self._queue[:0] = taken[len(outcomes) :]
+            if not self._scheduled:
+                self._scheduled = True
+                self._loop.call_soon(self._turn)

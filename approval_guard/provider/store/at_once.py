@@ -21,6 +21,7 @@ wrote (and every one that read, since what it read was never kept) gets
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -65,8 +66,15 @@ class AtOnce:
             return running[1]
         return None
 
-    def run(self, calls: Sequence[Callable[[], Any]]) -> list[Outcome[Any]] | None:
-        """Run ``calls`` in order in one transaction; None (nothing run) if that would wait."""
+    def run(
+        self, calls: Sequence[Callable[[], Any]], *, until: float | None = None
+    ) -> list[Outcome[Any]] | None:
+        """Run ``calls`` in order in one transaction; None (nothing run) if that would wait.
+
+        ``until`` (a ``time.monotonic()``): start no call after it, so a long
+        queue does not hold the thread (the event loop) for long; the outcomes
+        are then those of the first calls only, and the rest were not run.
+        """
         group = self._group
         batch = group.open_now()
         if batch is None:
@@ -76,6 +84,8 @@ class AtOnce:
         self._running = (threading.get_ident(), batch)
         try:
             for call in calls:
+                if until is not None and outcomes and time.monotonic() > until:
+                    break
                 try:
                     outcomes.append(Outcome(call()))
                 except Exception as exc:

@@ -283,13 +283,15 @@ class SQLiteDB(SQLStoreBase):
         if not self._memory:
             self._checkpoints.wrote()
 
-    def run_at_once(self, calls: Sequence[Callable[[], Any]]) -> list[Outcome[Any]] | None:
+    def run_at_once(
+        self, calls: Sequence[Callable[[], Any]], *, until: float | None = None
+    ) -> list[Outcome[Any]] | None:
         """Run store calls on this thread in one transaction, if nothing must wait (else None).
 
         See :mod:`~approval_guard.provider.store.at_once`. With ``":memory:"``
         too: its readers share the writer connection, under the lock this holds.
         """
-        return self._at_once.run(calls)
+        return self._at_once.run(calls, until=until)
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Tx]:

@@ -205,3 +205,80 @@ def test_a_served_decision_waits_out_another_processes_write_lock(tmp_path: Path
         assert "approved" == decided[0].json()["status"]
         stored = server.store.get_request(request_id)
         assert stored is not None and "approved" == stored.status
+
+
+def test_a_long_queue_is_run_over_several_turns_and_the_loop_serves_in_between(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls taking 8 ms each, 30 ms a turn at most: several COMMITs, a ticker runs between."""
+    from approval_guard.provider.http import store_calls
+
+    monkeypatch.setattr(store_calls, "TURN_SECONDS", 0.03)
+    ids = env.new(8)
+    commits = Commits(env.store)
+    order: list[str] = []
+
+    def slow_decide(request_id: str) -> str:
+        order.append("call")
+        time.sleep(0.008)
+        return env.decide(request_id)
+
+    async def ticker(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            order.append("tick")
+            await asyncio.sleep(0)
+
+    async def main() -> list[str]:
+        calls = StoreCalls(env.store, asyncio.get_running_loop())
+        stop = asyncio.Event()
+        ticking = asyncio.ensure_future(ticker(stop))
+        await asyncio.sleep(0)
+        done = await asyncio.gather(*(calls(slow_decide, rid) for rid in ids))
+        stop.set()
+        await ticking
+        return list(done)
+
+    assert ["approved"] * 8 == asyncio.run(main())
+    assert 2 <= commits.n < 8
+    calls_seen = "".join("c" if one == "call" else "t" for one in order).strip("t")
+    assert "t" in calls_seen  # the loop ran the ticker between two turns
+    assert ["approved"] * 8 == [env.status(rid) for rid in ids]
+
+
+def test_creates_and_decisions_are_stored_on_the_providers_own_loop(tmp_path: Path) -> None:
+    """With the writer free, a served create and decision never hop to a worker thread."""
+    from approval_guard.provider.store.sqlite import SQLiteStore
+
+    seen: list[str] = []
+
+    class Recording(SQLiteStore):
+        def create_request(self, **kwargs: Any) -> Any:
+            seen.append(threading.current_thread().name)
+            return super().create_request(**kwargs)
+
+        def decide(self, request_id: str, **kwargs: Any) -> Any:
+            seen.append(threading.current_thread().name)
+            return super().decide(request_id, **kwargs)
+
+    store = Recording(str(tmp_path / "loop.sqlite3"))
+    try:
+        instance = store.create_credential("instance", "agent")
+        reviewer = store.create_credential("reviewer", "alice")
+        with ProviderServer(store) as server:
+            made = requests.post(
+                f"{server.url}/v1/requests",
+                json={"tool": "t", "arguments": {}, "timeout": "10m"},
+                headers={"Authorization": f"Bearer {instance}", "Idempotency-Key": "k"},
+                timeout=10,
+            )
+            assert 201 == made.status_code, made.text
+            decided = requests.post(
+                f"{server.url}/v1/requests/{made.json()['id']}/decision",
+                json={"status": "approved"},
+                headers={"Authorization": f"Bearer {reviewer}"},
+                timeout=10,
+            )
+            assert 200 == decided.status_code, decided.text
+    finally:
+        store.close()
+    assert ["approval-guard-provider"] * 2 == seen
