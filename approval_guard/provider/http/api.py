@@ -96,7 +96,7 @@ async def create(ctx: Context, request: Request) -> Response:
     """
     if check_body_length(request) > MAX_BODY_BYTES:
         await read_body(request)  # 413, as for any other endpoint, before anything else
-    credential = await authenticate_early(ctx.store, ctx.hints, request)
+    credential = await authenticate_early(ctx.store, ctx.hints, request, calls=ctx.calls)
     require_instance(credential)
     key = header(request, "idempotency-key")
     if key is None or not IDEMPOTENCY_KEY.fullmatch(key):
@@ -173,7 +173,7 @@ def _create_now(
 
 async def poll(ctx: Context, request: Request) -> Response:
     await read_body(request)
-    credential = await authenticate(ctx.store, request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
     wait = wait_seconds(request, ctx.poll_cap)
     request_id = request.path_params["request_id"]
     found = await long_poll(
@@ -184,7 +184,7 @@ async def poll(ctx: Context, request: Request) -> Response:
 
 async def cancel(ctx: Context, request: Request) -> Response:
     body = await read_body(request)
-    credential = await authenticate(ctx.store, request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
     require_instance(credential)
     obj = json_object(body, allow_empty=True)
     no_unknown(obj, {"reason"})
@@ -218,7 +218,7 @@ def _limit(request: Request) -> int:
 
 async def list_requests(ctx: Context, request: Request) -> Response:
     await read_body(request)
-    credential = await authenticate(ctx.store, request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
     require_reviewer(credential)
     statuses = [one for value in request.query_params.getlist("status") for one in value.split(",")]
     for status in statuses:
@@ -257,7 +257,7 @@ async def list_requests(ctx: Context, request: Request) -> Response:
 
 async def history(ctx: Context, request: Request) -> Response:
     await read_body(request)
-    credential = await authenticate(ctx.store, request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
     require_reviewer(credential)
     request_id = request.path_params["request_id"]
     found = await run_in_threadpool(ctx.store.history, request_id)
@@ -271,7 +271,7 @@ async def history(ctx: Context, request: Request) -> Response:
 
 async def events(ctx: Context, request: Request) -> Response:
     await read_body(request)
-    credential = await authenticate(ctx.store, request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
     require_reviewer(credential)
     wait = wait_seconds(request, ctx.poll_cap)
     after_raw = query_value(request, "after")

@@ -22,16 +22,22 @@ from starlette.requests import Request
 
 from approval_guard.provider.http.limits import CSRF_HEADER, SESSION_COOKIE
 from approval_guard.provider.http.responses import ApiError, header
+from approval_guard.provider.http.store_calls import StoreCall
 from approval_guard.provider.store.models import Credential, Session
 from approval_guard.provider.store.protocol import StoreProtocol
 
 
-async def session_of(store: StoreProtocol, request: Request) -> tuple[str, Session] | None:
-    """``(session id, session)`` of the request's live review session cookie, or None."""
+async def session_of(
+    store: StoreProtocol, request: Request, *, calls: StoreCall = run_in_threadpool
+) -> tuple[str, Session] | None:
+    """``(session id, session)`` of the request's live review session cookie, or None.
+
+    ``calls`` runs the store's read (the context's ``StoreCalls``, or a worker thread).
+    """
     session_id = request.cookies.get(SESSION_COOKIE)
     if not session_id:
         return None
-    session = await run_in_threadpool(store.session, session_id)
+    session = await calls(store.session, session_id)
     return None if session is None else (session_id, session)
 
 
@@ -54,12 +60,17 @@ def authenticated(store: StoreProtocol, token: str) -> Credential:
     return credential
 
 
-async def authenticate(store: StoreProtocol, request: Request) -> Credential:
-    """The live credential behind this request; 401 (or 403 for a bad CSRF token) if none."""
+async def authenticate(
+    store: StoreProtocol, request: Request, *, calls: StoreCall = run_in_threadpool
+) -> Credential:
+    """The live credential behind this request; 401 (or 403 for a bad CSRF token) if none.
+
+    ``calls`` runs the store's read (the context's ``StoreCalls``, or a worker thread).
+    """
     token = bearer_token(request)
     if token is not None:
-        return await run_in_threadpool(authenticated, store, token)
-    found = await session_of(store, request)
+        return await calls(authenticated, store, token)
+    found = await session_of(store, request, calls=calls)
     if found is not None:
         csrf = header(request, CSRF_HEADER) or ""
         if not hmac.compare_digest(csrf.encode(), found[1].csrf_token.encode()):
@@ -100,7 +111,11 @@ class CredentialHints:
 
 
 async def authenticate_early(
-    store: StoreProtocol, hints: CredentialHints, request: Request
+    store: StoreProtocol,
+    hints: CredentialHints,
+    request: Request,
+    *,
+    calls: StoreCall = run_in_threadpool,
 ) -> Credential:
     """:func:`authenticate`, but a bearer token seen before costs no trip to the store.
 
@@ -109,10 +124,10 @@ async def authenticate_early(
     """
     token = bearer_token(request)
     if token is None:
-        return await authenticate(store, request)
+        return await authenticate(store, request, calls=calls)
     known = hints.get(token)
     if known is None:
-        known = await run_in_threadpool(authenticated, store, token)
+        known = await calls(authenticated, store, token)
         hints.remember(token, known)
     return known
 

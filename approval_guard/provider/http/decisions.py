@@ -185,7 +185,7 @@ async def decide(ctx: Context, request: Request) -> Response:
     source = client_source(request)
     token = bearer_token(request)
     if token is None:  # a review session's cookie: its own checks first
-        credential = await authenticate(ctx.store, request)
+        credential = await authenticate(ctx.store, request, calls=ctx.calls)
         fields, arguments = _api_decision(credential, body)
         return await record_decision(ctx, request_id, credential, fields, arguments, source)
 

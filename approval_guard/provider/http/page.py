@@ -94,7 +94,7 @@ async def review_decide(ctx: Context, request: Request) -> Response:
     server builds the whole arguments object with :func:`with_edits`.
     """
     body = await read_body(request)
-    credential = await authenticate(ctx.store, request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
     require_reviewer(credential)
     obj = json_object(body)
     fields = decision_fields(obj, {"edits"})

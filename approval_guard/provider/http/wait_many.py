@@ -44,6 +44,7 @@ from approval_guard.provider.http.responses import (
     no_unknown,
     read_body,
 )
+from approval_guard.provider.http.store_calls import StoreCall
 from approval_guard.provider.http.waits import Notifier, hung_up
 from approval_guard.provider.store.models import Credential, StoredRequest
 from approval_guard.provider.store.protocol import StoreProtocol
@@ -85,7 +86,7 @@ def _wait(value: object, cap: float) -> float:
 async def wait(ctx: Context, request: Request) -> Response:
     """``POST /v1/requests/wait``."""
     body = await read_body(request)
-    credential = await authenticate(ctx.store, request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
     obj = json_object(body)
     no_unknown(obj, {"ids", "wait"})
     ids = _ids(obj.get("ids"))
@@ -97,7 +98,13 @@ async def wait(ctx: Context, request: Request) -> Response:
     missing: list[str] = []
     if ids:
         found, missing = await wait_many(
-            ctx.store, ctx.notifier, ids, credential, 0.0 if odd else seconds, request.receive
+            ctx.store,
+            ctx.notifier,
+            ids,
+            credential,
+            0.0 if odd else seconds,
+            request.receive,
+            calls=ctx.calls,
         )
     missing += odd
     # Settled requests first: if the answer is cut short, what is dropped is at worst a
@@ -118,7 +125,7 @@ async def wait(ctx: Context, request: Request) -> Response:
 _counting: set[asyncio.Future[None]] = set()
 
 
-def _count(store: StoreProtocol, ids: list[str]) -> None:
+def _count(store: StoreProtocol, ids: list[str], calls: StoreCall) -> None:
     """Count a poll of each of ``ids`` in the audit trail, without holding up the wait.
 
     The write goes behind the writer lock with everyone else's; a wait that has
@@ -127,7 +134,7 @@ def _count(store: StoreProtocol, ids: list[str]) -> None:
     """
     if not ids:
         return
-    task = asyncio.ensure_future(run_in_threadpool(store.count_polls, ids))
+    task = asyncio.ensure_future(calls(store.count_polls, ids))
     _counting.add(task)
 
     def done(t: asyncio.Future[None]) -> None:
@@ -149,11 +156,14 @@ async def wait_many(
     viewer: Credential,
     wait: float,
     receive: Receive | None = None,
+    *,
+    calls: StoreCall = run_in_threadpool,
 ) -> tuple[list[StoredRequest], list[str]]:
     """The listed requests with news, and the ids not found; after ``wait`` s, maybe neither.
 
     Registers before it reads, as a single long poll does, so a decision
-    committed between the read and the wait still wakes it.
+    committed between the read and the wait still wakes it. ``calls`` runs the
+    store's reads and writes (the context's ``StoreCalls``, or a worker thread).
     """
     owner = None if viewer.is_reviewer else viewer.id
     gone = asyncio.Event()
@@ -162,9 +172,9 @@ async def wait_many(
             None if receive is None else asyncio.ensure_future(hung_up(receive, gone, watch.event))
         )
         try:
-            states = await run_in_threadpool(lambda: store.wait_states(ids, owner_id=owner))
+            states = await calls(store.wait_states, ids, owner_id=owner)
             if owner is not None:
-                _count(store, [rid for rid in ids if rid in states])
+                _count(store, [rid for rid in ids if rid in states], calls)
             missing = [rid for rid in ids if rid not in states]
             changed = [rid for rid, state in states.items() if _news(None, state)]
             full: dict[str, StoredRequest] = {}
@@ -187,7 +197,7 @@ async def wait_many(
                 if not look:
                     continue
                 looked = sorted(look)
-                again = await run_in_threadpool(store.get_requests, looked, owner_id=owner)
+                again = await calls(store.get_requests, looked, owner_id=owner)
                 for rid in looked:
                     found = again.get(rid)
                     if found is None:
@@ -200,9 +210,7 @@ async def wait_many(
                     else:
                         states[rid] = state
             if any(rid not in full for rid in changed):
-                full.update(
-                    await run_in_threadpool(lambda: store.get_requests(changed, owner_id=owner))
-                )
+                full.update(await calls(store.get_requests, changed, owner_id=owner))
         finally:
             if watcher is not None:
                 watcher.cancel()
