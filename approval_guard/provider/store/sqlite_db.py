@@ -9,9 +9,10 @@ transactions). Reads use a small pool of their own connections, so they never
 queue behind a write; ``":memory:"`` has one connection, shared under the lock.
 
 On a file, writers that queue for the lock share one transaction (group
-commit, ``sqlite_group.py``): each is answered, and the change feed told, only
-after the ``COMMIT`` that holds its write. ``":memory:"`` never groups: its
-readers share the writer connection, and would see a batch before it commits.
+commit, ``group_commit.py``, with ``sqlite_group.py``'s statements): each is
+answered, and the change feed told, only after the ``COMMIT`` that holds its
+write. ``":memory:"`` never groups: its readers share the writer connection,
+and would see a batch before it commits.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from typing import Any
 
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.provider.store.feed import ChangeFeed
+from approval_guard.provider.store.group_commit import GroupCommit
 from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 from approval_guard.provider.store.sql.slack import SQLITE_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sqlite_checkpoint import Checkpointer
-from approval_guard.provider.store.sqlite_group import GroupCommit
+from approval_guard.provider.store.sqlite_group import SQLiteTransactions
 
 _SCHEMA_VERSION = "3"
 #: Reader connections kept for a file database.
@@ -214,7 +216,7 @@ class SQLiteDB(SQLStoreBase):
         if not self._memory:
             # Checkpoints run off the writers' path (sqlite_checkpoint.py), never in a COMMIT.
             self._db.execute("PRAGMA wal_autocheckpoint=0")
-        self._group = GroupCommit(self._db, self._changed, self._check_open)
+        self._group = GroupCommit(SQLiteTransactions(self._db), self._changed, self._check_open)
         self._lock = self._group.lock
         with self._lock:
             self._db.executescript(_SCHEMA)
