@@ -25,7 +25,10 @@ A writer does ``batch, opened = group.join()``, runs its body (calling
 ``group.leave(batch, opened, failure)`` with the body's exception or None.
 
 The machinery is the same for every database; what a database's statements
-are (``BEGIN IMMEDIATE`` on SQLite) is a :class:`Transactions` (``sqlite_group.py``).
+are (``BEGIN IMMEDIATE`` on SQLite; ``BEGIN`` and the ``ag_seq`` row lock on
+PostgreSQL, with a ``COMMIT`` checked, since PostgreSQL answers a ``COMMIT`` of
+a failed transaction by rolling it back) is a :class:`Transactions`
+(``sqlite_group.py``, ``pg_group.py``).
 """
 
 from __future__ import annotations
@@ -156,7 +159,7 @@ class GroupCommit:
             if batch is None:
                 if self.db.in_transaction:  # pragma: no cover - left by a failed ROLLBACK
                     self.rollback()
-                # May wait (SQLite's busy_timeout) for a writer in another process.
+                # May wait (SQLite's busy_timeout, PostgreSQL's row lock) for writers elsewhere.
                 self.db.begin()
                 batch = self._batch = Batch()
             else:
@@ -191,7 +194,8 @@ class GroupCommit:
                 batch.ended = True
             elif not self.db.undo():
                 # The database rolled the whole transaction back itself (SQLite's
-                # SQLITE_FULL or IOERR): every member's work is gone.
+                # SQLITE_FULL or IOERR, a lost PostgreSQL connection): every member's
+                # work is gone.
                 batch.error = batch.error or failure
         except BaseException as exc:
             # The connection is in an unknown state: the batch must not commit.

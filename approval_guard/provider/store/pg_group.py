@@ -1,0 +1,163 @@
+"""Group commit's statements on PostgreSQL: ``ag_seq`` locked first, savepoints, a checked COMMIT.
+
+The store's writes go through one writer connection per store, under group
+commit (``group_commit.py``): a batch is one transaction, each member after
+the first a ``SAVEPOINT``, and the ``NOTIFY`` of every member's changes is sent
+once, just before the ``COMMIT`` (one payload set, at the batch's highest
+change number; delivered at commit, see ``pg_listen.py``).
+
+**Lock order.** A batch begins with ``BEGIN`` and, in the same round trip,
+``SELECT ... FROM ag_seq ... FOR UPDATE``: the one-row lock that every change
+takes to number itself is the first lock a batch takes, before any member's
+statement, and it is held to the ``COMMIT``. Without that, batches could
+deadlock across instances: a batch on instance A whose first member recorded
+a change holds ``ag_seq`` while its second member wants the advisory lock
+``request:X`` (``Tx.lock``) or the row of request X, which a batch on instance
+B holds (its member deciding X) while it waits for ``ag_seq``. And since a
+batch takes the locks of several unrelated requests in whatever order its
+members came, two batches could take *any* two locks in opposite orders (two
+polls' row updates, say): no order among those locks can be imposed. Taking
+``ag_seq`` first means batches never hold such locks at the same time: while
+one batch holds it, every other batch on the database waits for it at its
+first statement, holding nothing yet that anyone could wait for; the holder
+finds whatever it takes next (advisory locks, rows, an idempotency key's
+index entry) free, or held by a reader, which waits for nothing. So batches
+of all instances run one after another (changes were numbered one at a time,
+under the same lock, already), and cannot wait in a cycle. The only other
+transaction writing the tables, a store creating them (``pg_schema.py``),
+takes ``ag_seq`` right after its own advisory lock, which no batch takes. An
+older provider sharing the database (one transaction per write, ``ag_seq``
+taken last) can still meet a batch in a cycle during a rolling upgrade:
+PostgreSQL then fails one side after ``deadlock_timeout``, and none of its
+writes is answered as kept. Within one instance the writer lock already lets
+one batch run at a time.
+
+**Statement errors.** After a failed statement the connection is
+``INERROR``: ``ROLLBACK TO SAVEPOINT`` (undoing that member alone, and
+releasing the locks it took after its savepoint) makes it usable again. Locks
+a member took and kept (its savepoint released) are held until the batch
+commits, as a lone write's were until its own. PostgreSQL answers a
+``COMMIT`` of a failed transaction with ``ROLLBACK``, no error: a batch whose
+transaction is not cleanly open is refused before its ``COMMIT``, and one whose
+``COMMIT`` did not say ``COMMIT`` fails (:class:`RolledBack`), so no member is
+ever answered for a write that was not kept.
+
+**A lost connection** fails every member of the batch it held (a member's
+undo finds no transaction; a ``COMMIT`` that raised may or may not have
+committed, so nobody is answered as if it had); the next batch connects anew.
+One found lost at a batch's ``BEGIN``, with nothing done yet, is replaced at once.
+
+A batch of at most 64 writes has at most 63 savepoints: within the 64
+subtransactions a PostgreSQL backend tracks in shared memory without slowing
+every snapshot on the server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from approval_guard.provider.store.group_commit import Batch, CommitFailed
+from approval_guard.provider.store.pg_listen import payloads
+
+logger = logging.getLogger("approval_guard.provider")
+
+#: A batch's first round trip: its transaction, and the change counter's row lock.
+BEGIN = "BEGIN; SELECT 1 FROM ag_seq WHERE id = 1 FOR UPDATE"
+
+
+class RolledBack(Exception):
+    """PostgreSQL rolled the batch's transaction back (a statement in it failed)."""
+
+
+class PostgresTransactions:
+    """The PostgreSQL store's writer connection and its transaction statements.
+
+    :param connect: a new connection (autocommit, the store's settings).
+    :param channel: where the store's ``NOTIFY``\\s go; ``instance`` names the sender.
+    """
+
+    commit_failed: type[CommitFailed] = CommitFailed
+
+    def __init__(self, connect: Callable[[], Any], *, channel: str, instance: str) -> None:
+        self._connect = connect
+        self._channel = channel
+        self._instance = instance
+        #: The writer connection (None until the first batch, or after one was lost).
+        self.conn: Any = None
+
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        conn = self.conn
+        return conn is not None and conn.info.transaction_status != TransactionStatus.IDLE
+
+    def begin(self) -> None:
+        conn = self.conn
+        fresh = conn is None or conn.closed or conn.broken
+        if fresh:
+            self.close()
+            conn = self.conn = self._connect()
+        try:
+            conn.execute(BEGIN)
+        except BaseException as exc:
+            self.rollback()
+            if fresh or not conn.broken or not isinstance(exc, Exception):
+                raise
+            # Lost while idle (a server restart, a dropped socket) before anything was
+            # done: one new connection, one more try.
+            self.begin()
+
+    def savepoint(self) -> None:
+        self.conn.execute("SAVEPOINT member")
+
+    def release(self) -> None:
+        self.conn.execute("RELEASE SAVEPOINT member")
+
+    def undo(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        conn = self.conn
+        if conn.broken or conn.info.transaction_status not in (
+            TransactionStatus.INTRANS,
+            TransactionStatus.INERROR,
+        ):
+            return False
+        conn.execute("ROLLBACK TO SAVEPOINT member")
+        conn.execute("RELEASE SAVEPOINT member")
+        return True
+
+    def commit(self, batch: Batch) -> None:
+        from psycopg.pq import TransactionStatus
+
+        conn = self.conn
+        if conn.info.transaction_status != TransactionStatus.INTRANS:
+            raise RolledBack("a statement of this transaction failed; it cannot commit")
+        if batch.changed:
+            for payload in payloads(self._instance, batch.seq, tuple(batch.changed)):
+                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload))
+        if conn.execute("COMMIT").statusmessage != "COMMIT":
+            raise RolledBack("PostgreSQL rolled this transaction back instead of committing it")
+
+    def rollback(self) -> None:
+        import psycopg
+
+        if not self.in_transaction:
+            return
+        try:
+            self.conn.execute("ROLLBACK")
+        except psycopg.Error:
+            # Lost, or in a state nobody can trust: the next batch connects anew.
+            logger.warning("could not roll back a failed PostgreSQL transaction; reconnecting")
+            self.close()
+
+    def close(self) -> None:
+        """Close the writer connection, if one is open (an open transaction is rolled back)."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # pragma: no cover - closing a broken connection
+                logger.debug("closing the writer connection failed", exc_info=True)
