@@ -2,9 +2,11 @@
 
 The store's writes go through one writer connection per store, under group
 commit (``group_commit.py``): a batch is one transaction, each member after
-the first a ``SAVEPOINT``, and the ``NOTIFY`` of every member's changes is sent
-once, just before the ``COMMIT`` (one payload set, at the batch's highest
-change number; delivered at commit, see ``pg_listen.py``).
+the first a ``SAVEPOINT`` (kept, not released: the ``COMMIT`` keeps them all,
+and a failing member's ``ROLLBACK TO`` finds its own, the newest), and the
+``NOTIFY`` of every member's changes is sent once, just before the ``COMMIT``
+(one payload set, at the batch's highest change number; delivered at commit,
+see ``pg_listen.py``).
 
 **Lock order.** A batch begins with ``BEGIN`` and, in the same round trip,
 ``SELECT ... FROM ag_seq ... FOR UPDATE``: the one-row lock that every change
@@ -35,8 +37,9 @@ one batch run at a time.
 **Statement errors.** After a failed statement the connection is
 ``INERROR``: ``ROLLBACK TO SAVEPOINT`` (undoing that member alone, and
 releasing the locks it took after its savepoint) makes it usable again. Locks
-a member took and kept (its savepoint released) are held until the batch
-commits, as a lone write's were until its own. PostgreSQL answers a
+a member took and kept are held until the batch commits, as a lone write's
+were until its own. A member whose body ends with the transaction ``INERROR``
+(it swallowed a statement's error) fails the whole batch. PostgreSQL answers a
 ``COMMIT`` of a failed transaction with ``ROLLBACK``, no error: a batch whose
 transaction is not cleanly open is refused before its ``COMMIT``, and one whose
 ``COMMIT`` did not say ``COMMIT`` fails (:class:`RolledBack`), so no member is
@@ -114,7 +117,13 @@ class PostgresTransactions:
         self.conn.execute("SAVEPOINT member")
 
     def release(self) -> None:
-        self.conn.execute("RELEASE SAVEPOINT member")
+        from psycopg.pq import TransactionStatus
+
+        # No RELEASE (a round trip per member): the savepoint stays, nested under the
+        # next member's, and the COMMIT keeps them all; ROLLBACK TO always finds the
+        # newest, the failing member's own. Only a transaction still usable may go on.
+        if self.conn.info.transaction_status != TransactionStatus.INTRANS:
+            raise RolledBack("a statement of this write failed; its transaction cannot commit")
 
     def undo(self) -> bool:
         from psycopg.pq import TransactionStatus
@@ -125,8 +134,7 @@ class PostgresTransactions:
             TransactionStatus.INERROR,
         ):
             return False
-        conn.execute("ROLLBACK TO SAVEPOINT member")
-        conn.execute("RELEASE SAVEPOINT member")
+        conn.execute("ROLLBACK TO SAVEPOINT member; RELEASE SAVEPOINT member")
         return True
 
     def commit(self, batch: Batch) -> None:

@@ -23,9 +23,9 @@ import psycopg
 import pytest
 
 from approval_guard.provider import PostgresStore
-from approval_guard.provider.store.group_commit import Batch, CommitFailed
+from approval_guard.provider.store.group_commit import BATCH_LIMIT, Batch, CommitFailed
 from approval_guard.provider.store.models import Credential, NotPendingError, StoreClosedError
-from approval_guard.provider.store.pg_group import RolledBack
+from approval_guard.provider.store.pg_group import PostgresTransactions, RolledBack
 from approval_guard.provider.store.pg_listen import parse
 from tests.support.group import Boom, Gate, start_all, wait_for_waiters
 
@@ -215,6 +215,30 @@ def test_the_opener_that_fails_rolls_back_alone(env: Env) -> None:
     assert ["approved"] * 5 == join()
     assert 1 == len(gate.out) and isinstance(gate.out[0], psycopg.errors.DivisionByZero)
     assert [] == env.committed("SELECT 1 FROM ag_meta WHERE key = %s", (gate.key,))
+
+
+def test_a_full_batchs_kept_savepoints_nest_and_a_late_failure_undoes_only_its_own(
+    env: Env,
+) -> None:
+    """A batch of BATCH_LIMIT writes: the opener and 62 members kept, the last one undone."""
+    writer = PostgresTransactions(env.store._connect, channel=env.store._channel, instance="test")
+    try:
+        writer.begin()
+        writer.conn.execute("INSERT INTO ag_meta (key, value) VALUES ('m0', 'x')")
+        for n in range(1, BATCH_LIMIT - 1):
+            writer.savepoint()
+            writer.conn.execute("INSERT INTO ag_meta (key, value) VALUES (%s, 'x')", (f"m{n}",))
+            writer.release()
+        writer.savepoint()
+        writer.conn.execute("INSERT INTO ag_meta (key, value) VALUES ('last', 'x')")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            writer.conn.execute("SELECT 1 / 0")
+        assert writer.undo()
+        writer.commit(Batch())
+    finally:
+        writer.close()
+    kept = env.committed("SELECT key FROM ag_meta WHERE key LIKE 'm%%' OR key = 'last'")
+    assert {f"m{n}" for n in range(BATCH_LIMIT - 1)} == {key for (key,) in kept}
 
 
 # ---------------------------------------------------------------------- the COMMIT fails
