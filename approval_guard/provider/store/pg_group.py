@@ -1,7 +1,9 @@
 """Group commit's statements on PostgreSQL: ``ag_seq`` locked first, savepoints, a checked COMMIT.
 
-The store's writes go through one writer connection per store, under group
-commit (``group_commit.py``): a batch is one transaction, each member after
+A store's writers queue for one writer lock, under group commit
+(``group_commit.py``); each batch borrows a connection from the store's pool
+(the one its reads used last, most often) and gives it back once it has
+committed or rolled back. A batch is one transaction, each member after
 the first a ``SAVEPOINT`` (kept, not released: the ``COMMIT`` keeps them all,
 and a failing member's ``ROLLBACK TO`` finds its own, the newest), and the
 ``NOTIFY`` of every member's changes is sent once, just before the ``COMMIT``
@@ -47,8 +49,9 @@ ever answered for a write that was not kept.
 
 **A lost connection** fails every member of the batch it held (a member's
 undo finds no transaction; a ``COMMIT`` that raised may or may not have
-committed, so nobody is answered as if it had); the next batch connects anew.
-One found lost at a batch's ``BEGIN``, with nothing done yet, is replaced at once.
+committed, so nobody is answered as if it had); the pool drops it. One found
+lost at a batch's ``BEGIN`` (it died idle in the pool), with nothing done yet,
+is dropped and the batch begins on another.
 
 A batch of at most 64 writes has at most 63 savepoints: within the 64
 subtransactions a PostgreSQL backend tracks in shared memory without slowing
@@ -75,43 +78,47 @@ class RolledBack(Exception):
 
 
 class PostgresTransactions:
-    """The PostgreSQL store's writer connection and its transaction statements.
+    """The PostgreSQL store's transaction statements, on a connection each batch borrows.
 
-    :param connect: a new connection (autocommit, the store's settings).
+    :param take: a connection from the store's pool (autocommit), for one batch.
+    :param give_back: returns it (a broken or closed one is dropped).
     :param channel: where the store's ``NOTIFY``\\s go; ``instance`` names the sender.
     """
 
     commit_failed: type[CommitFailed] = CommitFailed
 
-    def __init__(self, connect: Callable[[], Any], *, channel: str, instance: str) -> None:
-        self._connect = connect
+    def __init__(
+        self,
+        take: Callable[[], Any],
+        give_back: Callable[[Any], None],
+        *,
+        channel: str,
+        instance: str,
+    ) -> None:
+        self._take = take
+        self._give_back = give_back
         self._channel = channel
         self._instance = instance
-        #: The writer connection (None until the first batch, or after one was lost).
+        #: The open batch's connection (None between batches).
         self.conn: Any = None
 
     @property
     def in_transaction(self) -> bool:
-        from psycopg.pq import TransactionStatus
-
-        conn = self.conn
-        return conn is not None and conn.info.transaction_status != TransactionStatus.IDLE
+        return self.conn is not None
 
     def begin(self) -> None:
-        conn = self.conn
-        fresh = conn is None or conn.closed or conn.broken
-        if fresh:
-            self.close()
-            conn = self.conn = self._connect()
-        try:
-            conn.execute(BEGIN)
-        except BaseException as exc:
-            self.rollback()
-            if fresh or not conn.broken or not isinstance(exc, Exception):
-                raise
-            # Lost while idle (a server restart, a dropped socket) before anything was
-            # done: one new connection, one more try.
-            self.begin()
+        for attempt in (1, 2):
+            conn = self.conn = self._take()
+            try:
+                conn.execute(BEGIN)
+                return
+            except BaseException as exc:
+                stale = conn.broken and isinstance(exc, Exception)
+                self.rollback()
+                # Lost while idle in the pool (a server restart, a dropped socket)
+                # before anything was done: one more try, on another connection.
+                if not stale or attempt == 2:
+                    raise
 
     def savepoint(self) -> None:
         self.conn.execute("SAVEPOINT member")
@@ -148,24 +155,20 @@ class PostgresTransactions:
                 conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload))
         if conn.execute("COMMIT").statusmessage != "COMMIT":
             raise RolledBack("PostgreSQL rolled this transaction back instead of committing it")
+        self.conn = None
+        self._give_back(conn)
 
     def rollback(self) -> None:
         import psycopg
 
-        if not self.in_transaction:
+        conn, self.conn = self.conn, None
+        if conn is None:
             return
         try:
-            self.conn.execute("ROLLBACK")
+            if not conn.broken:
+                conn.execute("ROLLBACK")
         except psycopg.Error:
-            # Lost, or in a state nobody can trust: the next batch connects anew.
-            logger.warning("could not roll back a failed PostgreSQL transaction; reconnecting")
-            self.close()
-
-    def close(self) -> None:
-        """Close the writer connection, if one is open (an open transaction is rolled back)."""
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # pragma: no cover - closing a broken connection
-                logger.debug("closing the writer connection failed", exc_info=True)
+            # In a state nobody can trust: dropped, not pooled.
+            logger.warning("could not roll back a failed PostgreSQL transaction; closing it")
+            conn.close()
+        self._give_back(conn)

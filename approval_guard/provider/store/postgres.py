@@ -36,7 +36,7 @@ class PostgresStore(
     :param dsn: a libpq connection string or URL; its password never reaches a
         repr, a log line or an error message.
     :param clock: the provider's "now", as for ``Store``.
-    :param pool_size: connections kept for reads (one more writes, one more listens).
+    :param pool_size: connections kept for reads and writes (one more listens).
 
     ::
 

@@ -4,16 +4,16 @@ Needs psycopg 3 (the ``postgres`` extra), imported when a store is made. The
 tables (``pg_schema.py``) keep times as bigint microseconds, as in SQLite, so
 both backends share every query.
 
-Writes go through one writer connection, and writers that queue for it share
-one transaction (group commit, ``group_commit.py``, with ``pg_group.py``'s
-statements): each is answered, and the change feed told, only after the
-``COMMIT`` that holds its write. A transaction that records a change takes the
-next number from the one-row ``ag_seq`` table, whose row lock every batch
-takes first and holds until commit (``pg_group.py`` says why): change numbers
-are therefore committed in order, on any number of instances, and a waiter
-that saw number ``n`` has seen every change up to ``n``. The same transaction
-sends its ``NOTIFY`` (see ``pg_listen.py``), delivered at commit. Reads use a
-pool of connections of their own.
+Writers queue for one writer lock, and those that queue share one
+transaction (group commit, ``group_commit.py``, with ``pg_group.py``'s
+statements, on a pooled connection): each is answered, and the change feed
+told, only after the ``COMMIT`` that holds its write. A transaction that
+records a change takes the next number from the one-row ``ag_seq`` table,
+whose row lock every batch takes first and holds until commit (``pg_group.py``
+says why): change numbers are therefore committed in order, on any number of
+instances, and a waiter that saw number ``n`` has seen every change up to
+``n``. The same transaction sends its ``NOTIFY`` (see ``pg_listen.py``),
+delivered at commit.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from approval_guard.provider.store.pg_listen import Listener, settled_states
 from approval_guard.provider.store.pg_schema import create_schema, translate
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 
-#: Connections a store keeps for its reads (its writes have one, the listener another).
+#: Connections a store keeps for its reads and writes (the listener has its own).
 POOL_SIZE = 8
 
 
@@ -155,7 +155,7 @@ class PostgresDB(SQLStoreBase):
         self._channel = f"ag_changes_{schema}"[:63]
         self._feed = ChangeFeed(self._read_seq(), reads_ahead=True)
         self._writer = PostgresTransactions(
-            self._connect, channel=self._channel, instance=self._instance
+            self._take, self._give_back, channel=self._channel, instance=self._instance
         )
         self._group = GroupCommit(self._writer, self._feed.changed, self._check_open)
         self._listener = Listener(
@@ -263,13 +263,11 @@ class PostgresDB(SQLStoreBase):
         self._group.leave(batch, opened, failure)
 
     def close(self) -> None:
-        """Wake every waiter, stop listening and close the connections (an open batch
-        commits first). Idempotent."""
+        """Commit an open batch, wake every waiter, stop listening, close. Idempotent."""
         with self._group.exclusive():
             if self._closed:
                 return
             self._closed = True
-            self._writer.close()
         self._listener.close()
         close_idle(self._idle)
         self.wake_all()

@@ -221,7 +221,8 @@ def test_a_full_batchs_kept_savepoints_nest_and_a_late_failure_undoes_only_its_o
     env: Env,
 ) -> None:
     """A batch of BATCH_LIMIT writes: the opener and 62 members kept, the last one undone."""
-    writer = PostgresTransactions(env.store._connect, channel=env.store._channel, instance="test")
+    conn = env.store._connect()
+    writer = PostgresTransactions(lambda: conn, list[Any]().append, channel="c", instance="i")
     try:
         writer.begin()
         writer.conn.execute("INSERT INTO ag_meta (key, value) VALUES ('m0', 'x')")
@@ -236,7 +237,7 @@ def test_a_full_batchs_kept_savepoints_nest_and_a_late_failure_undoes_only_its_o
         assert writer.undo()
         writer.commit(Batch())
     finally:
-        writer.close()
+        conn.close()
     kept = env.committed("SELECT key FROM ag_meta WHERE key LIKE 'm%%' OR key = 'last'")
     assert {f"m{n}" for n in range(BATCH_LIMIT - 1)} == {key for (key,) in kept}
 
@@ -361,7 +362,7 @@ def test_a_lost_connection_fails_every_member_of_its_batch(env: Env) -> None:
     for request_id in ids:
         if env.status(request_id) == "pending":
             assert "approved" == env.decide(request_id)
-    assert pid != env.store._writer.conn.info.backend_pid
+    assert pid not in {conn.info.backend_pid for conn in env.store._idle.queue}
 
 
 # ---------------------------------------------------------------------- closing
@@ -387,10 +388,21 @@ def test_close_commits_the_open_batch(env: Env) -> None:
     wait_for_waiters(env.store, 0)
 
 
-def test_a_writer_connection_lost_while_idle_is_replaced_at_the_next_begin(env: Env) -> None:
-    """Its backend killed between batches: the next write connects anew and is kept."""
-    (request_id,) = env.new(1)
-    pid = env.store._writer.conn.info.backend_pid
-    env.committed("SELECT pg_terminate_backend(%s)", (pid,))
-    assert "approved" == answered_after_commit(env, request_id)
-    assert pid != env.store._writer.conn.info.backend_pid
+def test_a_pooled_connection_found_lost_at_begin_is_dropped_and_another_taken(env: Env) -> None:
+    """Its backend gone while it sat in the pool: the batch begins on the next one, nothing lost."""
+    lost, good = env.store._connect(), env.store._connect()
+    env.committed("SELECT pg_terminate_backend(%s)", (lost.info.backend_pid,))
+    pool, given_back = [lost, good], list[Any]()
+    writer = PostgresTransactions(
+        lambda: pool.pop(0), given_back.append, channel=env.store._channel, instance="i"
+    )
+    try:
+        writer.begin()
+        assert writer.conn is good
+        writer.conn.execute("INSERT INTO ag_meta (key, value) VALUES ('after-loss', 'x')")
+        writer.commit(Batch())
+    finally:
+        good.close()
+    assert [lost, good] == given_back
+    assert lost.broken
+    assert [("x",)] == env.committed("SELECT value FROM ag_meta WHERE key = 'after-loss'")
