@@ -25,7 +25,7 @@ A writer does ``batch, opened = group.join()``, runs its body (calling
 ``group.leave(batch, opened, failure)`` with the body's exception or None.
 
 The machinery is the same for every database; what a database's statements
-are (``BEGIN IMMEDIATE`` on SQLite; ``BEGIN`` and the ``ag_seq`` row lock on
+are (``BEGIN IMMEDIATE`` on SQLite; ``BEGIN`` and a batch lock on
 PostgreSQL, with a ``COMMIT`` checked, since PostgreSQL answers a ``COMMIT`` of
 a failed transaction by rolling it back) is a :class:`Transactions`
 (``sqlite_group.py``, ``pg_group.py``).

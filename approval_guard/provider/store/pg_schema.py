@@ -14,6 +14,7 @@ import hashlib
 import re
 from typing import Any
 
+from approval_guard.provider.store.pg_group import BATCH_LOCK
 from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.slack import POSTGRES_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sql.slack import SLACK_TABLES
@@ -161,10 +162,9 @@ def create_schema(conn: Any) -> str:
     """Create (or bring up to date) the store's tables on ``conn``; return the schema's name."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        if conn.execute("SELECT to_regclass('ag_seq')").fetchone()[0] is not None:
-            # Then ag_seq, as every batch begins (pg_group.py): this DDL never waits for
-            # a batch's table lock while that batch waits for one this DDL took.
-            conn.execute("SELECT 1 FROM ag_seq WHERE id = 1 FOR UPDATE")
+        # Then the lock every batch begins with (pg_group.py): this DDL never waits for
+        # a batch's table lock while that batch waits for one this DDL took.
+        conn.execute(BATCH_LOCK)
         for statement in (*_SCHEMA, *email_tables.POSTGRES, *_SLACK_SCHEMA):
             conn.execute(statement)
         return str(conn.execute("SELECT current_schema()").fetchone()[0])

@@ -9,11 +9,11 @@ transaction (group commit, ``group_commit.py``, with ``pg_group.py``'s
 statements, on a pooled connection): each is answered, and the change feed
 told, only after the ``COMMIT`` that holds its write. A transaction that
 records a change takes the next number from the one-row ``ag_seq`` table,
-whose row lock every batch takes first and holds until commit (``pg_group.py``
-says why): change numbers are therefore committed in order, on any number of
-instances, and a waiter that saw number ``n`` has seen every change up to
-``n``. The same transaction sends its ``NOTIFY`` (see ``pg_listen.py``),
-delivered at commit.
+whose row lock it holds until commit, and every batch takes a batch lock
+before anything else (``pg_group.py`` says why): change numbers are therefore
+committed in order, on any number of instances, and a waiter that saw number
+``n`` has seen every change up to ``n``. The same transaction sends its
+``NOTIFY`` (see ``pg_listen.py``), delivered at commit.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Batches of several PostgreSQL stores on one database: no deadlock, every change counted once.
 
-Each store groups its own writers into batches; every batch takes the change
-counter's row lock (``ag_seq``) first (``store/pg_group.py``), so batches of
-different instances, each holding locks for unrelated requests, never wait on
-each other in a cycle, and a quorum's approvals, decided on both at once, are
-counted exactly.
+Each store groups its own writers into batches; every batch takes one batch
+lock first (``store/pg_group.py``), so batches of different instances, each
+holding locks for unrelated requests, never wait on each other in a cycle,
+and a quorum's approvals, decided on both at once, are counted exactly.
 """
 
 # Writers are lambdas binding their arguments as defaults, which mypy cannot infer.
@@ -172,8 +171,8 @@ def test_a_store_opening_while_a_batch_holds_table_locks_waits_for_it(
 
     The batch has written an audit row when the new store starts creating its
     tables, and then updates a request. The table creation locks
-    ``ag_requests`` before it reaches ``ag_audit``: were it not to take
-    ``ag_seq`` first, as a batch does, each would wait for the other.
+    ``ag_requests`` before it reaches ``ag_audit``: were it not to take the
+    batch lock first, as a batch does, each would wait for the other.
     """
     a, _ = two
     owner = a.authenticate(a.create_credential("instance", "agent"))
