@@ -10,7 +10,9 @@
 #   APPROVAL_GUARD_PG_DIR      where the server lives (default /tmp/approval-guard-pg)
 #   APPROVAL_GUARD_PG_PORT     TCP port (default: the first free one from 54329)
 #   APPROVAL_GUARD_PG_INSTALL  0 = never apt-get install; fail instead (default 1)
-# The data directory is throwaway: fsync is off, and `stop` deletes everything.
+#   APPROVAL_GUARD_PG_DURABLE  1 = fsync, synchronous_commit and full_page_writes on, as in
+#                              production (the benchmarks' write rates); default 0
+# The data directory is throwaway: fsync is off unless durable, and `stop` deletes everything.
 set -euo pipefail
 
 BASE="${APPROVAL_GUARD_PG_DIR:-/tmp/approval-guard-pg}"
@@ -98,9 +100,13 @@ start() {
         || { cat "$BASE/initdb.log" >&2; die "initdb failed"; }
     rm -f "$BASE/pwfile"
 
-    say "starting on 127.0.0.1:$port"
+    local durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    if [[ "${APPROVAL_GUARD_PG_DURABLE:-0}" == 1 ]]; then
+        durability="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+    fi
+    say "starting on 127.0.0.1:$port ($durability)"
     as_owner "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$BASE/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $BASE/sock -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $BASE/sock $durability -c max_connections=200" \
         start >&2 || { cat "$BASE/server.log" >&2; die "the server did not start"; }
 
     as_owner "$BINDIR/createdb" -h "$BASE/sock" -p "$port" -U "$USER_NAME" "$DB_NAME" \

@@ -142,6 +142,14 @@ async def create_many(url: str, token: str, n: int, connections: int) -> list[st
     return [made[k] for k in range(n)]
 
 
+def creates_per_second(url: str, token: str, total: int, connections: int) -> float:
+    """Creates per second over ``connections`` keep-alive connections (after a warm-up)."""
+    asyncio.run(create_many(url, token, connections, connections))
+    started = time.perf_counter()
+    asyncio.run(create_many(url, token, total, connections))
+    return total / (time.perf_counter() - started)
+
+
 async def approve_all(
     url: str, token: str, ids: Sequence[str], connections: int
 ) -> dict[str, tuple[float, float, int]]:

@@ -1,9 +1,13 @@
-"""Two provider instances on one PostgreSQL: a decision on A wakes a poll waiting on B.
+"""The provider on PostgreSQL: a decision on A wakes a poll on B; creates and decisions per second.
 
 The PostgreSQL server comes from ``APPROVAL_GUARD_TEST_DSN`` or, in a full
 run, a throwaway one started with ``.ci/postgres.sh`` (as the ledger tests'
-conftest does). Each run gets a database of its own, dropped at the end, so
-credentials given on the first start are the only ones there.
+conftest does). The write rates are measured, in a full run, on a throwaway
+server of their own with ``fsync`` and ``synchronous_commit`` on, as in
+production (CI's server has them off, and a commit's WAL flush is most of a
+write's cost on PostgreSQL); a quick run takes the environment's server as it
+is, and says which. Each part gets a database of its own, dropped at the end,
+so credentials given on the first start are the only ones there.
 """
 
 from __future__ import annotations
@@ -23,7 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ._server_load import RawConnection, create_body
+from ._server_load import (
+    RawConnection,
+    approve_all,
+    create_body,
+    create_many,
+    creates_per_second,
+    statuses,
+)
 from ._server_process import ROOT, ServerProcess
 
 POSTGRES_SCRIPT = ROOT / ".ci" / "postgres.sh"
@@ -51,10 +62,13 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def postgres_server(*, may_start: bool) -> Iterator[str]:
-    """A DSN: the environment's, else (``may_start``) a throwaway server's, else Skip."""
+def postgres_server(*, may_start: bool, durable: bool = False) -> Iterator[str]:
+    """A DSN: the environment's, else (``may_start``) a throwaway server's, else Skip.
+
+    ``durable`` and ``may_start``: always a throwaway server, with fsync on.
+    """
     dsn = os.environ.get("APPROVAL_GUARD_TEST_DSN")
-    if dsn:
+    if dsn and not (durable and may_start):
         yield dsn
         return
     if not may_start:
@@ -66,6 +80,7 @@ def postgres_server(*, may_start: bool) -> Iterator[str]:
         "APPROVAL_GUARD_PG_DIR": str(Path(tempfile.gettempdir()) / f"ag-bench-{uuid.uuid4().hex}"),
         "APPROVAL_GUARD_PG_PORT": str(_free_port()),
         "APPROVAL_GUARD_PG_INSTALL": "0",
+        "APPROVAL_GUARD_PG_DURABLE": "1" if durable else "0",
     }
     script = [str(POSTGRES_SCRIPT)]
     try:
@@ -164,3 +179,80 @@ def two_instances(samples: int, *, may_start: bool) -> dict[str, Any]:
         argv = [*PROVIDER, "--dsn", db_dsn, "--port", "0", *tokens]
         with ServerProcess(argv) as a, ServerProcess(argv) as b:
             return asyncio.run(_samples(a.url, b.url, instance, reviewer, samples))
+
+
+def durability(dsn: str) -> str:
+    """How the server keeps a commit: ``fsync on, synchronous_commit on`` or otherwise."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        fsync, synchronous = (
+            str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
+            for name in ("fsync", "synchronous_commit")
+        )
+    return f"fsync {fsync}, synchronous_commit {synchronous}"
+
+
+def wal_syncs(dsn: str) -> int | None:
+    """How many times the server has synced its WAL to disk (PostgreSQL 14+), else None."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        try:
+            row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+        except psycopg.Error:
+            return None
+    return None if row is None else int(row[0])
+
+
+def writes(dsn: str, creates: int, decisions: int, *, root: Path = ROOT) -> dict[str, Any]:
+    """One instance on a new database: creates/s on 1 and 8 connections, then per reviewer
+    count a burst of ``decisions`` approvals, a SIGKILL right after, and what survived.
+
+    ``root``: the source tree the provider runs from (another checkout, for an A/B).
+    """
+    instance, reviewer = "agi_bench_" + secrets.token_hex(16), "agr_bench_" + secrets.token_hex(16)
+    tokens = ["--instance-token", instance, "--reviewer-token", reviewer]
+    out: dict[str, Any] = {"durability": durability(dsn), "creates": {}, "decisions": {}}
+    with fresh_database(dsn) as db_dsn:
+        argv = [*PROVIDER, "--dsn", db_dsn, "--port", "0", *tokens]
+        process = ServerProcess(argv, root=root)
+        try:
+            for clients in (1, 8):
+                total = creates // (4 if clients == 1 else 1)
+                cpu = process.cpu_seconds()
+                rate = creates_per_second(process.url, instance, total, clients)
+                out["creates"][str(clients)] = {
+                    "per_second": rate,
+                    "cpu_per_create": (process.cpu_seconds() - cpu) / (total + clients),
+                }
+            for reviewers in (1, 8):
+                ids = asyncio.run(create_many(process.url, instance, decisions, 8))
+                synced = wal_syncs(dsn)
+                cpu = process.cpu_seconds()
+                decided = asyncio.run(approve_all(process.url, reviewer, ids, reviewers))
+                cpu = process.cpu_seconds() - cpu
+                process.kill()
+                process.stop()
+                time.sleep(1.0)  # the killed instance's backends report their WAL syncs
+                after = wal_syncs(dsn)
+                process = ServerProcess(argv, root=root)
+                acked = [rid for rid, (_, _, code) in decided.items() if code == 200]
+                found = asyncio.run(statuses(process.url, instance, acked, 8))
+                first = min(s for s, _, _ in decided.values())
+                seconds = max(a for _, a, _ in decided.values()) - first
+                out["decisions"][str(reviewers)] = {
+                    "decisions": decisions,
+                    "reviewers": reviewers,
+                    "acked": len(acked),
+                    "seconds": seconds,
+                    "per_second": len(acked) / seconds,
+                    "cpu_per_decision": cpu / decisions,
+                    "wal_syncs_per_decision": None
+                    if synced is None or after is None
+                    else (after - synced) / decisions,
+                    "lost": sum(1 for rid in acked if found.get(rid) != "approved"),
+                }
+        finally:
+            process.stop()
+    return out

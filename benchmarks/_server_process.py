@@ -24,13 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent
 class ServerProcess:
     """A server under test in its own process, with the facts /proc gives about it."""
 
-    def __init__(self, argv: Sequence[str], *, timeout: float = 60.0) -> None:
+    def __init__(self, argv: Sequence[str], *, timeout: float = 60.0, root: Path = ROOT) -> None:
+        """``root``: the source tree it runs from (another checkout, for an A/B of two versions)."""
         self.argv = list(argv)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "PYTHONPATH": path}
         self.process = subprocess.Popen(
-            [sys.executable, *self.argv], cwd=ROOT, env=env,
+            [sys.executable, *self.argv], cwd=root, env=env,
             stdout=subprocess.PIPE, stderr=self._stderr, text=True,
         )  # fmt: skip
         self.url = self._read_url(timeout)

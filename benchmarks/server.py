@@ -16,7 +16,7 @@ from typing import Any
 
 from . import _server_pg
 from ._common import Result, log, ms, percentile, raise_fd_limit
-from ._server_load import PollHolders, approve_all, create_many, statuses
+from ._server_load import PollHolders, approve_all, create_many, creates_per_second, statuses
 from ._server_process import ServerProcess
 
 KIB = 1024
@@ -107,10 +107,7 @@ def _polls(target: Target, n: int, clients: int) -> dict[str, Any]:
 
 def _creates(target: Target, total: int, connections: int) -> float:
     """Creates per second over ``connections`` keep-alive connections (after a warm-up)."""
-    asyncio.run(create_many(target.url, target.instance, connections, connections))
-    started = time.perf_counter()
-    asyncio.run(create_many(target.url, target.instance, total, connections))
-    return total / (time.perf_counter() - started)
+    return creates_per_second(target.url, target.instance, total, connections)
 
 
 def _floor_decisions(target: Target, n: int, reviewers: int) -> float:
@@ -179,19 +176,28 @@ def run(quick: bool = False) -> Result:
             floor.close()
         log(f"server bench: {decisions} decisions on SQLite (1 and 8 reviewers), then SIGKILL")
         recorded = {str(r): _decisions(tmp, decisions, r) for r in (1, REVIEWERS)}
+    pg_writes: dict[str, Any] | None = None
+    try:
+        log(f"server bench: creates, {decisions} decisions on PostgreSQL (fsync on), SIGKILL")
+        with _server_pg.postgres_server(may_start=not quick, durable=True) as dsn:
+            pg_writes = _server_pg.writes(dsn, creates, decisions)
+    except _server_pg.Skip as skip:
+        result.notes.append(f"creates and decisions on PostgreSQL: skipped, {skip}")
     pg: dict[str, Any] | None = None
     try:
         log("server bench: two instances on PostgreSQL")
         pg = _server_pg.two_instances(pg_samples, may_start=not quick)
     except _server_pg.Skip as skip:
         result.notes.append(f"two instances on PostgreSQL: skipped, {skip}")
-    _table(result, polls, made, recorded, floor_decided, pg)
+    _table(result, polls, made, recorded, floor_decided, pg_writes, pg)
     result.figures = {
         "polls": polls,
         "creates_per_second": made,
         "decisions": recorded,
         "floor_decisions_per_second": floor_decided,
     }
+    if pg_writes is not None:
+        result.figures["postgres_writes"] = pg_writes
     if pg is not None:
         result.figures["postgres"] = {
             side: {"p50": percentile(v, 50), "p99": percentile(v, 99), "samples": len(v)}
@@ -206,6 +212,7 @@ def _table(
     made: dict[str, dict[str, float]],
     recorded: dict[str, dict[str, Any]],
     floor_decided: dict[str, float],
+    pg_writes: dict[str, Any] | None,
     pg: dict[str, list[float]] | None,
 ) -> None:
     p, f = polls["provider"], polls["floor"]
@@ -277,6 +284,8 @@ def _table(
         "0",
         lost == 0,
     )
+    if pg_writes is not None:
+        _pg_write_rows(result, pg_writes, made, recorded)
     if pg is not None:
         cross, same = pg["cross"], pg["same"]
         result.add(
@@ -305,3 +314,41 @@ def _table(
     )
     if p["errors"] or f["errors"]:
         result.notes.append(f"client errors: provider {p['errors']}, floor {f['errors']}")
+
+
+def _pg_write_rows(
+    result: Result,
+    pg_writes: dict[str, Any],
+    made: dict[str, dict[str, float]],
+    recorded: dict[str, dict[str, Any]],
+) -> None:
+    kept = pg_writes["durability"]
+    on = "fsync on" if kept == "fsync on, synchronous_commit on" else kept
+    for clients, one in pg_writes["creates"].items():
+        plural = "s" if clients != "1" else ""
+        result.add(
+            f"PostgreSQL ({on}): create throughput, {clients} client{plural}",
+            f"{one['per_second']:,.0f} req/s",
+            f"SQLite {made['provider'][clients]:,.0f} req/s",
+        )
+    for reviewers, one in pg_writes["decisions"].items():
+        result.add(
+            f"PostgreSQL ({on}): decisions recorded per second (burst of {one['decisions']:,}), "
+            f"{reviewers} reviewer connection{'s' if reviewers != '1' else ''}",
+            f"{one['per_second']:,.0f} /s",
+            f"SQLite {recorded[reviewers]['per_second']:,.0f} /s",
+        )
+    lost = sum(one["lost"] for one in pg_writes["decisions"].values())
+    acked = sum(one["acked"] for one in pg_writes["decisions"].values())
+    result.add(
+        "PostgreSQL: decisions lost to SIGKILL right after the burst",
+        f"{lost} of {acked:,} answered 200",
+        "",
+        "0",
+        lost == 0,
+    )
+    result.notes.append(
+        f"the PostgreSQL write rates: one provider instance on a new database ({kept}), "
+        "the same clients and counts as SQLite's rows; a full run starts a server of its own "
+        "with fsync on (a commit's WAL flush is what group commit shares)"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,30 @@ def test_the_server_benchmark_answers_every_poll_and_loses_no_decision(tmp_path:
         assert all(rate > 0 for rate in figures["creates_per_second"][side].values())
     assert {"1", "8"} == set(figures["decisions"])
     for reviewers, decisions in figures["decisions"].items():
+        assert decisions["reviewers"] == int(reviewers)
+        assert (decisions["decisions"], 0) == (decisions["acked"], decisions["lost"])
+        assert decisions["per_second"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_the_server_benchmark_measures_postgres_writes_and_loses_no_decision(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """On PostgreSQL too: creates and decisions per second, and a SIGKILL loses nothing."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "server", "--out", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "APPROVAL_GUARD_TEST_DSN": pg_dsn},
+    )
+    assert 0 == done.returncode, done.stdout[-2000:] + done.stderr[-2000:]
+    writes = json.loads((tmp_path / "server.json").read_text())["figures"]["postgres_writes"]
+    assert {"1", "8"} == set(writes["creates"]) == set(writes["decisions"])
+    assert all(one["per_second"] > 0 for one in writes["creates"].values())
+    for reviewers, decisions in writes["decisions"].items():
         assert decisions["reviewers"] == int(reviewers)
         assert (decisions["decisions"], 0) == (decisions["acked"], decisions["lost"])
         assert decisions["per_second"] > 0

@@ -15,7 +15,8 @@ lock is held (by a worker thread's write, or the WAL's checkpoint) or another
 process writes; the caller then uses a worker thread as before. Every call's
 outcome is given back only after the ``COMMIT``; if it fails, every call that
 wrote (and every one that read, since what it read was never kept) gets
-:class:`~approval_guard.provider.store.sqlite_group.CommitFailed`.
+:class:`~approval_guard.provider.store.group_commit.CommitFailed` (on
+SQLite, ``sqlite_group.CommitFailed``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from approval_guard.provider.store.sqlite_group import Batch, CommitFailed, GroupCommit
+from approval_guard.provider.store.group_commit import Batch, CommitFailed, GroupCommit
 
 T = TypeVar("T")
 
@@ -94,15 +95,14 @@ class AtOnce:
             self._running = None
             committed = group.close_now(batch)
         if not committed:
-            outcomes = [Outcome(error=_commit_failed(batch)) for _ in outcomes]
+            outcomes = [Outcome(error=self._commit_failed(batch)) for _ in outcomes]
         elif batch.size > before:
             self._wrote(batch.size - before)
         return outcomes
 
-
-def _commit_failed(batch: Batch) -> CommitFailed:
-    failed = CommitFailed(
-        "the transaction holding this write did not commit; nothing of it was kept"
-    )
-    failed.__cause__ = batch.error
-    return failed
+    def _commit_failed(self, batch: Batch) -> CommitFailed:
+        failed = self._group.db.commit_failed(
+            "the transaction holding this write did not commit; nothing of it was kept"
+        )
+        failed.__cause__ = batch.error
+        return failed

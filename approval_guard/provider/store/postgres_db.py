@@ -1,25 +1,25 @@
-"""The PostgreSQL store's database: schema, a pool of connections, transactions that notify.
+"""The PostgreSQL store's database: its connections, and transactions that notify.
 
 Needs psycopg 3 (the ``postgres`` extra), imported when a store is made. The
-tables are prefixed ``ag_`` (beside the execution record's own) and created on
-first open under ``pg_advisory_xact_lock``, so two instances opening one empty
-database at once do not trip over each other. Times are bigint microseconds,
-as in SQLite, so both backends share every query.
+tables (``pg_schema.py``) keep times as bigint microseconds, as in SQLite, so
+both backends share every query.
 
-Each write is one transaction. One that records a change takes the next number
-from the one-row ``ag_seq`` table, whose row lock it holds until commit: change
-numbers are therefore committed in order, on any number of instances, and a
-waiter that saw number ``n`` has seen every change up to ``n``. The same
-transaction sends its ``NOTIFY`` (see ``pg_listen.py``), delivered at commit.
+Writers queue for one writer lock, and those that queue share one
+transaction (group commit, ``group_commit.py``, with ``pg_group.py``'s
+statements, on a pooled connection): each is answered, and the change feed
+told, only after the ``COMMIT`` that holds its write. A transaction that
+records a change takes the next number from the one-row ``ag_seq`` table,
+whose row lock it holds until commit, and every batch takes a batch lock
+before anything else (``pg_group.py`` says why): change numbers are therefore
+committed in order, on any number of instances, and a waiter that saw number
+``n`` has seen every change up to ``n``. The same transaction sends its
+``NOTIFY`` (see ``pg_listen.py``), delivered at commit.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import queue
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -29,153 +29,15 @@ from typing import Any
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json
 from approval_guard._ledger.postgres import _NETWORK_DEFAULTS, redact_dsn
 from approval_guard.provider.store.feed import ChangeFeed, Expected
+from approval_guard.provider.store.group_commit import GroupCommit
 from approval_guard.provider.store.models import Clock
-from approval_guard.provider.store.pg_listen import Listener, payloads, settled_states
-from approval_guard.provider.store.sql import email_tables
+from approval_guard.provider.store.pg_group import PostgresTransactions
+from approval_guard.provider.store.pg_listen import Listener, settled_states
+from approval_guard.provider.store.pg_schema import create_schema, translate
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
-from approval_guard.provider.store.sql.slack import POSTGRES_SCHEMA as _SLACK_SCHEMA
-from approval_guard.provider.store.sql.slack import SLACK_TABLES
 
 #: Connections a store keeps for its reads and writes (the listener has its own).
 POOL_SIZE = 8
-
-_TABLES = (
-    "meta",
-    "credentials",
-    "requests",
-    "idempotency_keys",
-    "events",
-    "sessions",
-    "approvals",
-    "audit",
-    "webhook_outbox",
-    "webhook_attempts",
-    *SLACK_TABLES,
-    *email_tables.TABLES,
-)
-_TABLE_WORD = re.compile(r"\b(" + "|".join(_TABLES) + r")\b")
-# The advisory lock held while the schema is created.
-_SCHEMA_LOCK = int.from_bytes(
-    hashlib.sha256(b"approval_guard.provider schema").digest()[:8], "big", signed=True
-)
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS ag_meta (key text PRIMARY KEY, value text NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS ag_seq "
-    "(id integer PRIMARY KEY CHECK (id = 1), seq bigint NOT NULL)",
-    "INSERT INTO ag_seq (id, seq) VALUES (1, 0) ON CONFLICT DO NOTHING",
-    """CREATE TABLE IF NOT EXISTS ag_credentials (
-        pos          bigserial,
-        id           text PRIMARY KEY,
-        kind         text NOT NULL CHECK (kind IN ('instance', 'reviewer')),
-        name         text NOT NULL,
-        token_sha256 text NOT NULL UNIQUE,
-        created_at   bigint NOT NULL,
-        revoked_at   bigint)""",
-    """CREATE TABLE IF NOT EXISTS ag_requests (
-        pos                bigserial,
-        id                 text PRIMARY KEY,
-        owner_id           text NOT NULL,
-        idempotency_key    text NOT NULL,
-        body_sha256        text NOT NULL,
-        tool               text NOT NULL,
-        arguments          text NOT NULL,
-        timeout            text NOT NULL,
-        status             text NOT NULL,
-        created_at         bigint NOT NULL,
-        deadline_at        bigint NOT NULL,
-        decision_status    text,
-        decision_note      text,
-        decided_at         bigint,
-        expires_at         bigint,
-        decided_by         text,
-        cancelled_at       bigint,
-        cancel_reason      text,
-        poll_count         bigint NOT NULL DEFAULT 0,
-        last_polled_at     bigint,
-        editable           text,
-        decision_arguments text)""",
-    "CREATE INDEX IF NOT EXISTS ag_requests_by_status ON ag_requests (status, deadline_at)",
-    "CREATE INDEX IF NOT EXISTS ag_requests_by_created ON ag_requests (created_at, pos)",
-    """CREATE TABLE IF NOT EXISTS ag_idempotency_keys (
-        owner_id    text NOT NULL,
-        key         text NOT NULL,
-        body_sha256 text NOT NULL,
-        request_id  text NOT NULL,
-        created_at  bigint NOT NULL,
-        PRIMARY KEY (owner_id, key))""",
-    "CREATE INDEX IF NOT EXISTS ag_idempotency_keys_by_created ON ag_idempotency_keys (created_at)",
-    """CREATE TABLE IF NOT EXISTS ag_events (
-        seq        bigint PRIMARY KEY,
-        request_id text NOT NULL,
-        at         bigint NOT NULL,
-        type       text NOT NULL,
-        actor_id   text,
-        detail     text)""",
-    "CREATE INDEX IF NOT EXISTS ag_events_by_request ON ag_events (request_id, seq)",
-    """CREATE TABLE IF NOT EXISTS ag_sessions (
-        id_sha256     text PRIMARY KEY,
-        credential_id text NOT NULL,
-        csrf_token    text NOT NULL,
-        created_at    bigint NOT NULL,
-        expires_at    bigint NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS ag_approvals (
-        request_id  text NOT NULL,
-        reviewer_id text NOT NULL,
-        name        text NOT NULL,
-        at          bigint NOT NULL,
-        PRIMARY KEY (request_id, name))""",
-    """CREATE TABLE IF NOT EXISTS ag_audit (
-        seq        bigserial PRIMARY KEY,
-        at         bigint NOT NULL,
-        actor      text NOT NULL,
-        source     text NOT NULL,
-        action     text NOT NULL,
-        request_id text,
-        detail     text NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS ag_audit_by_request ON ag_audit (request_id, seq)",
-    "CREATE INDEX IF NOT EXISTS ag_audit_by_time ON ag_audit (at)",
-    # Columns added since schema 1: a database made before them gets them on open
-    # (under the schema lock, so two instances never race to add one).
-    "ALTER TABLE ag_credentials ADD COLUMN IF NOT EXISTS roles text",
-    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS requested_by text",
-    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approvals_required integer",
-    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approval_list text",
-    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decided_by_name text",
-    """CREATE TABLE IF NOT EXISTS ag_webhook_outbox (
-        id              text PRIMARY KEY,
-        seq             bigint NOT NULL,
-        event_type      text NOT NULL,
-        request_id      text NOT NULL,
-        target_url      text NOT NULL,
-        body_format     text NOT NULL,
-        payload         text NOT NULL,
-        created_at      bigint NOT NULL,
-        state           text NOT NULL,
-        attempts        integer NOT NULL DEFAULT 0,
-        next_attempt_at bigint,
-        last_result     text,
-        delivered_at    bigint,
-        lease_owner     text,
-        lease_until     bigint NOT NULL DEFAULT 0)""",
-    "CREATE INDEX IF NOT EXISTS ag_webhook_outbox_due "
-    "ON ag_webhook_outbox (state, next_attempt_at)",
-    """CREATE TABLE IF NOT EXISTS ag_webhook_attempts (
-        outbox_id       text NOT NULL,
-        attempt         integer NOT NULL,
-        at              bigint NOT NULL,
-        status_code     integer,
-        error           text,
-        next_attempt_at bigint,
-        PRIMARY KEY (outbox_id, attempt))""",
-    "INSERT INTO ag_meta (key, value) VALUES ('schema_version', '1') ON CONFLICT DO NOTHING",
-)
-
-
-@functools.lru_cache(maxsize=512)
-def translate(sql: str) -> str:
-    """A query in the stores' shared dialect (SQLite's) as PostgreSQL's: ``%s``, ``ag_`` tables."""
-    return _TABLE_WORD.sub(r"ag_\1", sql.replace("%", "%%").replace("?", "%s"))
 
 
 class _Row:
@@ -287,16 +149,15 @@ class PostgresDB(SQLStoreBase):
         self._idle: queue.LifoQueue[Any] = queue.LifoQueue()
         self._count = 0
         self._count_lock = threading.Lock()
-        with self._connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in (*_SCHEMA, *email_tables.POSTGRES):
-                conn.execute(statement)
-            for statement in _SLACK_SCHEMA:
-                conn.execute(statement)
-            schema = str(conn.execute("SELECT current_schema()").fetchone()[0])
+        with self._connection() as conn:
+            schema = create_schema(conn)
         # One channel per schema: two deployments on one database never hear each other.
         self._channel = f"ag_changes_{schema}"[:63]
         self._feed = ChangeFeed(self._read_seq(), reads_ahead=True)
+        self._writer = PostgresTransactions(
+            self._take, self._give_back, channel=self._channel, instance=self._instance
+        )
+        self._group = GroupCommit(self._writer, self._feed.changed, self._check_open)
         self._listener = Listener(
             connect=self._connect,
             channel=self._channel,
@@ -388,24 +249,25 @@ class PostgresDB(SQLStoreBase):
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Tx]:
-        with self._connection() as conn:
-            tx = _PGTx(conn)
-            with conn.transaction():
-                yield tx
-                self._before_commit(tx, tx.events)
-                if tx.changed:
-                    ids = tuple(dict.fromkeys(tx.changed))
-                    for payload in payloads(self._instance, tx.seq, ids):
-                        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, payload))
-        # Committed: only now may anyone hear of it.
-        if tx.changed:
-            self._feed.changed(tx.seq, ids)
+        batch, opened = self._group.join()
+        failure = None
+        try:
+            tx = _PGTx(self._writer.conn)
+            yield tx
+            # In the member's own part of the batch: its outbox rows commit, or not, with it.
+            self._before_commit(tx, tx.events)
+            batch.keep(tx.seq, tx.changed)
+        except BaseException as exc:
+            failure = exc
+        # Returns once the batch holding this write committed (and the feed heard of it).
+        self._group.leave(batch, opened, failure)
 
     def close(self) -> None:
-        """Wake every waiter, stop listening and close the connections. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Commit an open batch, wake every waiter, stop listening, close. Idempotent."""
+        with self._group.exclusive():
+            if self._closed:
+                return
+            self._closed = True
         self._listener.close()
         close_idle(self._idle)
         self.wake_all()

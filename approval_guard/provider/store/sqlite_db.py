@@ -9,9 +9,10 @@ transactions). Reads use a small pool of their own connections, so they never
 queue behind a write; ``":memory:"`` has one connection, shared under the lock.
 
 On a file, writers that queue for the lock share one transaction (group
-commit, ``sqlite_group.py``): each is answered, and the change feed told, only
-after the ``COMMIT`` that holds its write. ``":memory:"`` never groups: its
-readers share the writer connection, and would see a batch before it commits.
+commit, ``group_commit.py``, with ``sqlite_group.py``'s statements): each is
+answered, and the change feed told, only after the ``COMMIT`` that holds its
+write. ``":memory:"`` never groups: its readers share the writer connection,
+and would see a batch before it commits.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from typing import Any
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.provider.store.at_once import AtOnce, Outcome
 from approval_guard.provider.store.feed import ChangeFeed
+from approval_guard.provider.store.group_commit import GroupCommit
 from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.sql import email_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 from approval_guard.provider.store.sql.slack import SQLITE_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sqlite_checkpoint import Checkpointer
-from approval_guard.provider.store.sqlite_group import BUSY_TIMEOUT_MS, GroupCommit
+from approval_guard.provider.store.sqlite_group import BUSY_TIMEOUT_MS, SQLiteTransactions
 
 _SCHEMA_VERSION = "3"
 #: Reader connections kept for a file database.
@@ -215,7 +217,8 @@ class SQLiteDB(SQLStoreBase):
         if not self._memory:
             # Checkpoints run off the writers' path (sqlite_checkpoint.py), never in a COMMIT.
             self._db.execute("PRAGMA wal_autocheckpoint=0")
-        self._group = GroupCommit(self._db, self._changed, self._check_open)
+        self._transactions = SQLiteTransactions(self._db)
+        self._group = GroupCommit(self._transactions, self._changed, self._check_open)
         self._lock = self._group.lock
         self._at_once = AtOnce(
             self._group, _no_checkpoint if self._memory else self._checkpoints.wrote
@@ -231,6 +234,9 @@ class SQLiteDB(SQLStoreBase):
                 (_SCHEMA_VERSION,),
             )
             row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+            # From now on the writer never waits inside SQLite: a batch begins at once or
+            # waits in SQLiteTransactions.begin, so the event loop can try without waiting.
+            self._db.execute("PRAGMA busy_timeout=0")
         self._feed = ChangeFeed(int(row[0]))
 
     def _connect(self) -> sqlite3.Connection:
@@ -268,7 +274,7 @@ class SQLiteDB(SQLStoreBase):
         """
         with self._group.exclusive():
             self._check_open()
-            self._db.execute("BEGIN IMMEDIATE")
+            self._transactions.begin()
             try:
                 yield self._db
             except BaseException:

@@ -23,7 +23,8 @@ import requests
 from approval_guard.provider import ProviderServer
 from approval_guard.provider.http.store_calls import StoreCalls
 from approval_guard.provider.store.models import StoreClosedError
-from tests.provider.store.test_group_commit import Commits, Env, Gate
+from tests.provider.store.test_group_commit import Commits, Env
+from tests.support.group import Gate
 
 
 @pytest.fixture

@@ -100,3 +100,36 @@ def test_an_instance_killed_with_sigkill_loses_nothing_it_answered(fleet: Fleet)
             assert decided[request_id] == polled["decision"]["decided_at"]
         else:
             assert "pending" == polled["status"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", [200, 320], ids=["mid-burst", "right-after"])
+def test_sigkill_in_a_burst_of_decisions_loses_none_it_answered(fleet: Fleet, kill_at: int) -> None:
+    """16 reviewer threads decide 320 requests on A (batched), SIGKILL at the 200th or 320th 200:
+    B sees every answered decision."""
+    a, b = fleet.start(), fleet.start()
+    instance_api = fleet.api(a)
+    created = [instance_api.new(arguments={"i": i})["id"] for i in range(320)]
+    acked: list[str] = []
+
+    def decide_all(mine: list[str]) -> None:
+        api = fleet.api(a, reviewer=True)
+        for request_id in mine:
+            try:
+                answer = api.decide(request_id, {"status": "approved"})
+            except requests.ConnectionError:
+                return  # killed
+            if answer.status_code == 200:
+                acked.append(request_id)
+            if len(acked) >= kill_at and a.process.poll() is None:
+                a.process.send_signal(signal.SIGKILL)
+
+    threads = [threading.Thread(target=decide_all, args=(created[t::16],)) for t in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    a.process.wait(10)
+    assert len(acked) >= kill_at
+    seen = fleet.api(b)
+    assert [] == [rid for rid in acked if seen.poll(rid).json()["status"] != "approved"]

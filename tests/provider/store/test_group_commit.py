@@ -1,9 +1,9 @@
 """Group commit on SQLite: writers queued on the lock share one transaction, answered after it.
 
-Real files, real threads, real SQLite errors. A *gate* is a write that holds
-the writer lock (and opens a batch) until the test has queued the writers it
-wants in that batch; ``Commits`` counts the ``COMMIT`` statements the writer
-connection ran (SQLite's own trace callback).
+Real files, real threads, real SQLite errors. A *gate* (``tests/support/group.py``)
+is a write that holds the writer lock (and opens a batch) until the test has
+queued the writers it wants in that batch; ``Commits`` counts the ``COMMIT``
+statements the writer connection ran (SQLite's own trace callback).
 """
 
 # Writers are lambdas binding their arguments as defaults, which mypy cannot infer.
@@ -20,7 +20,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,16 +31,13 @@ import pytest
 import requests
 
 from approval_guard.provider import Store
-from approval_guard.provider.store import sqlite_group
+from approval_guard.provider.store import group_commit
 from approval_guard.provider.store.models import Credential, NotPendingError, StoreClosedError
 from approval_guard.provider.store.sqlite_group import CommitFailed
+from tests.support.group import Boom, Gate, start_all
 from tests.support.paths import REPO
 
 ROOT = REPO
-
-
-class Boom(Exception):
-    """A body's own error."""
 
 
 class Env:
@@ -108,72 +104,6 @@ class Commits:
     def _seen(self, sql: str) -> None:
         if sql.strip().upper() == "COMMIT":
             self.n += 1
-
-
-class Gate:
-    """A write holding the writer lock, opener of the batch, until enough writers queue."""
-
-    def __init__(self, store: Store, body: Callable[[Any], None] | None = None) -> None:
-        self.store = store
-        self.key = "gate-" + uuid.uuid4().hex
-        self.entered = threading.Event()
-        self.go = threading.Event()
-        self.out: list[Any] = []
-
-        def run() -> None:
-            try:
-                with store._writing() as tx:
-                    tx.execute("INSERT INTO meta (key, value) VALUES (?, 'x')", (self.key,))
-                    self.entered.set()
-                    assert self.go.wait(20)
-                    if body is not None:
-                        body(tx)
-                self.out.append("ok")
-            except BaseException as exc:
-                self.out.append(exc)
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        assert self.entered.wait(10)
-
-    def wait_for(self, waiting: int) -> None:
-        """Return once ``waiting`` threads block on the writer lock."""
-        deadline = time.monotonic() + 20
-        while self.store._group.waiting < waiting:
-            assert time.monotonic() < deadline, f"only {self.store._group.waiting} waiting"
-            time.sleep(0.002)
-
-    def open_when(self, waiting: int) -> None:
-        """Let the gate go once ``waiting`` threads block on the writer lock; join it."""
-        self.wait_for(waiting)
-        self.go.set()
-        self.thread.join(20)
-        assert not self.thread.is_alive()
-
-
-def start_all(calls: list[Callable[[], Any]]) -> Callable[[], list[Any]]:
-    """Start each call in its own thread; the returned function joins them all."""
-    out: list[Any] = [None] * len(calls)
-    threads = []
-    for i, call in enumerate(calls):
-
-        def run(i: int = i, call: Callable[[], Any] = call) -> None:
-            try:
-                out[i] = call()
-            except BaseException as exc:
-                out[i] = exc
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        threads.append(thread)
-
-    def join() -> list[Any]:
-        for thread in threads:
-            thread.join(30)
-        assert [] == [t for t in threads if t.is_alive()], "a writer was never answered"
-        return out
-
-    return join
 
 
 # ---------------------------------------------------------------------- many writers
@@ -254,7 +184,7 @@ def test_eight_deciders_on_one_request_in_one_batch_one_wins(env: Env) -> None:
 
 def test_a_batch_is_committed_at_its_size_limit(env: Env, monkeypatch: Any) -> None:
     """With the limit at 4, a gate and 9 queued writers commit as 4 + 4 + 2."""
-    monkeypatch.setattr(sqlite_group, "BATCH_LIMIT", 4)
+    monkeypatch.setattr(group_commit, "BATCH_LIMIT", 4)
     ids = env.new(9)
     commits = Commits(env.store)
     gate = Gate(env.store)
