@@ -136,6 +136,8 @@ def parse_request(obj: object) -> ApprovalRequest:
         raise WireError("the answer is not a JSON object")
     decision_raw = obj.get("decision")
     cancelled_raw = obj.get("cancelled_at")
+    editable_raw = obj.get("editable")
+    requested_by = obj.get("requested_by")
     request_id = _require(obj, "id", str)
     if (
         not 0 < len(request_id) <= MAX_ID_LENGTH
@@ -159,9 +161,10 @@ def parse_request(obj: object) -> ApprovalRequest:
         cancelled_at=(
             None if cancelled_raw is None else parse_timestamp(cancelled_raw, field="cancelled_at")
         ),
-        editable=_editable(obj.get("editable")),
-        requested_by=_requested_by(obj.get("requested_by")),
-        quorum=_quorum(obj),
+        # API 1.1's fields, read only when there (each reads None as absent).
+        editable=None if editable_raw is None else _editable(editable_raw),
+        requested_by=None if requested_by is None else _requested_by(requested_by),
+        quorum=None if "approvals" not in obj else _quorum(obj),
     )
 
 
