@@ -22,7 +22,7 @@ from approval_guard._call.events import NO_EVENTS, Emitter
 from approval_guard._call.execute import execute
 from approval_guard._call.ops import Abandoned, CallGen, CallPlan, Obtained, Op, Timings
 from approval_guard._call.outcome import NotRun, Reason
-from approval_guard._call.poll import Poll, give_up_waiting
+from approval_guard._call.poll import Poll, decided, give_up_waiting
 from approval_guard._call.retry import GaveUp, retrying
 from approval_guard._call.state import CallState
 from approval_guard._call.withdraw import cancel, end, withdrawal
@@ -113,6 +113,10 @@ def _obtain(call: CallState) -> Generator[Op, Any, Obtained]:
     if isinstance(created, NotRun):
         return created
     request, sample = created
+    if request.status != PENDING:
+        # Decided already (an approval at once): what the first poll attempt would
+        # return, with no wait to plan and no retry loop.
+        return decided(call, request, sample)
     # Wait until the provider's deadline (plus a margin to read its final state)
     # or our own end, whichever is first.
     wait_end = call.plan.local_end
@@ -120,10 +124,6 @@ def _obtain(call: CallState) -> Generator[Op, Any, Obtained]:
     if mapped is not None:
         wait_end = min(wait_end, mapped + call.plan.deadline_margin)
     poll = Poll(call, request, sample, wait_end)
-    if request.status != PENDING:
-        # Decided already (an approval at once): what the first poll attempt returns,
-        # without starting the retry loop.
-        return poll.decided()
     # (mypy joins NotRun and a tuple to object when solving retrying's T: named here.)
     result = cast(
         "Obtained | GaveUp",
