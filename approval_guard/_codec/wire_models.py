@@ -25,7 +25,7 @@ from approval_guard._codec.wire import (
 )
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # dict-backed, as ApprovalRequest (below) is: one per answer read
 class Decision:
     """A person's decision on a request: ``approved`` (with ``expires_at``) or ``denied``."""
 
