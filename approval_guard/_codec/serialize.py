@@ -61,11 +61,14 @@ def binder(signature: inspect.Signature, *, exclude: frozenset[str] = frozenset(
     known = frozenset(names)
     defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
     kept = tuple(name for name in names if name not in exclude)
+    every = len(kept) == len(names)
 
     def fast(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(names):
             return slow(args, kwargs)
         given = dict(zip(names, args, strict=False))  # fewer args than names is fine
+        if every and not kwargs and len(args) == len(names):
+            return given  # every name, in order, none left out: what the end below makes
         for key, value in kwargs.items():
             if key in given or key not in known:
                 return slow(args, kwargs)
