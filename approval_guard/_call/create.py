@@ -92,11 +92,12 @@ def create_attempt(
         log.warning("creating a request for %s failed (%s); retrying", plan.tool, failure(exc))
         return Again(context=exc)
     took(call, answer)
-    if not answer.ok:
+    ok = answer.ok
+    if not ok:
         # An HTTP error answer means this attempt created nothing (earlier
         # attempts whose answers were lost still may have).
         call.maybe_created = call.lost_create
-    if answer.ok:
+    if ok:
         checked = check_echo(call, answer, expect_id=None)
         if isinstance(checked, NotRun):
             yield from cancel(call, "the provider's answer did not match the call")

@@ -35,6 +35,10 @@ from approval_guard.exceptions import LedgerError
 
 log = logging.getLogger("approval_guard")
 
+# Operations without state of their own (frozen), made once rather than per call.
+_CHECKPOINT = Checkpoint()
+_AS_SENT = Invoke(edits=None)
+
 
 def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> CallGen:
     """Claim, check, run and record one approved call."""
@@ -99,7 +103,7 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
         yield from _release(call, request.id)
         return refused
     try:
-        value = yield Invoke(edits=None if edit is None else edit.values)
+        value = yield _AS_SENT if edit is None else Invoke(edits=edit.values)
     except GeneratorExit:
         raise
     except BaseException as exc:
@@ -133,10 +137,13 @@ def _last_checks(
     decision = request.decision
     assert decision is not None and decision.expires_at is not None
     expires_at = decision.expires_at
-    confirmed = yield from _confirm_clock(call, request, sample)
+    # (A generator only when a re-read is needed: most samples are sharp already.)
+    confirmed: ClockSample | NotRun = sample
+    if _clock_in_doubt(call, request, sample):
+        confirmed = yield from _confirm_clock(call, request, sample)
     # A task cancelled while the claim was being written is told so here,
     # before the call (the caller gives the claim back, since nothing started).
-    yield Checkpoint()
+    yield _CHECKPOINT
     if call.abandoned():
         return _abandoned_after_approval(call)
     if isinstance(confirmed, NotRun):
@@ -205,16 +212,14 @@ def _arguments_changed(call: CallState) -> NotRun | None:
     )
 
 
-def _confirm_clock(
-    call: CallState, request: ApprovalRequest, sample: ClockSample
-) -> Generator[Op, Any, ClockSample | NotRun]:
-    """A sharper clock sample when the one in hand is too loose to tell.
+def _clock_in_doubt(call: CallState, request: ApprovalRequest, sample: ClockSample) -> bool:
+    """Whether the clock sample in hand is too loose to tell the approval's expiry.
 
     An answer's Date was written somewhere inside its round trip, so after
     a long poll the provider's clock is only known to within the whole poll:
     an approval still valid for seconds can look expired. When that doubt
     is what stands between the approval and the call, a ``wait=0`` re-read
-    (a short round trip) gives a fresh sample to judge by.
+    (a short round trip, :func:`_confirm_clock`) gives a fresh sample to judge by.
     """
     timings = call.timings
     decision = request.decision
@@ -223,10 +228,20 @@ def _confirm_clock(
     # provider's clock now: a fresh answer may carry a usable one.
     if not sample.lagging:
         if sample.received - sample.sent <= timings.short_round_trip:
-            return sample  # a sharp sample already (no clock read needed to know it)
+            return False  # a sharp sample already (no clock read needed to know it)
         _, left = still_valid(decision.expires_at, sample, call.clock.monotonic())
         if left is None or left > EXPIRY_SAFETY + timings.expiry_doubt:
-            return sample
+            return False
+    return True
+
+
+def _confirm_clock(
+    call: CallState, request: ApprovalRequest, sample: ClockSample
+) -> Generator[Op, Any, ClockSample | NotRun]:
+    """A sharper clock sample, when :func:`_clock_in_doubt`: a ``wait=0`` re-read."""
+    timings = call.timings
+    decision = request.decision
+    assert decision is not None
     timeout = min(timings.reread_timeout, call.left(call.plan.local_end))
     if timeout <= 0:
         return sample

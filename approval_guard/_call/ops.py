@@ -99,7 +99,9 @@ class Ran:
     value: Any
 
 
-@attrs.frozen
+# Not slotted: attrs writes a frozen instance's fields into its __dict__ directly,
+# about twice as fast as through object.__setattr__ per slot, and one is made per call.
+@attrs.frozen(slots=False)
 class CallPlan:
     """Everything one guarded call needs to know, fixed before the first byte is sent."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -139,10 +141,6 @@ def plan_call(
     if started is None:
         started = clock.monotonic()
 
-    def current() -> Any:
-        again = to_json_value(spec.bind(args, kwargs))
-        return again if how is None else redact(again, how, redaction_key)
-
     return CallPlan(
         tool=spec.name,
         arguments=arguments,
@@ -155,7 +153,7 @@ def plan_call(
         deadline_margin=settings.deadline_margin,
         poll_wait=settings.poll_wait,
         worker=worker,
-        current_arguments=current if mutable else None,
+        current_arguments=_rereader(spec, args, kwargs, redaction_key) if mutable else None,
         editable=editable,
         converters=spec.converters,
         check_edit=spec.check_edit,
@@ -164,6 +162,19 @@ def plan_call(
         requested_by=requested_by,
         arguments_json=arguments_json,
     )
+
+
+def _rereader(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any], redaction_key: bytes
+) -> Callable[[], Any]:
+    """The call's arguments made JSON again, as sent (redacted): made only for mutable ones."""
+    how = spec.redact
+
+    def current() -> Any:
+        again = to_json_value(spec.bind(args, kwargs))
+        return again if how is None else redact(again, how, redaction_key)
+
+    return current
 
 
 def body_rest(
@@ -210,10 +221,38 @@ def _body_tail(
 
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
+#: Random hex digits from os.urandom, 32 per key: one system call per 128 keys, not
+#: one per call. A key's digits are handed out once, under _random_lock.
+_RANDOM_BYTES = 2048
+_random_hex = ""
+_random_at = 0
+_random_lock = threading.Lock()
+
+
+def _forget_random() -> None:
+    """In a forked child: the parent's digits are the parent's (and its lock may be held)."""
+    global _random_hex, _random_at, _random_lock
+    _random_hex, _random_at, _random_lock = "", 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_forget_random)
+
+
+def _random_digits() -> str:
+    """32 random hex digits (16 bytes of os.urandom) never handed out before."""
+    global _random_hex, _random_at
+    with _random_lock:
+        at = _random_at
+        if at + 32 > len(_random_hex):
+            _random_hex, at = os.urandom(_RANDOM_BYTES).hex(), 0
+        _random_at = at + 32
+        return _random_hex[at : at + 32]
+
 
 def new_idempotency_key() -> str:
     """A random UUID (version 4, as ``str(uuid.uuid4())`` writes it), without the UUID object."""
-    digits = os.urandom(16).hex()
+    digits = _random_digits()
     return (
         f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-"
         f"{_VARIANT[digits[16]]}{digits[17:20]}-{digits[20:]}"

@@ -108,52 +108,56 @@ class Poll:
         return Again(fresh=True)
 
     def decided(self) -> Obtained:
-        call, request = self.call, self.request
-        tool = call.plan.tool
-        decision = request.decision
-        log.info(
-            "approval request decided: tool=%s request_id=%s status=%s decided_by=%s",
-            tool,
-            request.id,
-            request.status,
-            # Scrubbed, bounded and without control characters since the wire (_wire.py).
-            "-" if decision is None or decision.decided_by is None else decision.decided_by,
+        return decided(self.call, self.request, self.sample)
+
+
+def decided(call: CallState, request: ApprovalRequest, sample: ClockSample) -> Obtained:
+    """A request no longer pending, read: the approval to check and use, or why there is none."""
+    tool = call.plan.tool
+    decision = request.decision
+    log.info(
+        "approval request decided: tool=%s request_id=%s status=%s decided_by=%s",
+        tool,
+        request.id,
+        request.status,
+        # Scrubbed, bounded and without control characters since the wire (_wire.py).
+        "-" if decision is None or decision.decided_by is None else decision.decided_by,
+    )
+    if (
+        call.emit
+        and decision is not None
+        and request.status in (APPROVED, DENIED)
+        and decision.status == request.status
+    ):
+        call.emit(
+            Decided(
+                tool=tool,
+                request_id=request.id,
+                status=request.status,
+                note=decision.note,
+                decided_by=decision.decided_by,
+            )
         )
-        if (
-            call.emit
-            and decision is not None
-            and request.status in (APPROVED, DENIED)
-            and decision.status == request.status
-        ):
-            call.emit(
-                Decided(
-                    tool=tool,
-                    request_id=request.id,
-                    status=request.status,
-                    note=decision.note,
-                    decided_by=decision.decided_by,
-                )
-            )
-        result = decide(call, request, self.sample)
-        if isinstance(result, NotRun):
-            return result
-        edit = apply_edit(call, request)
-        if isinstance(edit, NotRun):
-            return edit
-        if edit is not None:
-            call.edit = edit
-            call.emit(
-                ArgumentsEdited(
-                    tool=tool,
-                    request_id=request.id,
-                    # Copies: a callback that scrubs its event must not change what
-                    # later checks compare with, or the record's digest of what ran.
-                    before=copy.deepcopy(call.plan.arguments),
-                    after=copy.deepcopy(edit.after),
-                    changed=edit.changed,
-                )
-            )
+    result = decide(call, request, sample)
+    if isinstance(result, NotRun):
         return result
+    edit = apply_edit(call, request)
+    if isinstance(edit, NotRun):
+        return edit
+    if edit is not None:
+        call.edit = edit
+        call.emit(
+            ArgumentsEdited(
+                tool=tool,
+                request_id=request.id,
+                # Copies: a callback that scrubs its event must not change what
+                # later checks compare with, or the record's digest of what ran.
+                before=copy.deepcopy(call.plan.arguments),
+                after=copy.deepcopy(edit.after),
+                changed=edit.changed,
+            )
+        )
+    return result
 
 
 def give_up_waiting(

@@ -11,7 +11,7 @@ operations, so the harness may abandon the call during them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
 import attrs
@@ -58,14 +58,17 @@ def retrying(
     abandonable: bool = True,
 ) -> Generator[Op, Any, T | GaveUp]:
     """Run ``attempt`` until it returns a result, pausing between tries; never past ``until``."""
-    delays = policy.delays()
+    # Made at the first pause: most runs end at their first attempt.
+    delays: Iterator[float] | None = None
     while True:
         result = yield from attempt()
         if not isinstance(result, Again):
             return result
         if result.fresh:
-            delays = policy.delays()
+            delays = None
             continue
+        if delays is None:
+            delays = policy.delays()
         retry_after = result.retry_after
         seconds = policy.pause(next(delays), retry_after)
         left = until - clock.monotonic()

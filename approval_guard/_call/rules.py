@@ -22,11 +22,12 @@ from approval_guard._call.events import NO_EVENTS, Emitter
 from approval_guard._call.execute import execute
 from approval_guard._call.ops import Abandoned, CallGen, CallPlan, Obtained, Op, Timings
 from approval_guard._call.outcome import NotRun, Reason
-from approval_guard._call.poll import Poll, give_up_waiting
+from approval_guard._call.poll import Poll, decided, give_up_waiting
 from approval_guard._call.retry import GaveUp, retrying
 from approval_guard._call.state import CallState
 from approval_guard._call.withdraw import cancel, end, withdrawal
 from approval_guard._codec.clock import Clock
+from approval_guard._codec.wire import PENDING
 from approval_guard._ledger.protocol import Ledger
 
 log = logging.getLogger("approval_guard")
@@ -51,61 +52,59 @@ def guarded_call(
     whose create was answered after the call ended is withdrawn there.
     """
     call = CallState(plan, ledger, clock, policy, abandon, timings or _DEFAULT_TIMINGS, spawn, emit)
-    return _run(call)
-
-
-def _run(call: CallState) -> CallGen:
-    try:
-        return (yield from _rules(call))
-    finally:
-        end(call)
+    return _rules(call)
 
 
 def _rules(call: CallState) -> CallGen:
-    tool = call.plan.tool
+    # One generator for the whole call, its end included: every operation a call
+    # yields passes through each level of ``yield from`` on its way to the driver.
     try:
-        obtained = yield from _obtain(call)
-    except GeneratorExit:
-        raise  # the generator is being closed: no more operations may be asked for
-    except Abandoned:
-        yield from cancel(call, "the harness abandoned the call", hand_off=True)
-        return call.not_run(
-            Reason.CANCELLED,
-            f"The call to {tool} was abandoned by the harness before a decision "
-            f"arrived, so it did not run{withdrawal(call)}",
-        )
-    except asyncio.CancelledError:
-        # The task is being cancelled, not the process: a create still in flight
-        # is withdrawn when it is answered, rather than holding the cancel up.
-        yield from cancel(call, "the waiting call was interrupted", hand_off=True)
-        raise
-    except Exception:
-        # Defence in depth: nothing a provider sends may make a guarded call raise.
-        log.exception("unexpected error while waiting for approval of %s", tool)
-        yield from cancel(call, "the waiting call failed")
-        return call.not_run(
-            Reason.NOT_OBTAINED,
-            f"An unexpected error ended the wait for approval, so {tool} did not "
-            f"run{withdrawal(call)}",
-        )
-    except BaseException:
-        # KeyboardInterrupt: the process may exit next, so the cancel is done now.
-        yield from cancel(call, "the waiting call was interrupted")
-        raise
-    if isinstance(obtained, NotRun):
-        return obtained
-    try:
-        return (yield from execute(call, *obtained))
-    except GeneratorExit:
-        raise
-    except Exception:
-        if call.tool_raised:
-            raise  # the tool's own exception is the caller's
-        log.exception("unexpected error before %s could start", tool)
-        return call.not_run(
-            Reason.NOT_OBTAINED,
-            f"An unexpected error came before {tool} could start, so it did not run.",
-        )
+        tool = call.plan.tool
+        try:
+            obtained = yield from _obtain(call)
+        except GeneratorExit:
+            raise  # the generator is being closed: no more operations may be asked for
+        except Abandoned:
+            yield from cancel(call, "the harness abandoned the call", hand_off=True)
+            return call.not_run(
+                Reason.CANCELLED,
+                f"The call to {tool} was abandoned by the harness before a decision "
+                f"arrived, so it did not run{withdrawal(call)}",
+            )
+        except asyncio.CancelledError:
+            # The task is being cancelled, not the process: a create still in flight
+            # is withdrawn when it is answered, rather than holding the cancel up.
+            yield from cancel(call, "the waiting call was interrupted", hand_off=True)
+            raise
+        except Exception:
+            # Defence in depth: nothing a provider sends may make a guarded call raise.
+            log.exception("unexpected error while waiting for approval of %s", tool)
+            yield from cancel(call, "the waiting call failed")
+            return call.not_run(
+                Reason.NOT_OBTAINED,
+                f"An unexpected error ended the wait for approval, so {tool} did not "
+                f"run{withdrawal(call)}",
+            )
+        except BaseException:
+            # KeyboardInterrupt: the process may exit next, so the cancel is done now.
+            yield from cancel(call, "the waiting call was interrupted")
+            raise
+        if isinstance(obtained, NotRun):
+            return obtained
+        try:
+            return (yield from execute(call, *obtained))
+        except GeneratorExit:
+            raise
+        except Exception:
+            if call.tool_raised:
+                raise  # the tool's own exception is the caller's
+            log.exception("unexpected error before %s could start", tool)
+            return call.not_run(
+                Reason.NOT_OBTAINED,
+                f"An unexpected error came before {tool} could start, so it did not run.",
+            )
+    finally:
+        end(call)
 
 
 def _obtain(call: CallState) -> Generator[Op, Any, Obtained]:
@@ -114,6 +113,10 @@ def _obtain(call: CallState) -> Generator[Op, Any, Obtained]:
     if isinstance(created, NotRun):
         return created
     request, sample = created
+    if request.status != PENDING:
+        # Decided already (an approval at once): what the first poll attempt would
+        # return, with no wait to plan and no retry loop.
+        return decided(call, request, sample)
     # Wait until the provider's deadline (plus a margin to read its final state)
     # or our own end, whichever is first.
     wait_end = call.plan.local_end

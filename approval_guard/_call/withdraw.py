@@ -199,7 +199,11 @@ def creating(call: CallState) -> bool:
 def took(call: CallState, answer: Answer) -> None:
     """The rules have seen ``answer``: it is no longer news for a late withdrawal."""
     with call.late_lock:
-        call.unseen = [a for a in call.unseen if a is not answer]
+        unseen = call.unseen
+        if len(unseen) == 1 and unseen[0] is answer:
+            call.unseen = []  # the usual case, without a comprehension's frame
+        else:
+            call.unseen = [a for a in unseen if a is not answer]
 
 
 def take_unseen(call: CallState) -> None:

@@ -99,9 +99,13 @@ class ClockSample:
 
     def knowing(self, *moments: datetime | None) -> ClockSample:
         """This sample, also knowing that the provider's clock had reached ``moments``."""
-        known = [m for m in (self.floor, *moments) if m is not None]
-        # The constructor, not attrs.evolve: this runs on every answer read.
-        return ClockSample(self.sent, self.received, self.date, max(known)) if known else self
+        # The latest of them, the first of equals (as max() picks); no list: this runs
+        # on every answer read (and the constructor, not attrs.evolve, for the same reason).
+        latest = self.floor
+        for moment in moments:
+            if moment is not None and (latest is None or moment > latest):
+                latest = moment
+        return self if latest is None else ClockSample(self.sent, self.received, self.date, latest)
 
     def provider_now_upper(self, monotonic_now: float) -> datetime | None:
         """A time the provider's clock has certainly not passed yet, or None without a Date.
@@ -133,6 +137,19 @@ class ClockSample:
         base = _next_second(self.date)
         return base is not None and self.floor > base
 
+    def certain_upper(self, monotonic_now: float) -> datetime | None:
+        """:meth:`provider_now_upper` when it is certain (the Date does not lag), else None.
+
+        ``None if self.lagging else self.provider_now_upper(monotonic_now)``, with the
+        Date's second ended once: every expiry check asks it.
+        """
+        if self.date is None:
+            return None
+        base = _next_second(self.date)
+        if base is None or (self.floor is not None and self.floor > base):
+            return None
+        return _plus(base, max(0.0, monotonic_now - self.sent))
+
     def provider_now_lower(self, monotonic_now: float) -> datetime | None:
         """A time the provider's clock has certainly reached by now, or None without a Date."""
         if self.date is None:
@@ -147,7 +164,7 @@ class ClockSample:
         second after the lower bound, never past the upper one.
         """
         lower = self.provider_now_lower(monotonic_now)
-        upper = None if self.lagging else self.provider_now_upper(monotonic_now)
+        upper = self.certain_upper(monotonic_now)
         if lower is None or upper is None:
             return None
         best = _plus(lower, 0.5)
@@ -170,7 +187,7 @@ def still_valid(
     (no usable Date header, one behind the answer's own timestamps, or one at the end
     of time), which callers treat as not valid.
     """
-    upper = None if sample.lagging else sample.provider_now_upper(monotonic_now)
+    upper = sample.certain_upper(monotonic_now)
     if upper is None:
         return False, None
     left = (expires_at - upper).total_seconds()

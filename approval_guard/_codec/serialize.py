@@ -61,11 +61,14 @@ def binder(signature: inspect.Signature, *, exclude: frozenset[str] = frozenset(
     known = frozenset(names)
     defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
     kept = tuple(name for name in names if name not in exclude)
+    every = len(kept) == len(names)
 
     def fast(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(names):
             return slow(args, kwargs)
         given = dict(zip(names, args, strict=False))  # fewer args than names is fine
+        if every and not kwargs and len(args) == len(names):
+            return given  # every name, in order, none left out: what the end below makes
         for key, value in kwargs.items():
             if key in given or key not in known:
                 return slow(args, kwargs)
@@ -88,6 +91,10 @@ def to_json_value(value: Any, *, path: str = "arguments") -> Any:
     ``UUID`` a string, ``Enum`` its value, dataclasses and attrs instances
     objects, tuples/lists lists, sets lists in a stable order.
     """
+    if type(value) is dict:
+        # The arguments themselves: what _convert and _contained do for a dict at the
+        # root (no cycle yet, no depth), without their two calls.
+        return _convert_container(value, path, {id(value)})
     return _convert(value, path, set())
 
 
@@ -96,12 +103,13 @@ MAX_DEPTH = 64
 #: Integers with more digits are refused: Python's own default limit for int <-> text.
 MAX_INT_DIGITS = 4300
 _INT_BOUND = 10**MAX_INT_DIGITS
+_NEG_INT_BOUND = -_INT_BOUND  # once: negating a 4300-digit int copies it
 
 _PLAIN = frozenset({str, bool, type(None)})
 
 
 def _checked_int(value: int, path: str) -> int:
-    if -_INT_BOUND < value < _INT_BOUND:
+    if _NEG_INT_BOUND < value < _INT_BOUND:
         return value
     raise ArgumentSerializationError(
         f"{path} is an integer of more than {MAX_INT_DIGITS} digits, which cannot be sent "
@@ -208,7 +216,7 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
             if (
                 kind in _PLAIN
                 or (kind is float and math.isfinite(item))
-                or (kind is int and -_INT_BOUND < item < _INT_BOUND)
+                or (kind is int and _NEG_INT_BOUND < item < _INT_BOUND)
             ):
                 out[key] = item
             else:
@@ -221,7 +229,7 @@ def _convert_container(value: Any, path: str, active: set[int]) -> Any:
             if (
                 kind in _PLAIN
                 or (kind is float and math.isfinite(item))
-                or (kind is int and -_INT_BOUND < item < _INT_BOUND)
+                or (kind is int and _NEG_INT_BOUND < item < _INT_BOUND)
             ):
                 items.append(item)
             else:
@@ -276,6 +284,8 @@ def dumps(payload: Any) -> bytes:
 
 
 _NUMBERS = (int, float)
+#: Types whose two values are the same JSON exactly when ``==`` (as :func:`same_json` says).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -287,8 +297,15 @@ def same_json(a: Any, b: Any) -> bool:
     if kind is dict:
         if a.keys() != b.keys():
             return False
-        for key, value in a.items():  # noqa: SIM110 (a loop: all() of a genexpr is slower here)
-            if not same_json(value, b[key]):
+        for key, value in a.items():
+            other = b[key]
+            # Two values of one scalar type are the same JSON exactly when equal (as
+            # below): the commonest values are compared here, without a call.
+            value_kind = type(value)
+            if value_kind is type(other) and value_kind in _SCALARS:
+                if value != other:
+                    return False
+            elif not same_json(value, other):
                 return False
         return True
     if kind is list:

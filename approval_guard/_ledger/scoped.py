@@ -42,15 +42,17 @@ class ProviderLedger:
     def claim(
         self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
     ) -> bool:
+        # (The key written out here and below, not by key(): claim and finish run on
+        # every guarded call.)
         return self.record.claim(
-            self.key(request_id),
+            self._prefix + request_id,
             tool=tool,
             worker=worker,
             arguments_digest=check_digest(arguments_digest),
         )
 
     def finish(self, request_id: str) -> None:
-        self.record.finish(self.key(request_id))
+        self.record.finish(self._prefix + request_id)
 
     def fail(self, request_id: str, error: str) -> None:
         self.record.fail(self.key(request_id), error)

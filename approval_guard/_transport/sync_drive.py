@@ -18,6 +18,7 @@ from approval_guard._call.ops import (
     Abandoned,
     Blocking,
     CallGen,
+    Checkpoint,
     Exchange,
     Invoke,
     Outcome,
@@ -100,8 +101,13 @@ def drive_sync(
                     may_abandon = False
                 to_throw = None
             to_send = None
+            # Exact types first, the commonest ops; subclasses below.
             if type(op) is Blocking:  # the execution record: the commonest, and the cheapest
                 to_send = op.fn()
+            elif type(op) is Invoke:
+                to_send = invoke(op)
+            elif type(op) is Checkpoint:
+                pass  # nothing is held back here: an interruption is thrown where it comes
             elif isinstance(op, Exchange):
                 watch = abandon if may_abandon and op.abandonable else None
                 inline = None

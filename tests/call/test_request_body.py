@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import uuid
 from typing import Any
 
@@ -87,6 +88,32 @@ def test_every_call_gets_its_own_version_4_uuid_key() -> None:
     for key in keys:
         parsed = uuid.UUID(key)
         assert (4, uuid.RFC_4122, key) == (parsed.version, parsed.variant, str(parsed))
+
+
+def test_keys_are_random_past_one_read_of_the_system_random_source() -> None:
+    """Keys stay distinct UUIDs when many are made (past the digits one os.urandom read gives)."""
+    keys = [new_idempotency_key() for _ in range(3 * _plan._RANDOM_BYTES // 16 + 7)]
+    assert len(set(keys)) == len(keys)
+    assert all(uuid.UUID(key).version == 4 for key in keys)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_makes_the_key_its_parent_makes_next() -> None:
+    """A child made by fork draws its own random digits, not the parent's next key."""
+    new_idempotency_key()  # the parent holds unused random digits now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: send its first key, and leave without pytest's exit
+        try:
+            os.write(write, new_idempotency_key().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child_key = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert uuid.UUID(child_key).version == 4
+    assert child_key != new_idempotency_key()
 
 
 class _Name(str):

@@ -4,9 +4,12 @@ arguments as they were when the request was made.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import approval_guard as ag
 from approval_guard._codec.serialize import same_json
@@ -29,6 +32,27 @@ from tests.support.guards import make_guard
 def test_echo_is_compared_as_json(sent: Any, echoed: Any, same: bool) -> None:
     """true is not 1 and lists are compared whole; 5 and 5.0 are one JSON number."""
     assert same == same_json(sent, echoed)
+
+
+_SCALAR = st.sampled_from([None, True, False, 0, 1, 5, 0.0, 1.0, 5.0, -0.0, "", "1", "a", math.nan])
+_FLAT = st.dictionaries(st.sampled_from("abc"), _SCALAR, max_size=3)
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    """Two JSON scalars are one value: same type and equal, or int and float and equal."""
+    numbers = (int, float)
+    if type(a) is not type(b):
+        return type(a) in numbers and type(b) in numbers and a == b
+    return bool(a == b)
+
+
+@given(_FLAT, _FLAT)
+def test_flat_echoes_are_compared_value_by_value(sent: dict[str, Any], echoed: Any) -> None:
+    """An echo of plain values is the call only when every value is the same JSON (NaN never)."""
+    expected = sent.keys() == echoed.keys() and all(
+        _same_scalar(echoed[key], value) for key, value in sent.items()
+    )
+    assert expected == same_json(sent, echoed) == same_json({"x": [sent]}, {"x": [echoed]})
 
 
 # Found in the adversarial review of the guard side (what it does with answers).

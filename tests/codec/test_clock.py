@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from approval_guard._codec.clock import ClockSample, plausibly_expired, still_valid
 
@@ -48,3 +50,34 @@ def test_a_date_header_at_the_end_of_time_fails_closed() -> None:
         sent=0.0, received=0.0, date=datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
     )
     assert (False, None) == still_valid(datetime(9999, 12, 31, tzinfo=timezone.utc), sample, 5.0)
+
+
+_MOMENTS = st.one_of(
+    st.none(),
+    st.sampled_from(
+        [
+            datetime.min.replace(tzinfo=timezone.utc),
+            datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
+        ]
+    ),
+    st.integers(-5, 5).map(lambda s: T0 + timedelta(seconds=s / 2)),
+)
+
+
+@given(_MOMENTS, _MOMENTS, _MOMENTS, _MOMENTS, st.floats(-5, 5), st.floats(-5, 1e12))
+def test_a_samples_certain_bound_is_its_upper_bound_unless_the_date_lags(
+    date: datetime | None,
+    floor: datetime | None,
+    created: datetime | None,
+    decided: datetime | None,
+    sent: float,
+    now: float,
+) -> None:
+    """certain_upper is the upper bound, or None when the Date lags; knowing keeps the latest."""
+    sample = ClockSample(sent=sent, received=sent + 0.1, date=date, floor=floor)
+    known = [m for m in (floor, created, decided) if m is not None]
+    expected = ClockSample(sent, sent + 0.1, date, max(known)) if known else sample
+    assert expected == sample.knowing(created, None, decided)
+    sample = expected
+    upper = None if sample.lagging else sample.provider_now_upper(now)
+    assert upper == sample.certain_upper(now)
