@@ -110,13 +110,7 @@ def load_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     nesting deeper than ``max_depth``, strings with a lone surrogate.
     """
     try:
-        value = json.loads(
-            text,
-            parse_int=_int,
-            parse_float=_float,
-            parse_constant=_refuse_constant,
-            object_pairs_hook=_object,
-        )
+        value = _UNTRUSTED.decode(text)
     except RecursionError:
         raise InvalidJSON(f"the JSON nests more than {max_depth} levels deep") from None
     except InvalidJSON:
@@ -134,6 +128,12 @@ def load_stored(text: str) -> Any:
 
 # Built once: json.loads with options makes a new decoder on every call.
 _STORED = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_legacy_constant)
+_UNTRUSTED = json.JSONDecoder(
+    parse_int=_int,
+    parse_float=_float,
+    parse_constant=_refuse_constant,
+    object_pairs_hook=_object,
+)
 
 
 def _check_text(text: str) -> None:

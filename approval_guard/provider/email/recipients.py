@@ -24,10 +24,11 @@ class EmailRoutes:
 
     everywhere: tuple[str, ...] = ()
     rules: Rules = NO_RULES
+    #: True when some tool's requests are mailed to someone (asked at every commit).
+    active: bool = attrs.field(init=False, eq=False, repr=False)
 
-    @property
-    def active(self) -> bool:
-        """True when some tool's requests are mailed to someone."""
+    @active.default
+    def _mails_anyone(self) -> bool:
         return bool(self.everywhere) or any(
             rule.email_to for rule in (self.rules.defaults, *self.rules.tools.values())
         )
