@@ -178,7 +178,7 @@ def run(quick: bool = False) -> Result:
         recorded = {str(r): _decisions(tmp, decisions, r) for r in (1, REVIEWERS)}
     pg_writes: dict[str, Any] | None = None
     try:
-        log(f"server bench: creates, {decisions} decisions on PostgreSQL (fsync on), SIGKILL")
+        log(f"server bench: creates, {decisions} decisions on PostgreSQL, then SIGKILL")
         with _server_pg.postgres_server(may_start=not quick, durable=True) as dsn:
             pg_writes = _server_pg.writes(dsn, creates, decisions)
     except _server_pg.Skip as skip:

@@ -10,31 +10,33 @@ and a failing member's ``ROLLBACK TO`` finds its own, the newest), and the
 (one payload set, at the batch's highest change number; delivered at commit,
 see ``pg_listen.py``).
 
-**Lock order.** A batch begins with ``BEGIN`` and, in the same round trip,
-the *batch lock* (:data:`BATCH_LOCK`, an advisory lock named for the schema),
+**Lock order.** A batch begins with ``BEGIN`` and, in the same round trip, the
+*batch lock* (:data:`BATCH_LOCK`, an advisory lock named for the schema),
 before any member's statement; it is held to the ``COMMIT``. Without it,
 batches could deadlock across instances: a batch on instance A whose first
-member recorded a change holds the one-row ``ag_seq`` lock (every change
-takes it to number itself, and keeps it to commit) while its second member
-wants the advisory lock ``request:X`` (``Tx.lock``) or the row of request X,
-which a batch on instance B holds (its member deciding X) while it waits for
-``ag_seq``. And since a batch takes the locks of several unrelated requests
-in whatever order its members came, two batches could take *any* two locks
-in opposite orders (two polls' row updates, say): no order among those locks
-can be imposed. The batch lock first means batches never hold such locks at
-the same time: while one batch holds it, every other batch of the schema, on
-any instance, waits for it at its first statement, holding nothing yet that
-anyone could wait for; the holder finds whatever it takes next (``ag_seq``,
-advisory locks, rows, an idempotency key's index entry) free, or held by a
+member recorded a change holds the one-row ``ag_seq`` lock (every change takes
+it to number itself, and keeps it to commit) while its second member wants the
+row of request X, which a batch on instance B holds (its member deciding X)
+while it waits for ``ag_seq``. And since a batch takes the locks of several
+unrelated requests in whatever order its members came, two batches could take
+*any* two locks in opposite orders (two polls' row updates, say): no order
+among those locks can be imposed. The batch lock first means batches never
+hold such locks at the same time: while one batch holds it, every other batch
+of the schema, on any instance, waits for it at its first statement, holding
+nothing yet that anyone could wait for; the holder finds whatever it takes
+next (``ag_seq``, rows, an idempotency key's index entry) free, or held by a
 reader, which waits for nothing. So batches of all instances run one after
 another (changes were numbered one at a time, under ``ag_seq``, already), and
-cannot wait in a cycle. The only other transaction writing the tables, a
-store creating them (``pg_schema.py``), takes the batch lock right after its
-own advisory lock, which no batch takes. An older provider sharing the
-database (one transaction per write, ``ag_seq`` taken last) can still meet a
-batch in a cycle during a rolling upgrade: PostgreSQL then fails one side
-after ``deadlock_timeout``, and none of its writes is answered as kept.
-Within one instance the writer lock already lets one batch run at a time.
+cannot wait in a cycle. The only other transaction writing the tables, a store
+creating them (``pg_schema.py``), takes the batch lock right after its own
+advisory lock, which no batch takes. Within one instance the writer lock
+already lets one batch run at a time. And since the batch lock keeps every
+other writer of the schema out, a write's own lock on a name (``Tx.lock``:
+``request:<id>`` for a decision, ``reviewers``) is already held: it costs no
+statement, as on SQLite, whose ``BEGIN IMMEDIATE`` does the same. (An earlier
+build of this store, one transaction per write with those advisory locks and
+``ag_seq`` taken last, must not share a database with this one; no release had
+it.)
 
 The batch lock is an advisory lock rather than ``SELECT ... FROM ag_seq FOR
 UPDATE``, which would serve as well: locking the row writes it (and its WAL),

@@ -103,7 +103,9 @@ class _PGTx(_Conn):
         return self.seq
 
     def lock(self, name: str) -> None:
-        self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
+        # The batch lock, held since BEGIN, already keeps every other writer of the
+        # schema out, on any instance (pg_group.py): a lock per name adds a round trip.
+        del name
 
 
 class PostgresDB(SQLStoreBase):
