@@ -43,12 +43,13 @@ _EVENT_NAMES = {
 
 _trace: Any = None
 _tracer: Any = None
+_proxy: Any = None
 _looked = False
 
 
 def _api() -> Any:
     """``opentelemetry.trace``, or None when the extra is not installed (looked up once)."""
-    global _trace, _tracer, _looked
+    global _trace, _tracer, _proxy, _looked
     if not _looked:
         _looked = True
         try:
@@ -61,6 +62,8 @@ def _api() -> Any:
         _trace = trace
         # One tracer for the process: the API's proxy tracer follows a provider set later.
         _tracer = trace.get_tracer("approval_guard")
+        # What get_tracer_provider() gives while no provider was ever set (None if unknown).
+        _proxy = getattr(trace, "ProxyTracerProvider", None)
     return _trace
 
 
@@ -140,6 +143,10 @@ class call_span:  # named as the function it was: ``with call_span(...) as span`
         if trace is None:
             return None
         try:
+            if _proxy is not None and isinstance(trace.get_tracer_provider(), _proxy):
+                # No provider was ever set (API only, no SDK): the span would be a no-op
+                # span dropped at once, so none is started (one is, once a provider is set).
+                return None
             span = _tracer.start_span(SPAN_NAME, attributes={"approval_guard.tool": self._tool})
         except Exception:
             log.warning("could not start an OpenTelemetry span", exc_info=True)
