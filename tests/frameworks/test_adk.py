@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import types
 from typing import Any
 
@@ -89,7 +90,9 @@ OUTCOMES = {
     "denied": (deny_after(0.05, "over the limit"), "denied", "A person denied this call"),
     "expired": (_expired, "approval_expired", "expired at"),
     "cancelled": (_cancel, "cancelled", "was cancelled at the provider"),
-    "no decision": (None, "not_obtained", "it was not denied"),
+    # Under load the request may have expired at the provider by the last look: either
+    # sentence says nobody denied it.
+    "no decision": (None, "not_obtained", "it was not denied|Nobody denied it"),
 }
 
 
@@ -113,7 +116,7 @@ def test_every_other_outcome_skips_the_tool_and_tells_the_model(
     assert [] == ran
     [response] = saw
     assert reason == response["reason"]
-    assert sentence in response["error"]
+    assert re.search(sentence, response["error"]), response["error"]
 
 
 def test_the_declaration_is_the_unguarded_ones(guard: ag.Guard) -> None:

@@ -322,7 +322,12 @@ def test_a_new_call_with_every_batch_in_flight_is_answered_at_once(
 
 
 def test_creates_wait_their_turn_and_each_is_timed_from_when_it_is_sent(hostile: Make) -> None:
-    """200 calls at once: at most 64 creates in flight, and a queued one keeps its whole timeout."""
+    """512 calls at once: at most 64 creates in flight, and a queued one keeps its whole timeout.
+
+    Eight rounds of 0.3 s creates take 2.4 s, longer than the 2 s create timeout: a
+    create timed from when it was queued would time out and be sent again; each has
+    1.7 s to spare for a loaded machine.
+    """
     from approval_guard._transport.async_drive import CREATES
 
     lock = threading.Lock()
@@ -345,18 +350,18 @@ def test_creates_wait_their_turn_and_each_is_timed_from_when_it_is_sent(hostile:
         return 200, approved(requests[path.split("/")[3].split("?")[0]])
 
     p = hostile(create=create, read=read)
-    guard = _guard(p.url, "cred-1", timings=Timings(create_timeout=1.0))
+    guard = _guard(p.url, "cred-1", timings=Timings(create_timeout=2.0))
     ran: list[Any] = []
     tool = _refund(guard, ran)
 
     async def main() -> list[Any]:
         try:
-            return await asyncio.gather(*(tool(f"p_{n}", n) for n in range(200)))
+            return await asyncio.gather(*(tool(f"p_{n}", n) for n in range(512)))
         finally:
             await guard.aclose()
 
-    assert ["refunded"] * 200 == asyncio.run(main())
-    assert 200 == made[0]  # none timed out in the queue and was sent again
+    assert ["refunded"] * 512 == asyncio.run(main())
+    assert 512 == made[0]  # none timed out in the queue and was sent again
     assert 1 < most[0] <= CREATES
 
 

@@ -36,8 +36,14 @@ def env(tmp_path: Path) -> Iterator[Env]:
         made.store.close()
 
 
-def test_calls_made_in_one_turn_share_one_commit_on_the_loop(env: Env) -> None:
+def test_calls_made_in_one_turn_share_one_commit_on_the_loop(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Five decisions awaited together: one COMMIT, all run on the loop's own thread."""
+    from approval_guard.provider.http import store_calls
+
+    # However loaded the machine: the five fit in one turn's time.
+    monkeypatch.setattr(store_calls, "TURN_SECONDS", 60.0)
     ids = env.new(5)
     commits = Commits(env.store)
     threads: set[int] = set()
