@@ -118,7 +118,10 @@ def test_the_wal_starts_over_once_a_reader_in_the_middle_of_it_is_done(tmp_path:
         checkpoint = threading.Thread(target=store._checkpoints._run)
         checkpoint.start()
         assert restarting.wait(10)
-        time.sleep(0.05)
+        lock = store._group.lock
+        while lock.acquire(blocking=False):  # until the restart holds the writer lock
+            lock.release()
+            time.sleep(0.001)
         store.create_request(
             owner=owner, idempotency_key="after", tool="t", arguments={}, timeout_seconds=60
         )
