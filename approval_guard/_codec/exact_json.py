@@ -110,6 +110,9 @@ def load_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     nesting deeper than ``max_depth``, strings with a lone surrogate.
     """
     try:
+        if text.startswith("\ufeff"):
+            # What json.loads says (its decoder's decode() would only say "Expecting value").
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         value = _UNTRUSTED.decode(text)
     except RecursionError:
         raise InvalidJSON(f"the JSON nests more than {max_depth} levels deep") from None

@@ -188,7 +188,8 @@ def parse_http_date(value: str | None) -> datetime | None:
 
 def format_http_date(moment: datetime) -> str:
     """Write an HTTP ``Date`` header value (one-second resolution, as HTTP has)."""
-    second = int(moment.timestamp())
+    # Floored, not truncated: int() would give 23:59:59.5 of 1969 the second 0 of 1970.
+    second = int(moment.timestamp() // 1)
     last_second, last_text = _LAST_HTTP_DATE[0]
     if last_second == second:
         # Every answer in one second carries the same text: written once.

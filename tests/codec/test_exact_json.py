@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from approval_guard._codec.exact_json import JSONNumber, dump_json, load_json
+from approval_guard._codec.exact_json import InvalidJSON, JSONNumber, dump_json, load_json
 
 
 def test_exact_numbers_parse_to_plain_python_numbers_when_they_can() -> None:
@@ -62,3 +62,9 @@ def test_dump_json_refuses_what_json_cannot_hold(bad: Any) -> None:
     """NaN, infinity and a set are refused, never written."""
     with pytest.raises((ValueError, TypeError)):
         dump_json(bad)
+
+
+def test_load_json_refuses_a_byte_order_mark_saying_so() -> None:
+    """A body starting with U+FEFF is refused with json.loads's reason, not "Expecting value"."""
+    with pytest.raises(InvalidJSON, match="Unexpected UTF-8 BOM"):
+        load_json('\ufeff{"a": 1}')

@@ -119,3 +119,11 @@ def test_an_approval_whose_date_header_is_not_an_http_date_does_not_run(
     assert ag.Reason.NOT_OBTAINED == out.reason
     assert "Date" in str(out)
     assert [] == ran
+
+
+def test_http_dates_of_two_seconds_either_side_of_1970_are_not_confused() -> None:
+    """The second written last is remembered exactly: 23:59:59.5 of 1969 is not 1970's first."""
+    after = datetime(1970, 1, 1, 0, 0, 0, 500000, tzinfo=timezone.utc)
+    before = datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=timezone.utc)
+    assert "Thu, 01 Jan 1970 00:00:00 GMT" == format_http_date(after)
+    assert "Wed, 31 Dec 1969 23:59:59 GMT" == format_http_date(before)

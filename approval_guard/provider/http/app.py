@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -185,7 +186,9 @@ async def _expire_forever(ctx: Context) -> None:
     while True:
         with ctx.notifier.watch_any() as changed:
             try:
-                upcoming = await ctx.calls(store.expire_due)
+                # A worker thread, never the loop: it expires every overdue request in one
+                # call (thousands after a restart: seconds), and it runs once a deadline.
+                upcoming = await run_in_threadpool(store.expire_due)
             except StoreClosedError:
                 return
             except Exception:

@@ -334,10 +334,20 @@ class SQLiteDB(SQLStoreBase):
         self._checkpoints.wrote()
 
     def _restart_wal(self) -> None:
-        """Copy what the WAL holds into the file and start it over (a checkpoint's last step)."""
+        """Copy what the WAL holds into the file and start it over (a checkpoint's last step).
+
+        ``RESTART`` waits (SQLite's busy handler) for readers still in the WAL; the writer's
+        busy timeout is 0, so it is set for this statement alone, or the restart would give
+        up on the first reader it met and the WAL would grow on behind it.
+        """
         with self._group.exclusive():
-            if not self._closed:
+            if self._closed:
+                return
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            try:
                 self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+            finally:
+                self._db.execute("PRAGMA busy_timeout=0")
 
     def _changed(self, seq: int, request_ids: tuple[str, ...]) -> None:
         self._feed.changed(seq, request_ids)

@@ -289,3 +289,46 @@ def test_creates_and_decisions_are_stored_on_the_providers_own_loop(tmp_path: Pa
     finally:
         store.close()
     assert ["approval-guard-provider"] * 2 == seen
+
+
+def test_a_long_expiry_never_holds_the_providers_loop(tmp_path: Path) -> None:
+    """Expiring takes 1.5 s (thousands overdue after a restart): the loop answers meanwhile."""
+    from approval_guard.provider.store.sqlite import SQLiteStore
+
+    expiring = threading.Event()
+
+    class SlowExpiry(SQLiteStore):
+        def _before_commit(self, tx: Any, events: Any) -> None:
+            # As long as the store's expiry of some 30,000 overdue requests takes here.
+            if any("expired" == event[1] for event in events):
+                expiring.set()
+                time.sleep(1.5)
+            super()._before_commit(tx, events)
+
+    store = SlowExpiry(str(tmp_path / "expiry.sqlite3"))
+    try:
+        instance = store.create_credential("instance", "agent")
+        reviewer = store.create_credential("reviewer", "alice")
+        owner = store.authenticate(instance)
+        assert owner is not None
+        with ProviderServer(store) as server:
+            kept = store.create_request(
+                owner=owner, idempotency_key="kept", tool="t", arguments={}, timeout_seconds=600
+            ).request
+            store.create_request(
+                owner=owner, idempotency_key="due", tool="t", arguments={}, timeout_seconds=1
+            )
+            assert expiring.wait(10)
+            started = time.monotonic()
+            missing = requests.get(f"{server.url}/nope", timeout=10)
+            read = requests.get(
+                f"{server.url}/v1/requests/{kept.id}",
+                headers={"Authorization": f"Bearer {reviewer}"},
+                timeout=10,
+            )
+            took = time.monotonic() - started
+            assert 404 == missing.status_code
+            assert 200 == read.status_code and "pending" == read.json()["status"]
+            assert took < 0.75, took  # not held until the expiry's 1.5 s are over
+    finally:
+        store.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -77,3 +79,56 @@ def test_everything_written_is_read_back_after_reopening(tmp_path: Path) -> None
         assert all(again.get_request(one) is not None for one in ids)
     finally:
         again.close()
+
+
+def _wal_frames(path: Path) -> int:
+    """How many frames the WAL holds now (a passive checkpoint's count of them)."""
+    db = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        return int(db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+    finally:
+        db.close()
+
+
+def test_the_wal_starts_over_once_a_reader_in_the_middle_of_it_is_done(tmp_path: Path) -> None:
+    """A reader holds the WAL for 0.3 s at the checkpoint: the restart waits it out, and the
+    write queued meanwhile goes to the start of a new WAL, not after all the old frames."""
+    path = tmp_path / "a.sqlite3"
+    store = Store(str(path))
+    reader = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    restarting = threading.Event()
+    restart = store._checkpoints._restart
+
+    def restart_told() -> None:
+        restarting.set()
+        restart()
+
+    store._checkpoints._restart = restart_told
+    try:
+        owner = store.authenticate(store.create_credential("instance", "agent"))
+        assert owner is not None
+        _make(store, 50)
+        assert _wal_frames(path) > 50
+        _make(store, 5)  # not yet copied: the reader below reads them from the WAL
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM requests").fetchone()
+        done = threading.Timer(0.3, lambda: reader.execute("COMMIT"))
+        done.start()
+        # What the checkpoint thread runs: a PASSIVE checkpoint, then the restart.
+        checkpoint = threading.Thread(target=store._checkpoints._run)
+        checkpoint.start()
+        assert restarting.wait(10)
+        lock = store._group.lock
+        while lock.acquire(blocking=False):  # until the restart holds the writer lock
+            lock.release()
+            time.sleep(0.001)
+        store.create_request(
+            owner=owner, idempotency_key="after", tool="t", arguments={}, timeout_seconds=60
+        )
+        frames = _wal_frames(path)
+        checkpoint.join(10)
+        done.join(10)
+        assert frames < 30, frames  # else after the 50 writes' frames and more
+    finally:
+        reader.close()
+        store.close()
