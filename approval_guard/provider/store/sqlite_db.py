@@ -234,9 +234,15 @@ class SQLiteDB(SQLStoreBase):
                 (_SCHEMA_VERSION,),
             )
             row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
-            # From now on the writer never waits inside SQLite: a batch begins at once or
-            # waits in SQLiteTransactions.begin, so the event loop can try without waiting.
-            self._db.execute("PRAGMA busy_timeout=0")
+            # In WAL mode, from now on the writer never waits inside SQLite: a batch begins
+            # at once or waits in SQLiteTransactions.begin, so the event loop can try
+            # without waiting. A file SQLite could not put in WAL mode (some network
+            # filesystems) has readers and writers block each other even at COMMIT: its
+            # writer keeps SQLite's busy timeout, and nothing runs on the loop.
+            mode = str(self._db.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            self._at_once_ok = self._memory or mode == "wal"
+            if not self._memory and self._at_once_ok:
+                self._db.execute("PRAGMA busy_timeout=0")
         self._feed = ChangeFeed(int(row[0]))
 
     def _connect(self) -> sqlite3.Connection:
@@ -296,7 +302,10 @@ class SQLiteDB(SQLStoreBase):
 
         See :mod:`~approval_guard.provider.store.at_once`. With ``":memory:"``
         too: its readers share the writer connection, under the lock this holds.
+        Never for a file not in WAL mode (see ``__init__``).
         """
+        if not self._at_once_ok:
+            return None
         return self._at_once.run(calls, until=until)
 
     @contextlib.contextmanager
@@ -347,7 +356,9 @@ class SQLiteDB(SQLStoreBase):
             try:
                 self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
             finally:
-                self._db.execute("PRAGMA busy_timeout=0")
+                self._db.execute(
+                    f"PRAGMA busy_timeout={0 if self._at_once_ok else BUSY_TIMEOUT_MS}"
+                )
 
     def _changed(self, seq: int, request_ids: tuple[str, ...]) -> None:
         self._feed.changed(seq, request_ids)

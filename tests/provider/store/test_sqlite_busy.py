@@ -86,3 +86,35 @@ def test_busy_errors_are_told_from_others() -> None:
         assert is_busy(sqlite3.OperationalError("database is locked"))
     finally:
         db.close()
+
+
+def test_a_file_not_in_wal_mode_keeps_sqlites_busy_wait_and_never_runs_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where WAL cannot be had, readers block COMMIT: the writer waits in SQLite, as before."""
+    from approval_guard.provider import Store
+    from approval_guard.provider.store.sqlite_db import SQLiteDB
+
+    connect = SQLiteDB._connect
+
+    def without_wal(self: SQLiteDB) -> sqlite3.Connection:
+        db = connect(self)
+        db.execute("PRAGMA journal_mode=DELETE")  # as a filesystem refusing WAL leaves it
+        return db
+
+    monkeypatch.setattr(SQLiteDB, "_connect", without_wal)
+    store = Store(str(tmp_path / "no-wal.sqlite3"))
+    try:
+        assert "delete" == store._db.execute("PRAGMA journal_mode").fetchone()[0]
+        assert 5000 == store._db.execute("PRAGMA busy_timeout").fetchone()[0]
+        ran: list[int] = []
+        assert store.run_at_once([lambda: ran.append(1)]) is None
+        assert [] == ran
+        owner = store.authenticate(store.create_credential("instance", "agent"))
+        assert owner is not None
+        made = store.create_request(
+            owner=owner, idempotency_key="k", tool="t", arguments={}, timeout_seconds=60
+        )
+        assert made.created
+    finally:
+        store.close()
