@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
@@ -23,6 +22,7 @@ from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import JSONNumber
 from approval_guard._codec.serialize import dumps
 from approval_guard.testing import LocalProvider, approve_after
+from tests.support.forks import in_c_forked_child
 from tests.support.guards import make_guard, refund_tool
 
 _SCALARS = (
@@ -125,20 +125,8 @@ def test_a_child_forked_without_pythons_fork_hooks_makes_keys_of_its_own() -> No
     parent read ahead would be the parent's next key, and two calls with one key and the
     same arguments are one request at the provider, so one approval could run twice.
     """
-    fork = ctypes.CDLL(None, use_errno=True).fork  # fork(2) itself: no Python hooks run
     new_idempotency_key()  # the parent has made a key already
-    read, write = os.pipe()
-    pid = fork()
-    if pid == 0:  # the child: send its first key, and leave without pytest's exit
-        try:
-            os.write(write, new_idempotency_key().encode())
-        finally:
-            os._exit(0)
-    assert pid > 0
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        child_key = pipe.read().decode()
-    os.waitpid(pid, 0)
+    child_key = in_c_forked_child(new_idempotency_key)
     assert uuid.UUID(child_key).version == 4
     assert child_key != new_idempotency_key()
 

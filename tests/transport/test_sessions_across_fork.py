@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import warnings
 from collections.abc import Callable
@@ -10,16 +9,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.forks import c_fork
 from tests.support.hostile import HostileProvider, approved, hostile_guard, short_refund
 
 
-def _libc_fork() -> int:
-    """fork(2) itself, as C code (uWSGI's workers) forks: no ``os.register_at_fork`` hook runs."""
-    return int(ctypes.CDLL(None, use_errno=True).fork())
-
-
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-@pytest.mark.parametrize("fork", [os.fork, _libc_fork], ids=["os_fork", "c_fork"])
+@pytest.mark.parametrize("fork", [os.fork, c_fork], ids=["os_fork", "c_fork"])
 def test_a_forked_child_opens_a_connection_of_its_own(
     hostile: Callable[..., HostileProvider], fork: Callable[[], int]
 ) -> None:
