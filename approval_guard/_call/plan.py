@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -221,38 +220,15 @@ def _body_tail(
 
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
-#: Random hex digits from os.urandom, 32 per key: one system call per 128 keys, not
-#: one per call. A key's digits are handed out once, under _random_lock.
-_RANDOM_BYTES = 2048
-_random_hex = ""
-_random_at = 0
-_random_lock = threading.Lock()
-
-
-def _forget_random() -> None:
-    """In a forked child: the parent's digits are the parent's (and its lock may be held)."""
-    global _random_hex, _random_at, _random_lock
-    _random_hex, _random_at, _random_lock = "", 0, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
-    os.register_at_fork(after_in_child=_forget_random)
-
-
-def _random_digits() -> str:
-    """32 random hex digits (16 bytes of os.urandom) never handed out before."""
-    global _random_hex, _random_at
-    with _random_lock:
-        at = _random_at
-        if at + 32 > len(_random_hex):
-            _random_hex, at = os.urandom(_RANDOM_BYTES).hex(), 0
-        _random_at = at + 32
-        return _random_hex[at : at + 32]
-
 
 def new_idempotency_key() -> str:
-    """A random UUID (version 4, as ``str(uuid.uuid4())`` writes it), without the UUID object."""
-    digits = _random_digits()
+    """A random UUID (version 4, as ``str(uuid.uuid4())`` writes it), without the UUID object.
+
+    One ``os.urandom`` read per key, never random bytes read ahead: a process forked
+    by C code (uWSGI's workers) runs no ``os.register_at_fork`` hook, and would hand
+    out its parent's next key (read ahead, a key was no cheaper: docs/benchmarks.md).
+    """
+    digits = os.urandom(16).hex()
     return (
         f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-"
         f"{_VARIANT[digits[16]]}{digits[17:20]}-{digits[20:]}"

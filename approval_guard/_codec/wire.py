@@ -8,9 +8,10 @@ models built from these are in :mod:`approval_guard._codec.wire_models`.
 from __future__ import annotations
 
 import email.utils
+import math
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from approval_guard._codec.safe_text import safe_text
 
@@ -188,19 +189,21 @@ def parse_http_date(value: str | None) -> datetime | None:
 
 def format_http_date(moment: datetime) -> str:
     """Write an HTTP ``Date`` header value (one-second resolution, as HTTP has)."""
-    # Floored, not truncated: int() would give 23:59:59.5 of 1969 the second 0 of 1970.
-    second = int(moment.timestamp() // 1)
+    # The second it is in (floor: int() would put both sides of 1970 in second 0),
+    # and the text written from that second itself, so the two always agree.
+    second = math.floor(moment.timestamp())
     last_second, last_text = _LAST_HTTP_DATE[0]
     if last_second == second:
         # Every answer in one second carries the same text: written once.
         return last_text
-    text = email.utils.format_datetime(moment.astimezone(timezone.utc), usegmt=True)
+    text = email.utils.format_datetime(_EPOCH + timedelta(seconds=second), usegmt=True)
     _LAST_HTTP_DATE[0] = (second, text)
     return text
 
 
-#: The last second written by :func:`format_http_date`, and its text.
-_LAST_HTTP_DATE: list[tuple[int, str]] = [(-1, "")]
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: The last second written by :func:`format_http_date`, and its text (none yet).
+_LAST_HTTP_DATE: list[tuple[int | None, str]] = [(None, "")]
 
 
 __all__ = [

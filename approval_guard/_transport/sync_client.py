@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
+import os
 import queue
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -121,6 +122,7 @@ class ProviderClient:
         self._watchable = is_ip_address(parts.hostname or "")
         self._clock = clock
         self._pool: queue.LifoQueue[requests.Session] = queue.LifoQueue(maxsize=_POOL_SIZE)
+        self._pid = os.getpid()  # whose sessions the pool holds (see _session)
 
     def __repr__(self) -> str:
         return f"ProviderClient(base_url={self._base!r}, credential='***')"
@@ -135,6 +137,13 @@ class ProviderClient:
 
     @contextmanager
     def _session(self) -> Iterator[requests.Session]:
+        if self._pid != os.getpid():
+            # A forked child: the pooled sessions' sockets are the parent's too, and one
+            # connection read by two processes hands each the other's answers. They are
+            # left alone (closing them here would not close the parent's), never used.
+            # (A pid, not an at-fork hook: C code such as uWSGI forks without the hooks.)
+            self._pool = queue.LifoQueue(maxsize=_POOL_SIZE)
+            self._pid = os.getpid()
         try:
             session = self._pool.get_nowait()
         except queue.Empty:

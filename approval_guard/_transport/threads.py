@@ -104,6 +104,7 @@ def _run(
 
 _lock = threading.Lock()
 _idle: list[_Helper] = []
+_pid = os.getpid()  # the process whose threads _idle holds
 
 
 def _park(helper: _Helper) -> bool:
@@ -117,9 +118,10 @@ def _park(helper: _Helper) -> bool:
 
 def _forget_helpers() -> None:
     """In a forked child: the parent's idle helpers are not running here."""
-    global _lock
+    global _lock, _pid
     _lock = threading.Lock()
     _idle.clear()
+    _pid = os.getpid()
 
 
 if hasattr(os, "register_at_fork"):
@@ -130,6 +132,10 @@ def start(
     fn: Callable[[], Any], *, name: str, on_done: Callable[[], None] | None = None
 ) -> Outcome:
     """Run ``fn`` in a daemon helper thread; ``on_done`` is called from it when it ends."""
+    if _pid != os.getpid():
+        # Forked by C code that runs no at-fork hook (uWSGI's workers): a job given to
+        # an idle helper of the parent would never run, its thread not being here.
+        _forget_helpers()
     outcome = Outcome()
     job: _Job = (fn, outcome, on_done, name)
     with _lock:

@@ -124,12 +124,13 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
+_pid = os.getpid()  # the process whose thread _watchdog may have started
 
 
 def _forget_watchdog() -> None:
     """In a forked child: the parent's watchdog thread is not running here."""
-    global _watchdog
-    _watchdog = _Watchdog()
+    global _watchdog, _pid
+    _watchdog, _pid = _Watchdog(), os.getpid()
 
 
 if hasattr(os, "register_at_fork"):
@@ -139,6 +140,10 @@ if hasattr(os, "register_at_fork"):
 @contextmanager
 def kept(seconds: float) -> Iterator[Deadline]:
     """Watch the block's exchange: its socket is shut ``seconds`` from now (see ``fired``)."""
+    if _pid != os.getpid():
+        # Forked by C code that runs no at-fork hook (uWSGI's workers): a deadline armed
+        # on the parent's watchdog would never fire here, and nothing would end the read.
+        _forget_watchdog()
     watchdog = _watchdog
     deadline = watchdog.arm(time.monotonic() + seconds)
     token = _CURRENT.set(deadline)

@@ -22,6 +22,7 @@ from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import JSONNumber
 from approval_guard._codec.serialize import dumps
 from approval_guard.testing import LocalProvider, approve_after
+from tests.support.forks import in_c_forked_child
 from tests.support.guards import make_guard, refund_tool
 
 _SCALARS = (
@@ -91,8 +92,8 @@ def test_every_call_gets_its_own_version_4_uuid_key() -> None:
 
 
 def test_keys_are_random_past_one_read_of_the_system_random_source() -> None:
-    """Keys stay distinct UUIDs when many are made (past the digits one os.urandom read gives)."""
-    keys = [new_idempotency_key() for _ in range(3 * _plan._RANDOM_BYTES // 16 + 7)]
+    """Keys stay distinct UUIDs when many are made (past what one 2 KiB random read gives)."""
+    keys = [new_idempotency_key() for _ in range(3 * 2048 // 16 + 7)]
     assert len(set(keys)) == len(keys)
     assert all(uuid.UUID(key).version == 4 for key in keys)
 
@@ -112,6 +113,20 @@ def test_a_forked_child_never_makes_the_key_its_parent_makes_next() -> None:
     with os.fdopen(read, "rb") as pipe:
         child_key = pipe.read().decode()
     os.waitpid(pid, 0)
+    assert uuid.UUID(child_key).version == 4
+    assert child_key != new_idempotency_key()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_without_pythons_fork_hooks_makes_keys_of_its_own() -> None:
+    """A child forked by C code (as uWSGI forks its workers) never makes its parent's next key.
+
+    Such a fork runs no ``os.register_at_fork`` hook: a key drawn from random bytes the
+    parent read ahead would be the parent's next key, and two calls with one key and the
+    same arguments are one request at the provider, so one approval could run twice.
+    """
+    new_idempotency_key()  # the parent has made a key already
+    child_key = in_c_forked_child(new_idempotency_key)
     assert uuid.UUID(child_key).version == 4
     assert child_key != new_idempotency_key()
 

@@ -4,8 +4,9 @@ an approval whose Date header is anything else cannot run.
 
 from __future__ import annotations
 
+import email.utils
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -38,6 +39,15 @@ def test_http_dates_round_trip(moment: datetime) -> None:
     assert whole == parse_http_date(
         whole.strftime("%a %b ") + f"{whole.day:2d}" + whole.strftime(" %H:%M:%S %Y")
     )
+
+
+def test_http_dates_either_side_of_1970_are_each_their_own_second() -> None:
+    """Moments written one after another near 1970 each get their own second's text."""
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    for seconds in (-2.5, -1.5, -1.0, -0.5, 0.0, 0.5, 1.5, -0.5):
+        moment = epoch + timedelta(seconds=seconds)
+        expected = email.utils.format_datetime(moment.replace(microsecond=0), usegmt=True)
+        assert expected == format_http_date(moment), seconds
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,8 @@ class HostileProvider:
         self.waits: list[Any] = []
         self.request: dict[str, Any] = {}
         self.seen: list[str] = []
+        #: The client's (address, port) of each exchange, in order: one per TCP connection.
+        self.peers: list[tuple[str, int]] = []
         self.created = threading.Event()
         owner = self
 
@@ -48,6 +50,7 @@ class HostileProvider:
 
             def answer(self, kind: str) -> None:
                 owner.seen.append(kind)
+                owner.peers.append(self.client_address[:2])
                 status, body = owner.routes[kind](owner.request, self.path)
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from approval_guard._transport import watchdog
+from tests.support.forks import in_c_forked_child
 
 
 class Connection:
@@ -92,3 +94,22 @@ def test_deadlines_fire_in_their_own_order(pair: tuple[socket.socket, socket.soc
             watchdog._watchdog.attach(short, Connection(a))
             assert b"" == a.recv(1)
         assert short.fired and not long.fired
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_without_pythons_fork_hooks_keeps_its_deadlines() -> None:
+    """A child forked by C code (uWSGI's workers) has no watchdog thread yet: it starts one."""
+    with watchdog.kept(0.01):
+        pass  # the parent's watchdog thread is running
+
+    def blocked_read() -> str:
+        a, b = socket.socketpair()
+        a.settimeout(10)
+        started = time.monotonic()
+        with watchdog.kept(0.2) as deadline:
+            watchdog._watchdog.attach(deadline, Connection(a))
+            got = a.recv(1)
+        b.close()  # only now: the peer stays open while the read waits
+        return f"{got!r} {deadline.fired} {time.monotonic() - started < 5}"
+
+    assert "b'' True True" == in_c_forked_child(blocked_read)
