@@ -1,4 +1,4 @@
-"""Random ids: uuid4 texts, never repeated, and a forked child draws its own."""
+"""Random ids: uuid4 texts, never repeated, and a forked child (even by C code) draws its own."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from approval_guard.provider.store.ids import new_id
+from tests.support.forks import in_c_forked_child
 
 
 def test_ids_are_uuid4_texts() -> None:
@@ -39,6 +40,15 @@ def test_a_forked_child_does_not_hand_out_the_parents_next_ids() -> None:
     os.waitpid(pid, 0)
     parent = {new_id() for _ in range(8)}
     assert set() == child & parent
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_by_c_code_does_not_hand_out_the_parents_next_ids() -> None:
+    """fork(2) without Python's at-fork hooks (uWSGI's workers): the child's ids are its own."""
+    new_id()  # a pool read ahead would hold unread ids now
+    child = set(in_c_forked_child(lambda: ",".join(new_id() for _ in range(8))).split(","))
+    parent = {new_id() for _ in range(8)}
+    assert 8 == len(child) and set() == child & parent
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
