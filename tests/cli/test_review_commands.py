@@ -22,6 +22,7 @@ from approval_guard.cli._output import LiveLine
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
 from tests.support.cli import create, free_port, read, run
+from tests.support.serving import serve_in_thread
 
 
 def test_list_shows_requests_newest_first(
@@ -565,7 +566,6 @@ def test_list_ends_when_a_hostile_provider_cursor_loops(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A provider answering the same page with ever new cursors does not hang ``list``."""
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     page = {
@@ -600,7 +600,7 @@ def test_list_ends_when_a_hostile_provider_cursor_loops(
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Looping)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         code = main(["list", "--url", url, "--token", "agr_x"])

@@ -5,7 +5,6 @@ and one per provider (however its URL is spelled), so two providers' ids never c
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +17,7 @@ from approval_guard._codec.wire import format_timestamp
 from approval_guard._ledger.scoped import provider_scope as _provider_scope
 from approval_guard.testing import LocalProvider, approve_after
 from tests.support.guards import make_guard, refund_tool
+from tests.support.serving import serve_in_thread
 
 GUARDS = 100
 
@@ -77,7 +77,7 @@ class _SameIdProvider:
         self.creates = 0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def close(self) -> None:
         self.server.shutdown()

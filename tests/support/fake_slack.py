@@ -21,6 +21,8 @@ from urllib.parse import parse_qs
 
 import attrs
 
+from tests.support.serving import serve_in_thread
+
 TOKEN = "xoxb-1234-5678-faketoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 
@@ -86,7 +88,6 @@ class FakeSlack:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.api_url = f"http://127.0.0.1:{self.server.server_port}/api/"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def _answer(self, method: str, headers: dict[str, str], body: dict[str, Any]) -> Answer:
         with self._lock:
@@ -152,7 +153,7 @@ class FakeSlack:
             return next(iter(self.messages.values()))
 
     def __enter__(self) -> FakeSlack:
-        self._thread.start()
+        serve_in_thread(self.server)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 import approval_guard as ag
 from approval_guard._codec.wire import format_http_date, format_timestamp
+from tests.support.serving import serve_in_thread
 
 Route = Callable[[dict[str, Any], str], tuple[int, Any]]
 
@@ -88,8 +89,7 @@ class HostileProvider:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server)
 
     def close(self) -> None:
         self.server.shutdown()

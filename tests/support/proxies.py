@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import requests
+
+from tests.support.serving import serve_in_thread
 
 
 class RewritingProxy:
@@ -64,7 +65,7 @@ class RewritingProxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import http.server
-import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +15,7 @@ import attrs
 import pytest
 
 import approval_guard as ag
+from tests.support.serving import serve_in_thread
 
 # Has characters that URL-encoding changes, so every encoded form differs.
 SECRET = "agi_s3cret/t0ken+never=shown_123"
@@ -63,10 +63,7 @@ class ScriptedServer:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(
-            target=outer.server.serve_forever, args=(0.02,), daemon=True
-        )
-        self._thread.start()
+        serve_in_thread(outer.server)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -16,6 +16,8 @@ from typing import Any
 
 import attrs
 
+from tests.support.serving import serve_in_thread
+
 
 @attrs.define
 class Delivery:
@@ -69,10 +71,9 @@ class Receiver:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/approvals"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> Receiver:
-        self._thread.start()
+        serve_in_thread(self.server)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from approval_guard.testing import FaultProxy
+from tests.support.serving import serve_in_thread
 
 
 class _Upstream(BaseHTTPRequestHandler):
@@ -52,7 +53,7 @@ def proxy() -> Iterator[FaultProxy]:
     _Upstream.created = []
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
     upstream.daemon_threads = True
-    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    serve_in_thread(upstream)
     stamp = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     with FaultProxy(f"http://127.0.0.1:{upstream.server_port}", clock=lambda: stamp) as running:
         yield running
