@@ -22,7 +22,7 @@ from approval_guard.cli._output import LiveLine
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
 from tests.support.cli import create, free_port, read, run
-from tests.support.serving import serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread
 
 
 def test_list_shows_requests_newest_first(
@@ -566,7 +566,7 @@ def test_list_ends_when_a_hostile_provider_cursor_loops(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A provider answering the same page with ever new cursors does not hang ``list``."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     page = {
         "requests": [
@@ -599,7 +599,7 @@ def test_list_ends_when_a_hostile_provider_cursor_loops(
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Looping)
+    server = BurstServer(("127.0.0.1", 0), Looping)
     serve_in_thread(server)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"

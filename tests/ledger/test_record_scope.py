@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from approval_guard._codec.wire import format_timestamp
 from approval_guard._ledger.scoped import provider_scope as _provider_scope
 from approval_guard.testing import LocalProvider, approve_after
 from tests.support.guards import make_guard, refund_tool
-from tests.support.serving import serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread
 
 GUARDS = 100
 
@@ -75,7 +75,7 @@ class _SameIdProvider:
                 self.wfile.write(data)
 
         self.creates = 0
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = BurstServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         serve_in_thread(self.server)
 

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from tests.support.serving import serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread
 
 TOKEN = "xoxb-1234-5678-faketoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -85,7 +85,7 @@ class FakeSlack:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = BurstServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.api_url = f"http://127.0.0.1:{self.server.server_port}/api/"
 

@@ -10,14 +10,14 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 import approval_guard as ag
 from approval_guard._codec.wire import format_http_date, format_timestamp
-from tests.support.serving import serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread
 
 Route = Callable[[dict[str, Any], str], tuple[int, Any]]
 
@@ -87,7 +87,7 @@ class HostileProvider:
                 self.answer("create")
                 owner.created.set()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = BurstServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = serve_in_thread(self.server)
 

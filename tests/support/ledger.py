@@ -52,6 +52,23 @@ def make_ledger(spec: dict[str, Any]) -> Ledger:
     return PostgresLedger(spec["dsn"], table=spec["table"])
 
 
+@attrs.define
+class Handles:
+    """Second handles on one record (``Backend.reopen``), all closed when the test ends."""
+
+    spec: dict[str, Any]
+    opened: list[Ledger] = attrs.field(factory=list)
+
+    def reopen(self) -> Ledger:
+        ledger = make_ledger(self.spec)
+        self.opened.append(ledger)
+        return ledger
+
+    def close(self) -> None:
+        for ledger in self.opened:
+            ledger.close()  # type: ignore[attr-defined]
+
+
 def sqlite_backend(tmp_path: Path) -> Iterator[Backend]:
     path = tmp_path / "ledger.sqlite3"
     spec = {"kind": "sqlite", "path": str(path)}
@@ -63,7 +80,9 @@ def sqlite_backend(tmp_path: Path) -> Iterator[Backend]:
         with sqlite3.connect(path) as conn:
             conn.execute("DROP TABLE executions")
 
-    yield Backend("sqlite", ledger, spec, lambda: make_ledger(spec), sabotage)
+    handles = Handles(spec)
+    yield Backend("sqlite", ledger, spec, handles.reopen, sabotage)
+    handles.close()
     ledger.close()
 
 
@@ -83,7 +102,9 @@ def postgres_backend(dsn: str) -> Iterator[Backend]:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     secret = conninfo_to_dict(dsn).get("password")
-    yield Backend("postgres", ledger, spec, lambda: make_ledger(spec), drop, str(secret or ""))
+    handles = Handles(spec)
+    yield Backend("postgres", ledger, spec, handles.reopen, drop, str(secret or ""))
+    handles.close()
     ledger.close()
     drop()
 
@@ -138,11 +159,14 @@ class Workers:
         return [self.result(process, timeout) for process in processes]
 
     def kill_all(self) -> None:
-        """Kill whatever is still running."""
+        """Kill whatever is still running and close every worker's pipes."""
         for process in self.running:
             if process.poll() is None:
                 process.kill()
-                process.communicate()
+            process.wait()
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
 
 
 def guard_spec(backend: Backend | None, provider: Any, tmp_path: Path, key: str) -> dict[str, Any]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import requests
 
-from tests.support.serving import serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread
 
 
 class RewritingProxy:
@@ -63,7 +63,7 @@ class RewritingProxy:
 
             do_GET = do_POST = _forward
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = BurstServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         serve_in_thread(self.server)
 

@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 import approval_guard as ag
-from tests.support.serving import serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread
 
 # Has characters that URL-encoding changes, so every encoded form differs.
 SECRET = "agi_s3cret/t0ken+never=shown_123"
@@ -60,7 +60,7 @@ class ScriptedServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server = BurstServer(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         serve_in_thread(outer.server)

@@ -1,4 +1,9 @@
-"""The test helpers' own HTTP servers, served from a thread that stops as soon as it is told.
+"""The test helpers' own HTTP servers: a listen queue long enough for a burst, served from a
+thread that stops as soon as it is told.
+
+``socketserver`` listens with a queue of 5 connections: a test opening 64 at once
+on a loaded machine overflowed it, the kernel dropped the connection attempts past
+it and the clients sent theirs again a second later (a create timed out).
 
 ``socketserver``'s ``serve_forever`` looks at its shutdown flag once every
 ``poll_interval`` seconds, half a second by default, so each ``shutdown()``
@@ -9,9 +14,17 @@ from __future__ import annotations
 
 import socketserver
 import threading
+from http.server import ThreadingHTTPServer
 
 #: Seconds between two looks at the shutdown flag.
 POLL_INTERVAL = 0.02
+
+
+class BurstServer(ThreadingHTTPServer):
+    """A threading HTTP server whose listen queue holds a burst; its threads never block exit."""
+
+    request_queue_size = 1024
+    daemon_threads = True
 
 
 def serve_in_thread(server: socketserver.BaseServer) -> threading.Thread:

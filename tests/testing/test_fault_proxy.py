@@ -12,14 +12,14 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 import requests
 
 from approval_guard.testing import FaultProxy
-from tests.support.serving import serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread
 
 
 class _Upstream(BaseHTTPRequestHandler):
@@ -51,7 +51,7 @@ class _Upstream(BaseHTTPRequestHandler):
 @pytest.fixture
 def proxy() -> Iterator[FaultProxy]:
     _Upstream.created = []
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    upstream = BurstServer(("127.0.0.1", 0), _Upstream)
     upstream.daemon_threads = True
     serve_in_thread(upstream)
     stamp = datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

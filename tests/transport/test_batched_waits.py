@@ -324,9 +324,10 @@ def test_a_new_call_with_every_batch_in_flight_is_answered_at_once(
 def test_creates_wait_their_turn_and_each_is_timed_from_when_it_is_sent(hostile: Make) -> None:
     """512 calls at once: at most 64 creates in flight, and a queued one keeps its whole timeout.
 
-    Eight rounds of 0.3 s creates take 2.4 s, longer than the 2 s create timeout: a
+    Eight rounds of 0.5 s creates take 4 s, longer than the 3 s create timeout: a
     create timed from when it was queued would time out and be sent again; each has
-    1.7 s to spare for a loaded machine.
+    2.5 s to spare for a loaded machine (a default run's other workers start twenty
+    processes at once).
     """
     from approval_guard._transport.async_drive import CREATES
 
@@ -341,7 +342,7 @@ def test_creates_wait_their_turn_and_each_is_timed_from_when_it_is_sent(hostile:
             made[0] += 1
             rid = f"req-{made[0]}"
             requests[rid] = {**r, "id": rid}
-        time.sleep(0.3)
+        time.sleep(0.5)
         with lock:
             in_flight[0] -= 1
         return 201, requests[rid]
@@ -350,7 +351,7 @@ def test_creates_wait_their_turn_and_each_is_timed_from_when_it_is_sent(hostile:
         return 200, approved(requests[path.split("/")[3].split("?")[0]])
 
     p = hostile(create=create, read=read)
-    guard = _guard(p.url, "cred-1", timings=Timings(create_timeout=2.0))
+    guard = _guard(p.url, "cred-1", timings=Timings(create_timeout=3.0))
     ran: list[Any] = []
     tool = _refund(guard, ran)
 
