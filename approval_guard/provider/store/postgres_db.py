@@ -251,18 +251,8 @@ class PostgresDB(SQLStoreBase):
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Tx]:
-        batch, opened = self._group.join()
-        failure = None
-        try:
-            tx = _PGTx(self._writer.conn)
+        with self._grouped_write(self._group, lambda: _PGTx(self._writer.conn)) as tx:
             yield tx
-            # In the member's own part of the batch: its outbox rows commit, or not, with it.
-            self._before_commit(tx, tx.events)
-            batch.keep(tx.seq, tx.changed)
-        except BaseException as exc:
-            failure = exc
-        # Returns once the batch holding this write committed (and the feed heard of it).
-        self._group.leave(batch, opened, failure)
 
     def close(self) -> None:
         """Commit an open batch, wake every waiter, stop listening, close. Idempotent."""

@@ -328,18 +328,8 @@ class SQLiteDB(SQLStoreBase):
             if tx.changed:
                 self._changed(tx.seq, tuple(dict.fromkeys(tx.changed)))
             return
-        batch, opened = self._group.join()
-        failure = None
-        try:
-            tx = _SQLiteTx(self._db)
+        with self._grouped_write(self._group, lambda: _SQLiteTx(self._db)) as tx:
             yield tx
-            # In the member's own part of the batch: its outbox rows commit, or not, with it.
-            self._before_commit(tx, tx.events)
-            batch.keep(tx.seq, tx.changed)
-        except BaseException as exc:
-            failure = exc
-        # Returns once the batch holding this write committed (and the feed heard of it).
-        self._group.leave(batch, opened, failure)
         self._checkpoints.wrote()
 
     def _restart_wal(self) -> None:

@@ -19,7 +19,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from approval_guard._codec.exact_json import canonical_json, load_stored
 from approval_guard._codec.wire_models import Decision
@@ -33,6 +33,9 @@ from approval_guard.provider.store.models import (
     StoredRequest,
     system_clock,
 )
+
+if TYPE_CHECKING:
+    from approval_guard.provider.store.group_commit import GroupCommit
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -71,6 +74,17 @@ class Tx(Reader, Protocol):
     def lock(self, name: str) -> None:
         """Hold ``name`` until the transaction ends, against every instance on the database."""
         ...
+
+
+class WriteTx(Tx, Protocol):
+    """A backend's write transaction as a grouped write ends it: what it changed."""
+
+    seq: int
+    changed: list[str]
+    events: list[tuple[str, str, datetime, int]]
+
+
+W = TypeVar("W", bound=WriteTx)
 
 
 def returned(cursor: Cursor) -> Any:
@@ -221,6 +235,25 @@ class SQLStoreBase:
         Nothing here; the webhook outbox queues its rows in it.
         """
         del tx, events
+
+    @contextlib.contextmanager
+    def _grouped_write(self, group: GroupCommit, make_tx: Callable[[], W]) -> Iterator[W]:
+        """One write in ``group``'s batch; returns once the batch holding it committed.
+
+        ``make_tx`` is called with the writer's lock held.
+        """
+        batch, opened = group.join()
+        failure = None
+        try:
+            tx = make_tx()
+            yield tx
+            # In the member's own part of the batch: its outbox rows commit, or not, with it.
+            self._before_commit(tx, tx.events)
+            batch.keep(tx.seq, tx.changed)
+        except BaseException as exc:
+            failure = exc
+        # Returns once the batch holding this write committed (and the feed heard of it).
+        group.leave(batch, opened, failure)
 
     # ------------------------------------------------------------------ common
 
