@@ -8,7 +8,6 @@ models built from these are in :mod:`approval_guard._codec.wire_models`.
 from __future__ import annotations
 
 import email.utils
-import math
 import re
 import sys
 from datetime import datetime, timedelta, timezone
@@ -189,9 +188,8 @@ def parse_http_date(value: str | None) -> datetime | None:
 
 def format_http_date(moment: datetime) -> str:
     """Write an HTTP ``Date`` header value (one-second resolution, as HTTP has)."""
-    # The second it is in (floor: int() would put both sides of 1970 in second 0),
-    # and the text written from that second itself, so the two always agree.
-    second = math.floor(moment.timestamp())
+    # The text is written from the second itself, so the two always agree.
+    second = epoch_second(moment)
     last_second, last_text = _LAST_HTTP_DATE[0]
     if last_second == second:
         # Every answer in one second carries the same text: written once.
@@ -201,7 +199,18 @@ def format_http_date(moment: datetime) -> str:
     return text
 
 
+def epoch_second(moment: datetime) -> int:
+    """The whole second since 1970 that an aware ``moment`` is in, counted exactly.
+
+    Not ``int(moment.timestamp())``: ``int`` puts both sides of 1970 in second 0,
+    and the float rounds a moment in a second's last microseconds (3059-01-01
+    00:00:00.999997) up into the next second.
+    """
+    return (moment - _EPOCH) // _ONE_SECOND
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_SECOND = timedelta(seconds=1)
 #: The last second written by :func:`format_http_date`, and its text (none yet).
 _LAST_HTTP_DATE: list[tuple[int | None, str]] = [(None, "")]
 
@@ -214,6 +223,7 @@ __all__ = [
     "PENDING",
     "STATUSES",
     "WireError",
+    "epoch_second",
     "format_http_date",
     "format_timestamp",
     "parse_http_date",

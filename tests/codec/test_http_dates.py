@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import approval_guard as ag
 from approval_guard._codec.wire import (
+    epoch_second,
     format_http_date,
     parse_http_date,
 )
@@ -39,6 +40,14 @@ def test_http_dates_round_trip(moment: datetime) -> None:
     assert whole == parse_http_date(
         whole.strftime("%a %b ") + f"{whole.day:2d}" + whole.strftime(" %H:%M:%S %Y")
     )
+
+
+def test_a_moment_in_a_seconds_last_microseconds_is_written_as_that_second() -> None:
+    """The float of ``timestamp()`` rounds 3059-01-01 00:00:00.999997 up; the Date does not."""
+    moment = datetime(3059, 1, 1, 0, 0, 0, 999997, tzinfo=timezone.utc)
+    assert "Sat, 01 Jan 3059 00:00:00 GMT" == format_http_date(moment)
+    assert epoch_second(moment) == epoch_second(moment.replace(microsecond=0))
+    assert -1 == epoch_second(datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=timezone.utc))
 
 
 def test_http_dates_either_side_of_1970_are_each_their_own_second() -> None:

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
+import signal
+import time
 import warnings
 from collections.abc import Callable
+
+#: Seconds a forked child has to answer.
+CHILD_LIMIT = 30.0
 
 
 def c_fork() -> int:
     """fork(2) called directly: the child runs none of Python's at-fork hooks."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: forking with threads
-        return int(ctypes.CDLL(None, use_errno=True).fork())
+        # PyDLL: the GIL stays held across fork(2). CDLL would release it, and a child
+        # forked while another thread held it waits for that thread forever.
+        return int(ctypes.PyDLL(None, use_errno=True).fork())
 
 
 def in_c_forked_child(fn: Callable[[], str]) -> str:
@@ -30,7 +38,19 @@ def in_c_forked_child(fn: Callable[[], str]) -> str:
             os._exit(0)
     assert pid > 0
     os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        text = pipe.read().decode()
+    # A child forked with another thread holding a lock it needs waits forever (the
+    # hazard of forking a threaded process): it is killed, and the test told so.
+    chunks: list[bytes] = []
+    end = time.monotonic() + CHILD_LIMIT
+    with os.fdopen(read, "rb", buffering=0) as pipe:
+        while (left := end - time.monotonic()) > 0 and select.select([pipe], [], [], left)[0]:
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return f"hung: no answer from the forked child in {CHILD_LIMIT} s"
     os.waitpid(pid, 0)
-    return text
+    return b"".join(chunks).decode()

@@ -24,6 +24,7 @@ from approval_guard._codec.wire import (
     DENIED,
     EXPIRED,
     PENDING,
+    epoch_second,
     format_timestamp,
 )
 from approval_guard.provider.rules.config import ToolRule
@@ -71,7 +72,7 @@ def json_text(value: Any) -> str:
 def when(moment: datetime) -> str:
     """A time Slack shows in each reader's own zone, with the UTC time as the fallback."""
     stamp = format_timestamp(moment)
-    return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time_secs}}|{stamp}>"
+    return f"<!date^{epoch_second(moment)}^{{date_short_pretty}} {{time_secs}}|{stamp}>"
 
 
 def _section(markdown: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import anyio
 import httpx
 from starlette.concurrency import run_in_threadpool
 
+from approval_guard._codec.wire import epoch_second
 from approval_guard.provider.store.models import StoreClosedError
 from approval_guard.provider.store.protocol import StoreProtocol
 from approval_guard.provider.store.sql.audit import SYSTEM
@@ -168,7 +169,7 @@ class Deliverer:
             now=now,
             approvers=approvers,
         )
-        timestamp = int(now.timestamp())
+        timestamp = epoch_second(now)
         headers = {
             "Content-Type": "application/json",
             "User-Agent": "approval-guard-webhooks",
