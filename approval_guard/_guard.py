@@ -33,7 +33,7 @@ from approval_guard._options.redact import as_reviewed, check_key, new_key
 from approval_guard._options.spec import ToolSpec, check_requested_by, check_token
 from approval_guard._options.spec import seconds_option as _seconds
 from approval_guard._options.when import asks, asks_async
-from approval_guard._otel import call_span, tracing
+from approval_guard._otel import call_span, may_trace
 from approval_guard._transport.async_drive import drive_async, threaded
 from approval_guard._transport.drive import APerform
 from approval_guard._transport.sync_client import ProviderClient, check_base_url
@@ -316,7 +316,7 @@ class Guard:
         return gen, abandon
 
     def _call_sync(self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not tracing():
+        if not may_trace():
             return self._traced_sync(spec, args, kwargs, Report.of(spec, self._on_event, None))
         with call_span(spec.name, self._clock.monotonic) as span:
             return self._traced_sync(spec, args, kwargs, Report.of(spec, self._on_event, span))
@@ -367,7 +367,7 @@ class Guard:
     async def _call_async(
         self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        if not tracing():
+        if not may_trace():
             report = Report.of(spec, self._on_event, None)
             return await self._traced_async(spec, args, kwargs, report)
         with call_span(spec.name, self._clock.monotonic) as span:

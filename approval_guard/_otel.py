@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from types import TracebackType
 from typing import Any
 
@@ -45,6 +46,9 @@ _trace: Any = None
 _tracer: Any = None
 _proxy: Any = None
 _looked = False
+#: Whether OTEL_PYTHON_TRACER_PROVIDER names a provider (None: not looked at yet).
+_named: bool | None = None
+_MISSING: Any = object()
 
 
 def _api() -> Any:
@@ -70,6 +74,27 @@ def _api() -> Any:
 def tracing() -> bool:
     """True when ``opentelemetry-api`` is installed (calls then get a span)."""
     return _api() is not None
+
+
+def may_trace() -> bool:
+    """False when a call now would certainly get no span: no API, or no provider set.
+
+    Asked on every guarded call. ``trace.get_tracer_provider()`` looks the
+    environment up each time while no provider is set (about a microsecond), so
+    the API's global is read instead, and the environment once: a provider set
+    later with ``set_tracer_provider`` is still seen at the next call. True is
+    no promise: :class:`call_span` decides, as it always has.
+    """
+    global _named
+    trace = _trace if _looked else _api()
+    if trace is None:
+        return False
+    if getattr(trace, "_TRACER_PROVIDER", _MISSING) is not None:
+        return True  # set (or an API without that global: call_span asks it properly)
+    if _named is None:
+        _named = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+    # Named there, get_tracer_provider() loads it (in call_span, which handles a failure).
+    return _named
 
 
 class CallSpan:

@@ -49,7 +49,7 @@ class Tracker(Protocol):
         """Called once it is over: its answer, or None when it failed. Never raises."""
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # dict-backed, as CallPlan is: one per exchange
 class Exchange:
     """Perform ``spec`` with the provider and send back its :class:`~._answer.Answer`.
 

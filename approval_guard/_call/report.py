@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("approval_guard")
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # dict-backed, as CallPlan is: one per call
 class Report:
     """Where one call's events and span go, and how its outcome becomes the caller's value."""
 

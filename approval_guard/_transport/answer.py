@@ -31,7 +31,7 @@ class TransportError(Exception):
         self.message = message
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # dict-backed, as ClockSample is: one per exchange
 class Answer:
     """One HTTP answer from the provider, decoded."""
 

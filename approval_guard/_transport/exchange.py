@@ -56,7 +56,8 @@ class Headers(Protocol):
     def get(self, key: str, /) -> str | None: ...
 
 
-@attrs.frozen
+# Dict-backed (its subclasses too), as ClockSample is: one per exchange.
+@attrs.frozen(slots=False)
 class ExchangeSpec:
     """What to send, and how long the whole exchange may take (a hard deadline, seconds).
 
@@ -77,7 +78,7 @@ class ExchangeSpec:
         return f"{self.method} {self.path}"
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class LongPoll(ExchangeSpec):
     """A long poll's exchange, naming its request and wait (a batched wait may carry it)."""
 
@@ -85,7 +86,7 @@ class LongPoll(ExchangeSpec):
     wait: int = 0
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Create(ExchangeSpec):
     """A create's exchange; ``by``: the latest moment (monotonic) it may still be sent.
 

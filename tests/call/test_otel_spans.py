@@ -208,6 +208,45 @@ def test_with_the_api_and_no_provider_set_no_span_is_started_until_one_is(
     assert "ok" in done.stdout, done.stderr
 
 
+def test_a_provider_named_by_the_environment_before_the_first_call_gets_its_span(
+    tmp_path: Any,
+) -> None:
+    """OTEL_PYTHON_TRACER_PROVIDER set once the API was looked up, none in code: a span."""
+    script = textwrap.dedent(
+        """
+        import approval_guard as ag
+        from approval_guard import _otel
+        from approval_guard.testing import LocalProvider, approve_after
+        from opentelemetry import trace
+        import os
+        assert _otel.tracing()
+        os.environ["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
+        assert trace._TRACER_PROVIDER is None  # only the environment names one
+        started = []
+        real = _otel._tracer.start_span
+        def counting(*args, **kwargs):
+            started.append(args[0])
+            return real(*args, **kwargs)
+        _otel._tracer.start_span = counting
+        with LocalProvider(policy=approve_after(0.05)) as p:
+            guard = ag.Guard(base_url=p.url, credential=p.credential, harness_limit="1m",
+                             poll_wait="2s", return_margin="1s", deadline_margin="1s")
+            @guard.requires_approval(timeout="30s")
+            def tool(x: int) -> int:
+                return x * 2
+            assert tool(21) == 42
+            assert ["approval_guard.call"] == started, started
+        print("ok")
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert "ok" in done.stdout, done.stderr
+
+
 # A bug found in the review of issue 11 (when=, redact=, editable=, events).
 def test_a_cancelled_tool_on_the_when_false_path_is_no_error_span(
     provider: LocalProvider, guard: ag.Guard, spans: Any
