@@ -162,6 +162,25 @@ def test_without_the_extra_nothing_is_imported_and_calls_still_run(tmp_path: Any
     assert "ok" in done.stdout, done.stderr
 
 
+#: The start of a child script: spans started are counted, and a guarded tool made.
+_COUNTED_TOOL = textwrap.dedent(
+    """\
+    started = []
+    real = _otel._tracer.start_span
+    def counting(*args, **kwargs):
+        started.append(args[0])
+        return real(*args, **kwargs)
+    _otel._tracer.start_span = counting
+    with LocalProvider(policy=approve_after(0.05)) as p:
+        guard = ag.Guard(base_url=p.url, credential=p.credential, harness_limit="1m",
+                         poll_wait="2s", return_margin="1s", deadline_margin="1s")
+        @guard.requires_approval(timeout="30s")
+        def tool(x: int) -> int:
+            return x * 2
+    """
+).rstrip("\n")
+
+
 def test_with_the_api_and_no_provider_set_no_span_is_started_until_one_is(
     tmp_path: Any,
 ) -> None:
@@ -176,18 +195,7 @@ def test_with_the_api_and_no_provider_set_no_span_is_started_until_one_is(
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
         assert _otel.tracing()
-        started = []
-        real = _otel._tracer.start_span
-        def counting(*args, **kwargs):
-            started.append(args[0])
-            return real(*args, **kwargs)
-        _otel._tracer.start_span = counting
-        with LocalProvider(policy=approve_after(0.05)) as p:
-            guard = ag.Guard(base_url=p.url, credential=p.credential, harness_limit="1m",
-                             poll_wait="2s", return_margin="1s", deadline_margin="1s")
-            @guard.requires_approval(timeout="30s")
-            def tool(x: int) -> int:
-                return x * 2
+        {_COUNTED_TOOL}
             assert tool(21) == 42
             assert [] == started, started
             exporter = InMemorySpanExporter()
@@ -199,7 +207,7 @@ def test_with_the_api_and_no_provider_set_no_span_is_started_until_one_is(
             assert ["approval_guard.call"] == [s.name for s in exporter.get_finished_spans()]
         print("ok")
         """
-    )
+    ).replace("{_COUNTED_TOOL}", _COUNTED_TOOL)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
     done = subprocess.run(
@@ -222,23 +230,12 @@ def test_a_provider_named_by_the_environment_before_the_first_call_gets_its_span
         assert _otel.tracing()
         os.environ["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
         assert trace._TRACER_PROVIDER is None  # only the environment names one
-        started = []
-        real = _otel._tracer.start_span
-        def counting(*args, **kwargs):
-            started.append(args[0])
-            return real(*args, **kwargs)
-        _otel._tracer.start_span = counting
-        with LocalProvider(policy=approve_after(0.05)) as p:
-            guard = ag.Guard(base_url=p.url, credential=p.credential, harness_limit="1m",
-                             poll_wait="2s", return_margin="1s", deadline_margin="1s")
-            @guard.requires_approval(timeout="30s")
-            def tool(x: int) -> int:
-                return x * 2
+        {_COUNTED_TOOL}
             assert tool(21) == 42
             assert ["approval_guard.call"] == started, started
         print("ok")
         """
-    )
+    ).replace("{_COUNTED_TOOL}", _COUNTED_TOOL)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
     done = subprocess.run(
