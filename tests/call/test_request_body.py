@@ -22,7 +22,7 @@ from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import JSONNumber
 from approval_guard._codec.serialize import dumps
 from approval_guard.testing import LocalProvider, approve_after
-from tests.support.forks import in_c_forked_child
+from tests.support.forks import in_a_fresh_fork, in_c_forked_child
 from tests.support.guards import make_guard, refund_tool
 
 _SCALARS = (
@@ -125,10 +125,13 @@ def test_a_child_forked_without_pythons_fork_hooks_makes_keys_of_its_own() -> No
     parent read ahead would be the parent's next key, and two calls with one key and the
     same arguments are one request at the provider, so one approval could run twice.
     """
-    new_idempotency_key()  # the parent has made a key already
-    child_key = in_c_forked_child(new_idempotency_key)
-    assert uuid.UUID(child_key).version == 4
-    assert child_key != new_idempotency_key()
+
+    def scenario() -> str:
+        new_idempotency_key()  # the parent has made a key already
+        child_key = in_c_forked_child(new_idempotency_key)
+        return f"v{uuid.UUID(child_key).version} {child_key != new_idempotency_key()}"
+
+    assert "v4 True" == in_a_fresh_fork(scenario)
 
 
 class _Name(str):

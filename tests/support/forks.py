@@ -1,4 +1,13 @@
-"""Forking as C code does (uWSGI's workers): fork(2) itself, no ``os.register_at_fork`` hook."""
+"""Forking as C code does (uWSGI's workers): fork(2) itself, no ``os.register_at_fork`` hook.
+
+fork(2) from a process whose other threads are busy is a hazard of its own: a child
+forked while another thread held a lock of the interpreter (the GIL's own mutex,
+taken for a moment at every hand-over) waits for that thread forever. pytest's
+workers run threads of their own, and the test servers run more. So a scenario that
+forks as C code runs in :func:`in_a_fresh_fork`: a child of ``os.fork()``, which
+Python leaves with one thread and a fresh GIL. Only what the scenario starts runs
+beside it there, and :func:`c_fork` forks once those threads have gone idle.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +22,21 @@ from collections.abc import Callable
 #: Seconds a forked child has to answer.
 CHILD_LIMIT = 30.0
 
+#: Seconds a fresh fork's own threads (the watchdog, idle helpers) get to go idle
+#: (blocked on a lock, away from the GIL) before :func:`c_fork` forks.
+SETTLE = 0.2
+
+_fresh_pid: int | None = None  # the process in_a_fresh_fork made, if this is it
+
 
 def c_fork() -> int:
-    """fork(2) called directly: the child runs none of Python's at-fork hooks."""
+    """fork(2) called directly: the child runs none of Python's at-fork hooks.
+
+    Only in a process made by :func:`in_a_fresh_fork`, where no thread but the
+    scenario's own can hold a lock of the interpreter.
+    """
+    assert _fresh_pid == os.getpid(), "c_fork() forks only in in_a_fresh_fork()"
+    time.sleep(SETTLE)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: forking with threads
         # PyDLL: the GIL stays held across fork(2). CDLL would release it, and a child
@@ -23,10 +44,12 @@ def c_fork() -> int:
         return int(ctypes.PyDLL(None, use_errno=True).fork())
 
 
-def in_c_forked_child(fn: Callable[[], str]) -> str:
-    """``fn()`` run in a child made by :func:`c_fork`: its text, or the error it raised."""
+def _run_in_child(fork: Callable[[], int], fn: Callable[[], str], limit: float) -> str:
+    """``fn()`` run in a child made by ``fork``: its text, or the error it raised."""
     read, write = os.pipe()
-    pid = c_fork()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: forking with threads
+        pid = fork()
     if pid == 0:  # the child: send the text, and leave without pytest's exit
         try:
             try:
@@ -38,10 +61,9 @@ def in_c_forked_child(fn: Callable[[], str]) -> str:
             os._exit(0)
     assert pid > 0
     os.close(write)
-    # A child forked with another thread holding a lock it needs waits forever (the
-    # hazard of forking a threaded process): it is killed, and the test told so.
+    # A child that hangs is killed, and the test told so.
     chunks: list[bytes] = []
-    end = time.monotonic() + CHILD_LIMIT
+    end = time.monotonic() + limit
     with os.fdopen(read, "rb", buffering=0) as pipe:
         while (left := end - time.monotonic()) > 0 and select.select([pipe], [], [], left)[0]:
             chunk = pipe.read(65536)
@@ -51,6 +73,30 @@ def in_c_forked_child(fn: Callable[[], str]) -> str:
         else:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return f"hung: no answer from the forked child in {CHILD_LIMIT} s"
+            return f"hung: no answer from the forked child in {limit} s"
     os.waitpid(pid, 0)
     return b"".join(chunks).decode()
+
+
+def _fresh() -> int:
+    global _fresh_pid
+    pid = os.fork()
+    if pid == 0:
+        _fresh_pid = os.getpid()
+    return pid
+
+
+def in_a_fresh_fork(scenario: Callable[[], str]) -> str:
+    """``scenario()`` run in a child of ``os.fork()`` (one thread): its text, or its error."""
+    # Longer than a C-forked child's limit: a hang in there is reported from in there.
+    return _run_in_child(_fresh, scenario, CHILD_LIMIT + 15)
+
+
+def in_child_of(fork: Callable[[], int], fn: Callable[[], str]) -> str:
+    """``fn()`` run in a child made by ``fork`` (``os.fork`` or :func:`c_fork`): its text."""
+    return _run_in_child(fork, fn, CHILD_LIMIT)
+
+
+def in_c_forked_child(fn: Callable[[], str]) -> str:
+    """``fn()`` run in a child made by :func:`c_fork`: its text, or the error it raised."""
+    return in_child_of(c_fork, fn)

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from approval_guard._transport import threads
-from tests.support.forks import in_c_forked_child
+from tests.support.forks import in_a_fresh_fork, in_c_forked_child
 
 MARK: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unset")
 
@@ -110,10 +110,13 @@ def test_a_forked_child_does_not_wait_on_the_parents_idle_helpers() -> None:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_child_forked_without_pythons_fork_hooks_starts_helpers_of_its_own() -> None:
     """A child forked by C code (uWSGI's workers) never gives a job to a parent's idle helper."""
-    _wait(threads.start(lambda: None, name="approval_guard-test"))  # leaves a helper idle
 
     def run_one() -> str:
         outcome = threads.start(lambda: "ran", name="approval_guard-test")
         return str(outcome.result()) if outcome.done.wait(10) else "never ran"
 
-    assert "ran" == in_c_forked_child(run_one)
+    def scenario() -> str:
+        _wait(threads.start(lambda: None, name="approval_guard-test"))  # leaves a helper idle
+        return in_c_forked_child(run_one)
+
+    assert "ran" == in_a_fresh_fork(scenario)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from approval_guard._transport import watchdog
-from tests.support.forks import in_c_forked_child
+from tests.support.forks import in_a_fresh_fork, in_c_forked_child
 
 
 class Connection:
@@ -99,8 +99,6 @@ def test_deadlines_fire_in_their_own_order(pair: tuple[socket.socket, socket.soc
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_child_forked_without_pythons_fork_hooks_keeps_its_deadlines() -> None:
     """A child forked by C code (uWSGI's workers) has no watchdog thread yet: it starts one."""
-    with watchdog.kept(0.01):
-        pass  # the parent's watchdog thread is running
 
     def blocked_read() -> str:
         a, b = socket.socketpair()
@@ -112,4 +110,9 @@ def test_a_child_forked_without_pythons_fork_hooks_keeps_its_deadlines() -> None
         b.close()  # only now: the peer stays open while the read waits
         return f"{got!r} {deadline.fired} {time.monotonic() - started < 5}"
 
-    assert "b'' True True" == in_c_forked_child(blocked_read)
+    def scenario() -> str:
+        with watchdog.kept(0.01):
+            pass  # the parent's watchdog thread is running
+        return in_c_forked_child(blocked_read)
+
+    assert "b'' True True" == in_a_fresh_fork(scenario)
