@@ -8,6 +8,7 @@ import pytest
 
 import approval_guard as ag
 from approval_guard.testing import LocalProvider
+from tests.support.frameworks import close_loop_left_by_run_sync
 
 
 @pytest.fixture
@@ -23,3 +24,9 @@ def short_guard(provider: LocalProvider) -> Iterator[ag.Guard]:
     )
     yield made
     made.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_event_loop_left_open() -> Iterator[None]:
+    yield
+    close_loop_left_by_run_sync()

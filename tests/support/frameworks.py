@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
+import warnings
 from types import ModuleType
 
 import pytest
@@ -26,3 +28,20 @@ def require_framework(module: str) -> ModuleType:
             f"the 'frameworks' extra ({exc})",
             pytrace=False,
         )
+
+
+def close_loop_left_by_run_sync() -> None:
+    """Close the loop Pydantic AI's ``run_sync`` sets as the thread's own and leaves open.
+
+    Left open, it is garbage collected in whichever test comes next: an "unclosed
+    event loop" warning blamed on a test that had nothing to do with it.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: no current loop
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:  # none set
+            return
+    if not loop.is_running():
+        loop.close()
+        asyncio.set_event_loop(None)

@@ -52,6 +52,8 @@ class ProviderProcess:
         assert self.proc is not None
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()  # the next start() opens a pipe of its own
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
