@@ -8,6 +8,7 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -363,7 +364,8 @@ def test_a_previous_version_process_still_claims_in_an_upgraded_file(
             " NULL, NULL) ON CONFLICT (request_id) DO NOTHING"
         )
 
-    row = SQLiteLedger(old_sqlite_file).get("req-v0")
+    with closing(SQLiteLedger(old_sqlite_file)) as reopened:
+        row = reopened.get("req-v0")
     assert row is not None and row.arguments_digest is None
 
 
@@ -515,7 +517,8 @@ def test_an_old_postgres_table_a_role_cannot_alter_fails_closed_with_the_fix(
         assert password not in message
 
         # Once the owner has added the column, the DML-only role needs no DDL.
-        PostgresLedger(pg_dsn, table=old_pg_table).get("req-old")
+        with closing(PostgresLedger(pg_dsn, table=old_pg_table)) as owners:
+            owners.get("req-old")
         assert ledger.claim("req-1", tool="t", worker="w", arguments_digest=DIGEST)
         ledger.close()
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -130,7 +131,8 @@ def test_prune_deletes_old_rows_and_prints_the_count(
     assert run(["ledger", "prune", "--db", str(db), "--older-than", "30d"]) == 0
 
     assert capsys.readouterr().out.strip() == "deleted 1 execution older than 30d"
-    assert [row.request_id for row in SQLiteLedger(db).recent()] == ["req-started-with-a-long-id"]
+    with closing(SQLiteLedger(db)) as ledger:
+        assert [row.request_id for row in ledger.recent()] == ["req-started-with-a-long-id"]
 
 
 @pytest.mark.parametrize("age", ["30m", "59m59s"])
@@ -143,7 +145,8 @@ def test_prune_refuses_an_age_under_an_hour(
 
     assert exit_info.value.code == 2
     assert "too young" in capsys.readouterr().err
-    assert len(SQLiteLedger(db).recent()) == 2
+    with closing(SQLiteLedger(db)) as ledger:
+        assert len(ledger.recent()) == 2
 
 
 @pytest.mark.parametrize(
