@@ -7,10 +7,16 @@ workers run threads of their own, and the test servers run more. So a scenario t
 forks as C code runs in :func:`in_a_fresh_fork`: a child of ``os.fork()``, which
 Python leaves with one thread and a fresh GIL. Only what the scenario starts runs
 beside it there, and :func:`c_fork` forks once those threads have gone idle.
+
+Only the interpreter's own locks are made anew in that child: a lock another thread
+of the worker held at the fork (a buffered stream's, a module's) stays held there.
+So a scenario writes its answer only to the pipe it is given, never to stdout,
+stderr or a log the worker's threads write to.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import select
@@ -45,7 +51,11 @@ def c_fork() -> int:
 
 
 def _run_in_child(fork: Callable[[], int], fn: Callable[[], str], limit: float) -> str:
-    """``fn()`` run in a child made by ``fork``: its text, or the error it raised."""
+    """``fn()`` run in a child made by ``fork``: its text, or what became of the child.
+
+    ``raised <type>: <message>`` when ``fn`` raised, ``hung: ...`` when the child was
+    killed after ``limit`` seconds, ``died: ...`` when it ended without a word.
+    """
     read, write = os.pipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: forking with threads
@@ -53,29 +63,46 @@ def _run_in_child(fork: Callable[[], int], fn: Callable[[], str], limit: float) 
     if pid == 0:  # the child: send the text, and leave without pytest's exit
         try:
             try:
-                text = fn()
+                data = str(fn()).encode()
             except BaseException as exc:
-                text = f"raised {type(exc).__name__}: {exc}"
-            os.write(write, text.encode())
+                data = f"raised {type(exc).__name__}: {exc}".encode(errors="replace")
+            os.write(write, data)
         finally:
             os._exit(0)
     assert pid > 0
     os.close(write)
-    # A child that hangs is killed, and the test told so.
     chunks: list[bytes] = []
-    end = time.monotonic() + limit
-    with os.fdopen(read, "rb", buffering=0) as pipe:
-        while (left := end - time.monotonic()) > 0 and select.select([pipe], [], [], left)[0]:
-            chunk = pipe.read(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
+    reaped = False
+    try:
+        end = time.monotonic() + limit
+        with os.fdopen(read, "rb", buffering=0) as pipe:
+            while (left := end - time.monotonic()) > 0 and select.select([pipe], [], [], left)[0]:
+                chunk = pipe.read(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            else:  # a child that hangs is killed, and the test told so
+                return f"hung: no answer from the forked child in {limit} s"
+        _, status = os.waitpid(pid, 0)
+        reaped = True
+    finally:
+        if not reaped:  # hung, or this process interrupted: no child outlives the test
+            _kill(pid)
+    if not chunks:
+        code = os.waitstatus_to_exitcode(status)
+        return f"died: the forked child ended without a word (exit {code})"
+    return b"".join(chunks).decode()
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL ``pid`` (and its process group, when it leads one) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:  # a fresh fork: what it forked in turn goes with it
+            os.killpg(pid, signal.SIGKILL)
         else:
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return f"hung: no answer from the forked child in {limit} s"
-    os.waitpid(pid, 0)
-    return b"".join(chunks).decode()
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _fresh() -> int:
@@ -83,6 +110,10 @@ def _fresh() -> int:
     pid = os.fork()
     if pid == 0:
         _fresh_pid = os.getpid()
+        os.setpgid(0, 0)  # a group of its own, killed whole
+    else:
+        with contextlib.suppress(OSError):  # both sides set it: no race with a kill
+            os.setpgid(pid, pid)
     return pid
 
 
