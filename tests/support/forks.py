@@ -43,11 +43,9 @@ def c_fork() -> int:
     """
     assert _fresh_pid == os.getpid(), "c_fork() forks only in in_a_fresh_fork()"
     time.sleep(SETTLE)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: forking with threads
-        # PyDLL: the GIL stays held across fork(2). CDLL would release it, and a child
-        # forked while another thread held it waits for that thread forever.
-        return int(ctypes.PyDLL(None, use_errno=True).fork())
+    # PyDLL: the GIL stays held across fork(2). CDLL would release it, and a child
+    # forked while another thread held it waits for that thread forever.
+    return int(ctypes.PyDLL(None, use_errno=True).fork())
 
 
 def _run_in_child(fork: Callable[[], int], fn: Callable[[], str], limit: float) -> str:
@@ -58,7 +56,7 @@ def _run_in_child(fork: Callable[[], int], fn: Callable[[], str], limit: float) 
     """
     read, write = os.pipe()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: forking with threads
+        warnings.simplefilter("ignore", DeprecationWarning)  # os.fork, 3.12+: with threads
         pid = fork()
     if pid == 0:  # the child: send the text, and leave without pytest's exit
         try:
