@@ -161,6 +161,7 @@ def _create_now(
             requested_by=requested_by,
             approvals_required=required,
             source=source,
+            rules=ctx.rules,
         )
     except IdempotencyKeyReused as exc:
         # Keys are per credential, so this is the request its own creator made.

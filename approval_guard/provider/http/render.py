@@ -39,6 +39,9 @@ def request_json(request: ApprovalRequest) -> dict[str, Any]:
                 {"by": one.by, "at": format_timestamp(one.at)} for one in request.approvals
             ]
             out["approvals_required"] = request.approvals_required
+        if request.decision_grant is not None and isinstance(out.get("decision"), dict):
+            # API 1.3: the standing grant that decided it when it was made.
+            out["decision"]["grant"] = request.decision_grant
     return out
 
 

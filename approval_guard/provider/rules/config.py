@@ -13,6 +13,14 @@
     webhooks = [{url = "https://hooks.example/x", secret = "whsec_...", format = "slack"}]
     slack_channel = "C0123ABC"      # post its requests to this Slack channel (serve --slack-...)
     email_to = ["role:payments", "carol@example.com"]  # mailed one-click links (docs/email.md)
+    grants = true                   # reviewers may give standing grants (default true)
+    max_grant = "1h"                # the longest a standing grant may last (default 1h)
+
+    [[tools.issue_refund.auto]]     # decided at once, by the rule (docs/asking-less.md)
+    name = "small GBP refunds"
+    decision = "approve"            # or "deny"; deny rules win over approve rules
+    match = { amount = { max = 1000 }, currency = { in = ["GBP"] } }
+    requested_by = ["alice@example.com"]   # optional: only calls on behalf of these
 
 A tool without a table gets ``[defaults]`` (or, without that, today's
 behaviour: any reviewer, one approval). Every refusal is a :class:`RulesError`
@@ -30,6 +38,7 @@ from typing import Any
 import attrs
 
 from approval_guard._codec.duration import parse_duration_string
+from approval_guard.provider.rules.scope import ScopeError, check_match
 from approval_guard.provider.webhooks.signing import check_url, parse_secret
 
 if sys.version_info >= (3, 11):
@@ -50,7 +59,15 @@ _KEYS = (
     "webhooks",
     "slack_channel",
     "email_to",
+    "grants",
+    "max_grant",
+    "auto",
 )
+_AUTO_KEYS = ("name", "decision", "match", "requested_by")
+#: The default (and the ceiling of) how long a standing grant may last.
+DEFAULT_MAX_GRANT = 3600
+#: The longest ``max_grant`` a rules file may set.
+MAX_GRANT = 7 * 24 * 3600
 #: A Slack channel: its id (``C0123ABC``), or ``#name``.
 SLACK_CHANNEL = re.compile(r"[CGD][A-Z0-9]{2,30}|#[a-z0-9][a-z0-9._-]{0,79}")
 _WEBHOOK_KEYS = ("url", "secret", "format")
@@ -70,6 +87,19 @@ Webhook = tuple[str, str | None, str]
 
 
 @attrs.frozen
+class AutoRule:
+    """One ``[[tools.NAME.auto]]`` entry: a scope decided at once, by the rule."""
+
+    name: str
+    #: ``"approved"`` or ``"denied"`` (the file says ``approve`` / ``deny``).
+    decision: str
+    #: Argument name -> checked constraint (see :mod:`~approval_guard.provider.rules.scope`).
+    match: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Only calls on behalf of one of these (exactly as sent); None: anyone's, or nobody's.
+    requested_by: tuple[str, ...] | None = None
+
+
+@attrs.frozen
 class ToolRule:
     """What one tool's decisions need. ``approvers`` None means every reviewer may decide."""
 
@@ -84,6 +114,12 @@ class ToolRule:
     slack_channel: str | None = None
     #: Who is mailed this tool's new requests: addresses and ``role:NAME`` entries.
     email_to: tuple[str, ...] = ()
+    #: Whether reviewers may give standing grants on this tool.
+    grants: bool = True
+    #: Seconds a standing grant may last at most.
+    max_grant: int = DEFAULT_MAX_GRANT
+    #: Auto-decisions, deny rules first (each decides a covered create at once).
+    auto: tuple[AutoRule, ...] = ()
 
     def may_decide(self, roles: tuple[str, ...]) -> bool:
         """True when a reviewer with these roles may decide this tool's requests."""
@@ -309,7 +345,105 @@ def _rule(
         changes["slack_channel"] = value
     if "email_to" in table:
         changes["email_to"] = _email_to(table["email_to"], where, at("email_to"), fail)
+    if "grants" in table:
+        value = table["grants"]
+        if not isinstance(value, bool):
+            raise fail(at("grants"), f"{where}.grants must be true or false")
+        changes["grants"] = value
+    if "max_grant" in table:
+        value = table["max_grant"]
+        try:
+            seconds = parse_duration_string(value) if isinstance(value, str) else 0
+        except ValueError:
+            seconds = 0
+        if not 0 < seconds <= MAX_GRANT:
+            raise fail(
+                at("max_grant"), f'{where}.max_grant must be a duration from 1s to 7d, such as "1h"'
+            )
+        changes["max_grant"] = seconds
+    if "auto" in table:
+        if path[0] != "tools":
+            raise fail(at("auto"), "auto rules belong to a tool: [[tools.NAME.auto]]")
+        changes["auto"] = _auto(table["auto"], path, lines, fail)
     return attrs.evolve(base, **changes)
+
+
+def _auto(value: object, path: tuple[str, ...], lines: _Lines, fail: Any) -> tuple[AutoRule, ...]:
+    where = ".".join(path) + ".auto"
+    line = lines.of_table(*path, "auto")
+    if not isinstance(value, list) or not all(isinstance(one, dict) for one in value):
+        raise fail(line, f"{where} must be [[{where}]] tables")
+    starts = _array_lines(lines, (*path, "auto"))
+    rules: list[AutoRule] = []
+    names: set[str] = set()
+    for n, entry in enumerate(value):
+        at = starts[n] if n < len(starts) else line
+        label = f"{where}[{n + 1}]"
+
+        def key_line(key: str, at: int = at) -> int:
+            return _key_after(lines, at, key)
+
+        for key in entry:
+            if key not in _AUTO_KEYS:
+                raise fail(
+                    key_line(key), f"unknown key {key!r} in {label} ({', '.join(_AUTO_KEYS)})"
+                )
+        name = entry.get("name")
+        if not isinstance(name, str) or not 1 <= len(name) <= 100 or not name.isprintable():
+            raise fail(key_line("name"), f"{label}.name must be 1 to 100 printable characters")
+        if name in names:
+            raise fail(key_line("name"), f"{label}.name {name!r} is used twice in {where}")
+        names.add(name)
+        decision = entry.get("decision")
+        if decision not in ("approve", "deny"):
+            raise fail(key_line("decision"), f'{label}.decision must be "approve" or "deny"')
+        if "match" not in entry:
+            raise fail(at, f"{label} needs a match (use {{}} to cover every call of the tool)")
+        try:
+            match = check_match(entry["match"], arguments=None, allow_same=False)
+        except ScopeError as exc:
+            raise fail(key_line("match"), f"{label}.match: {exc}") from None
+        requested_by = entry.get("requested_by")
+        if requested_by is not None and (
+            not isinstance(requested_by, list)
+            or not requested_by
+            or not all(isinstance(one, str) and one for one in requested_by)
+        ):
+            raise fail(
+                key_line("requested_by"), f"{label}.requested_by must be a non-empty list of names"
+            )
+        rules.append(
+            AutoRule(
+                name=name,
+                decision="approved" if decision == "approve" else "denied",
+                match=match,
+                requested_by=None if requested_by is None else tuple(requested_by),
+            )
+        )
+    # Deny rules first: of two that cover a call, the denial wins.
+    return tuple(sorted(rules, key=lambda rule: rule.decision != "denied"))
+
+
+def _array_lines(lines: _Lines, path: tuple[str, ...]) -> list[int]:
+    """The line of each ``[[a.b.c]]`` header of this array of tables, in order."""
+    out = []
+    for number, line in enumerate(lines.lines, 1):
+        stripped = line.strip()
+        if stripped.startswith("[[") and _header_path(stripped) == path:
+            out.append(number)
+    return out
+
+
+def _key_after(lines: _Lines, start: int, key: str) -> int:
+    """The line of ``key = ...`` in the table starting at ``start`` (else ``start``)."""
+    pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+    for number in range(start + 1, len(lines.lines) + 1):
+        text = lines.lines[number - 1]
+        if text.strip().startswith("["):
+            break
+        if pattern.match(text):
+            return number
+    return start
 
 
 def _email_to(value: object, where: str, line: int, fail: Any) -> tuple[str, ...]:

@@ -96,6 +96,18 @@ class ValidityTooLong(StoreError, ValueError):
     """An approval asked to stay valid beyond its tool's ``max_valid_for`` (HTTP 400)."""
 
 
+class GrantRefused(StoreError, ValueError):
+    """A standing grant the store refuses (HTTP 400): a scope, length or tool rule says no."""
+
+
+class GrantAlreadyApproved(StoreError):
+    """This person has already approved this pending grant (HTTP 409 ``already_approved``)."""
+
+
+class UnknownGrant(StoreError, LookupError):
+    """No grant has this id (HTTP 404)."""
+
+
 class StoreClosedError(StoreError):
     """The store was closed (the server is stopping)."""
 
@@ -153,6 +165,37 @@ class StoredRequest(ApprovalRequest):
     requested_by: str | None = None
     approvals_required: int = 1
     approvals: tuple[Approval, ...] = ()
+    #: API 1.3: the grant that decided it at its create (``decision.grant``), else None.
+    decision_grant: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class Grant:
+    """A standing grant (or standing denial) a reviewer gave: its scope, who, until when.
+
+    ``match`` names every argument of ``from_request`` (``"same"`` where the
+    reviewer chose nothing); ``arguments`` are that request's, what ``"same"``
+    means. ``status`` is as of the store's clock when it was read.
+    """
+
+    id: str
+    tool: str
+    decision: str
+    status: str
+    match: dict[str, Any]
+    arguments: dict[str, Any]
+    requested_by: str
+    for_requested_by: str | None
+    agent: str
+    agent_id: str
+    granted_by: tuple[str, ...]
+    granted_at: datetime
+    expires_at: datetime
+    uses: int | None
+    uses_left: int | None
+    from_request: str
+    approvals_required: int = 1
+    note: str | None = None
 
 
 @attrs.frozen

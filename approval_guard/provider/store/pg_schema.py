@@ -16,6 +16,7 @@ from typing import Any
 
 from approval_guard.provider.store.pg_group import BATCH_LOCK
 from approval_guard.provider.store.sql import email_tables
+from approval_guard.provider.store.sql import grants as grant_tables
 from approval_guard.provider.store.sql.slack import POSTGRES_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sql.slack import SLACK_TABLES
 
@@ -32,6 +33,7 @@ _TABLES = (
     "webhook_attempts",
     *SLACK_TABLES,
     *email_tables.TABLES,
+    *grant_tables.TABLES,
 )
 _TABLE_WORD = re.compile(r"\b(" + "|".join(_TABLES) + r")\b")
 # The advisory lock held while the schema is created.
@@ -122,6 +124,7 @@ _SCHEMA = (
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approvals_required integer",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approval_list text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decided_by_name text",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decision_grant text",
     """CREATE TABLE IF NOT EXISTS ag_webhook_outbox (
         id              text PRIMARY KEY,
         seq             bigint NOT NULL,
@@ -165,6 +168,7 @@ def create_schema(conn: Any) -> str:
         # Then the lock every batch begins with (pg_group.py): this DDL never waits for
         # a batch's table lock while that batch waits for one this DDL took.
         conn.execute(BATCH_LOCK)
-        for statement in (*_SCHEMA, *email_tables.POSTGRES, *_SLACK_SCHEMA):
+        grants = (translate(one) for one in grant_tables.SCHEMA)
+        for statement in (*_SCHEMA, *email_tables.POSTGRES, *_SLACK_SCHEMA, *grants):
             conn.execute(statement)
         return str(conn.execute("SELECT current_schema()").fetchone()[0])

@@ -21,10 +21,12 @@ from approval_guard.provider.store.models import (
     CreateResult,
     Credential,
     FirstStartTokens,
+    Grant,
     History,
     Session,
     StoredRequest,
 )
+from approval_guard.provider.store.sql.grants import GrantSpec
 from approval_guard.provider.store.sql.mail import MailItem
 from approval_guard.provider.store.sql.outbox import OutboxItem
 from approval_guard.provider.store.sql.waiting import WaitState
@@ -105,6 +107,7 @@ class StoreProtocol(Protocol):
         requested_by: str | None = None,
         approvals_required: int = 1,
         source: str = "api",
+        rules: Rules | None = None,
     ) -> CreateResult: ...
 
     def get_request(
@@ -156,7 +159,69 @@ class StoreProtocol(Protocol):
         channel: str = "api",
         channel_user: str | None = None,
         use_once: str | None = None,
+        grant: GrantSpec | None = None,
     ) -> StoredRequest | None: ...
+
+    def decide_granting(
+        self,
+        request_id: str,
+        *,
+        reviewer: Credential,
+        status: str,
+        note: str | None = None,
+        valid_for: float | timedelta | None = 300,
+        expires_at: datetime | None = None,
+        arguments: dict[str, Any] | None = None,
+        rules: Rules | None = None,
+        source: str = "api",
+        channel: str = "api",
+        channel_user: str | None = None,
+        use_once: str | None = None,
+        grant: GrantSpec | None = None,
+    ) -> tuple[StoredRequest | None, Grant | None]: ...
+
+    # standing grants (sql/grants.py)
+    def list_grants(self, *, include_ended: bool = False) -> list[Grant]: ...
+
+    def get_grant(self, grant_id: str) -> Grant | None: ...
+
+    def revoke_grant(
+        self,
+        grant_id: str,
+        *,
+        reviewer: Credential,
+        note: str | None = None,
+        rules: Rules | None = None,
+        source: str = "api",
+    ) -> Grant: ...
+
+    def approve_grant(
+        self,
+        grant_id: str,
+        *,
+        reviewer: Credential,
+        rules: Rules | None = None,
+        source: str = "api",
+    ) -> Grant: ...
+
+    def pending_covered(self, grant_id: str, *, rules: Rules | None = None) -> list[str]: ...
+
+    def apply_grant(
+        self,
+        grant_id: str,
+        request_id: str,
+        *,
+        reviewer: Credential,
+        rules: Rules | None = None,
+        source: str = "api",
+    ) -> StoredRequest: ...
+
+    # named agents
+    def add_agent(self, name: str, *, source: str = "cli", actor: str = "cli") -> str: ...
+
+    def list_agents(self) -> list[Credential]: ...
+
+    def remove_agent(self, name: str, *, source: str = "cli", actor: str = "cli") -> bool: ...
 
     def cancel(
         self,

@@ -31,6 +31,7 @@ from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.group_commit import GroupCommit
 from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.sql import email_tables
+from approval_guard.provider.store.sql import grants as grant_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 from approval_guard.provider.store.sql.slack import SQLITE_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sqlite_checkpoint import Checkpointer
@@ -79,7 +80,8 @@ CREATE TABLE IF NOT EXISTS requests (
     requested_by    TEXT,
     approvals_required INTEGER,
     approval_list   TEXT,
-    decided_by_name TEXT
+    decided_by_name TEXT,
+    decision_grant  TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_by_status ON requests (status, deadline_at);
 CREATE INDEX IF NOT EXISTS requests_by_created ON requests (created_at);
@@ -163,6 +165,7 @@ _ADDED_COLUMNS = (
     ("requests", "approvals_required", "INTEGER"),
     ("requests", "approval_list", "TEXT"),
     ("requests", "decided_by_name", "TEXT"),
+    ("requests", "decision_grant", "TEXT"),
 )
 
 
@@ -228,6 +231,8 @@ class SQLiteDB(SQLStoreBase):
             self._add_columns()
             self._db.executescript(_SLACK_SCHEMA)
             self._db.executescript(email_tables.SQLITE)
+            for statement in grant_tables.SCHEMA:
+                self._db.execute(statement)
             self._db.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -171,7 +171,16 @@ def request_from_row(row: Any) -> StoredRequest:
         requested_by=row["requested_by"],
         approvals_required=row["approvals_required"] or 1,
         approvals=_approvals(row["approval_list"]),
+        decision_grant=_grant_summary(row),
     )
+
+
+def _grant_summary(row: Any) -> dict[str, Any] | None:
+    try:
+        text = row["decision_grant"]
+    except (IndexError, KeyError):  # a row read without the column
+        return None
+    return None if text is None else dict(load_stored(text))
 
 
 def _approvals(text: str | None) -> tuple[Approval, ...]:
@@ -235,6 +244,16 @@ class SQLStoreBase:
         Nothing here; the webhook outbox queues its rows in it.
         """
         del tx, events
+
+    def _decide_at_create(
+        self, tx: Tx, request: StoredRequest, owner: Credential, rules: Any, source: str
+    ) -> Any:
+        """Inside a create's transaction: the row a rule or grant decided, else None.
+
+        Nothing here; the grants' mixin decides what they cover.
+        """
+        del tx, request, owner, rules, source
+        return None
 
     @contextlib.contextmanager
     def _grouped_write(self, group: GroupCommit, make_tx: Callable[[], W]) -> Iterator[W]:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Sequence
+from datetime import datetime
 
 from approval_guard._codec.exact_json import canonical_json
+from approval_guard._codec.wire import PENDING
 from approval_guard.provider.store.checks import check_given_token
 from approval_guard.provider.store.models import (
     CREDENTIAL_KINDS,
     INSTANCE,
     REVIEWER,
     SESSION_LIFETIME,
+    Approval,
     Credential,
     FirstStartTokens,
     Session,
@@ -20,12 +23,15 @@ from approval_guard.provider.store.models import (
 from approval_guard.provider.store.sql.base import (
     SQLStoreBase,
     Tx,
+    approvals_text,
     credential_from_row,
     from_us,
     insert_audit,
+    returned,
     sha256,
     to_us,
 )
+from approval_guard.provider.store.sql.grants import end_grants_of
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -38,6 +44,12 @@ MAX_ROLE = 64
 
 class ReviewerNameError(ValueError):
     """A reviewer name (or role) the store refuses: bad, or already a live reviewer's."""
+
+
+def _at(value: int) -> datetime:
+    moment = from_us(value)
+    assert moment is not None
+    return moment
 
 
 def check_reviewer_name(name: object) -> str:
@@ -163,10 +175,7 @@ class CredentialsMixin(SQLStoreBase):
                 (REVIEWER, name),
             ).fetchall()
             for row in rows:
-                tx.execute(
-                    "UPDATE credentials SET revoked_at = ? WHERE id = ?", (to_us(now), row[0])
-                )
-                tx.execute("DELETE FROM sessions WHERE credential_id = ?", (row[0],))
+                self._revoke_in(tx, row[0], name, now)
             if rows:
                 insert_audit(
                     tx,
@@ -244,13 +253,120 @@ class CredentialsMixin(SQLStoreBase):
 
     def revoke_credential(self, credential_id: str) -> bool:
         """Revoke a credential (and its review sessions). False if there was none live."""
+        now = self.now()
         with self._writing() as tx:
-            changed = tx.execute(
-                "UPDATE credentials SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (to_us(self.now()), credential_id),
-            ).rowcount
-            tx.execute("DELETE FROM sessions WHERE credential_id = ?", (credential_id,))
-        return bool(changed)
+            row = returned(
+                tx.execute(
+                    "SELECT name FROM credentials WHERE id = ? AND revoked_at IS NULL",
+                    (credential_id,),
+                )
+            )
+            if row is not None:
+                self._revoke_in(tx, credential_id, str(row[0]), now)
+        return row is not None
+
+    def _revoke_in(self, tx: Tx, credential_id: str, name: str, now: datetime) -> None:
+        """Inside a transaction: the credential revoked, and everything that rested on it ended.
+
+        Its review sessions, the grants it gave, approved or made calls under, and
+        its approvals counted toward quorums not yet complete (each pending
+        request's list rewritten without them).
+        """
+        tx.execute(
+            "UPDATE credentials SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+            (to_us(now), credential_id),
+        )
+        tx.execute("DELETE FROM sessions WHERE credential_id = ?", (credential_id,))
+        end_grants_of(tx, credential_id, name, now)
+        pending = [
+            str(one[0])
+            for one in tx.execute(
+                "SELECT a.request_id FROM approvals a JOIN requests r ON r.id = a.request_id "
+                "WHERE a.reviewer_id = ? AND r.status = ?",
+                (credential_id, PENDING),
+            ).fetchall()
+        ]
+        for request_id in sorted(pending):
+            tx.lock("request:" + request_id)
+            tx.execute(
+                "DELETE FROM approvals WHERE request_id = ? AND reviewer_id = ?",
+                (request_id, credential_id),
+            )
+            kept = [
+                Approval(by=str(one["name"]), at=_at(one["at"]))
+                for one in tx.execute(
+                    "SELECT name, at FROM approvals WHERE request_id = ? ORDER BY at",
+                    (request_id,),
+                ).fetchall()
+            ]
+            tx.execute(
+                "UPDATE requests SET approval_list = ? WHERE id = ? AND status = ?",
+                (approvals_text(kept) if kept else None, request_id, PENDING),
+            )
+            insert_audit(
+                tx,
+                at=now,
+                actor="system",
+                source="system",
+                action="request.approval_withdrawn",
+                request_id=request_id,
+                detail={"name": name, "reason": f"{name} was removed"},
+            )
+
+    # ------------------------------------------------------------------ named agents
+
+    def add_agent(self, name: str, *, source: str = "cli", actor: str = "cli") -> str:
+        """Add a named agent (an instance credential) and return its token, shown once.
+
+        Raises :class:`ReviewerNameError` for a bad name or one a live agent has.
+        """
+        check_reviewer_name(name)
+        token = _TOKEN_PREFIX[INSTANCE] + secrets.token_urlsafe(32)
+        with self._writing() as tx:
+            tx.lock("agents")
+            if tx.execute(
+                "SELECT 1 FROM credentials WHERE kind = ? AND name = ? AND revoked_at IS NULL",
+                (INSTANCE, name),
+            ).fetchone():
+                raise ReviewerNameError(f"a live agent is already named {name!r}")
+            self._insert_credential(tx, INSTANCE, name, token)
+            insert_audit(
+                tx,
+                at=self.now(),
+                actor=actor,
+                source=source,
+                action="agent.added",
+                request_id=None,
+                detail={"name": name},
+            )
+        return token
+
+    def list_agents(self) -> list[Credential]:
+        """Every live agent (instance credential), oldest first."""
+        return [c for c in self.list_credentials() if not c.is_reviewer and c.revoked_at is None]
+
+    def remove_agent(self, name: str, *, source: str = "cli", actor: str = "cli") -> bool:
+        """Revoke the live agent of this name: its calls are refused, its grants end at once."""
+        now = self.now()
+        with self._writing() as tx:
+            tx.lock("agents")
+            rows = tx.execute(
+                "SELECT id FROM credentials WHERE kind = ? AND name = ? AND revoked_at IS NULL",
+                (INSTANCE, name),
+            ).fetchall()
+            for row in rows:
+                self._revoke_in(tx, row[0], name, now)
+            if rows:
+                insert_audit(
+                    tx,
+                    at=now,
+                    actor=actor,
+                    source=source,
+                    action="agent.removed",
+                    request_id=None,
+                    detail={"name": name},
+                )
+        return bool(rows)
 
     # ------------------------------------------------------------------ sessions
 

@@ -20,6 +20,8 @@ from approval_guard.provider.store.models import (
     AlreadyApproved,
     Approval,
     Credential,
+    Grant,
+    GrantRefused,
     InvalidEdit,
     LinkUsed,
     NotPendingError,
@@ -28,11 +30,13 @@ from approval_guard.provider.store.models import (
 from approval_guard.provider.store.sql.base import (
     Tx,
     approvals_text,
+    from_us,
     insert_audit,
     request_from_row,
     returned,
     to_us,
 )
+from approval_guard.provider.store.sql.grants import GrantsMixin, GrantSpec, live_reviewer
 from approval_guard.provider.store.sql.requests import RequestsMixin
 
 logger = logging.getLogger("approval_guard.provider")
@@ -51,8 +55,8 @@ class _Overdue(Exception):
     """Raised inside a decision's transaction: the request's deadline passed; expire it first."""
 
 
-class DecisionsMixin(RequestsMixin):
-    """Decide and cancel pending requests."""
+class DecisionsMixin(GrantsMixin, RequestsMixin):
+    """Decide and cancel pending requests (a decision may give a standing grant)."""
 
     def decide(
         self,
@@ -69,6 +73,7 @@ class DecisionsMixin(RequestsMixin):
         channel: str = "api",
         channel_user: str | None = None,
         use_once: str | None = None,
+        grant: GrantSpec | None = None,
     ) -> StoredRequest | None:
         """Record a reviewer's decision on a pending request; None if unknown.
 
@@ -104,7 +109,48 @@ class DecisionsMixin(RequestsMixin):
         ``use_once`` (an email link's id) is recorded as used in the
         decision's own transaction: a decision with an id already used is
         :class:`LinkUsed`, and records nothing.
+
+        The reviewer's credential and roles are read again inside the
+        decision's transaction: a reviewer removed before it commits is
+        :class:`Forbidden`, and a removed reviewer's approval no longer counts
+        toward a quorum. ``grant`` (API 1.3) gives a standing grant (a standing
+        denial with a denial) in the same transaction (:meth:`decide_granting`
+        returns it).
         """
+        return self.decide_granting(
+            request_id,
+            reviewer=reviewer,
+            status=status,
+            note=note,
+            valid_for=valid_for,
+            expires_at=expires_at,
+            arguments=arguments,
+            rules=rules,
+            source=source,
+            channel=channel,
+            channel_user=channel_user,
+            use_once=use_once,
+            grant=grant,
+        )[0]
+
+    def decide_granting(
+        self,
+        request_id: str,
+        *,
+        reviewer: Credential,
+        status: str,
+        note: str | None = None,
+        valid_for: float | timedelta | None = 300,
+        expires_at: datetime | None = None,
+        arguments: dict[str, Any] | None = None,
+        rules: Rules | None = None,
+        source: str = "api",
+        channel: str = "api",
+        channel_user: str | None = None,
+        use_once: str | None = None,
+        grant: GrantSpec | None = None,
+    ) -> tuple[StoredRequest | None, Grant | None]:
+        """:meth:`decide`, and the grant it gave (None when it gave none)."""
         if status not in (APPROVED, DENIED):
             raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
         if channel not in CHANNELS:
@@ -114,6 +160,7 @@ class DecisionsMixin(RequestsMixin):
             raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
         via = {"channel": channel, "channel_user": channel_user}
         for _ in range(_ATTEMPTS):
+            given: list[str] = []
             try:
                 # One transaction: the request read under its lock, every check, the write.
                 with self._writing() as tx:
@@ -130,6 +177,8 @@ class DecisionsMixin(RequestsMixin):
                         source,
                         via,
                         use_once,
+                        grant,
+                        given,
                     )
             except _Overdue:
                 self._expire([request_id])  # the next round reads it expired
@@ -137,9 +186,9 @@ class DecisionsMixin(RequestsMixin):
             except _LostRace:
                 continue
             if row is None:
-                return None
-            return request_from_row(row)
-        return self._not_pending(request_id)
+                return None, None
+            return request_from_row(row), self.get_grant(given[0]) if given else None
+        return self._not_pending(request_id), None
 
     def _decide_in(
         self,
@@ -155,6 +204,8 @@ class DecisionsMixin(RequestsMixin):
         source: str,
         via: dict[str, str | None],
         use_once: str | None,
+        grant: GrantSpec | None = None,
+        given: list[str] | None = None,
     ) -> Any:
         """Inside the decision's transaction: the row it left, None if unknown; raises refusals."""
         tx.lock("request:" + request_id)
@@ -168,9 +219,13 @@ class DecisionsMixin(RequestsMixin):
             raise _Overdue
         if current.status != PENDING:
             raise NotPendingError(current)
+        # Who decides, as this transaction sees them: removed since their token was read?
+        reviewer = live_reviewer(tx, reviewer)
         rule = (rules or NO_RULES).for_tool(current.tool)
         check_may_decide(current, rule, reviewer, status)
         edited = check_edit(current, status, arguments)
+        if grant is not None and edited is not None:
+            raise GrantRefused("a grant covers calls as they are asked: it cannot carry edits")
         if edited is not None and current.approvals_required > 1:
             raise InvalidEdit(
                 "this request needs several approvals; its arguments cannot be edited"
@@ -194,6 +249,12 @@ class DecisionsMixin(RequestsMixin):
         if row is None:
             # Lost a race with the clock (the deadline passed): undo it all, link use too.
             raise _LostRace
+        if grant is not None:
+            grant_id = self._give_grant(
+                tx, current, row["owner_id"], reviewer, status, note, grant, rule, now, source
+            )
+            if given is not None:
+                given.append(grant_id)
         if edited is None:
             logger.debug("request %s %s by %s", request_id, status, reviewer.name)
         else:
@@ -228,6 +289,9 @@ class DecisionsMixin(RequestsMixin):
         request_id = current.id
         required = current.approvals_required
         approvals = current.approvals
+        if required > 1:
+            # Only approvals by reviewers still here count (one removed since no longer does).
+            approvals = self._live_approvals(tx, request_id)
         n = len(approvals)
         if status == APPROVED:
             if any(one.by == reviewer.name for one in approvals):
@@ -318,6 +382,21 @@ class DecisionsMixin(RequestsMixin):
                 detail={"edits": detail["edits"], **via},
             )
         return row
+
+    @staticmethod
+    def _live_approvals(tx: Tx, request_id: str) -> tuple[Approval, ...]:
+        """The counted approvals of a request whose reviewers are still live, in order."""
+        rows = tx.execute(
+            "SELECT a.name, a.at FROM approvals a JOIN credentials c ON c.id = a.reviewer_id "
+            "WHERE a.request_id = ? AND c.revoked_at IS NULL ORDER BY a.at",
+            (request_id,),
+        ).fetchall()
+        out = []
+        for row in rows:
+            at = from_us(row["at"])
+            assert at is not None
+            out.append(Approval(by=row["name"], at=at))
+        return tuple(out)
 
     @staticmethod
     def _use_once(tx: Tx, link_id: str, current: StoredRequest, now: datetime) -> None:

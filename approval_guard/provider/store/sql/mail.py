@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from approval_guard._codec.exact_json import load_stored
+from approval_guard._codec.wire import PENDING
 from approval_guard.provider.email.addresses import check_address
 from approval_guard.provider.email.recipients import NO_EMAIL, EmailRoutes, Reviewer, recipients
 from approval_guard.provider.store.models import REVIEWER
@@ -222,6 +223,8 @@ class MailMixin(SQLStoreBase):
         if row is None:  # pragma: no cover - the change's own row
             return
         request = request_from_row(row)
+        if request.status != PENDING:
+            return  # a rule or a standing grant decided it as it was made: nobody to ask
         entries = routes.for_tool(request.tool)
         if not entries:
             return

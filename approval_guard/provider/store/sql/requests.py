@@ -11,6 +11,7 @@ from typing import Any
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json, check_json_value
 from approval_guard._codec.wire import EXPIRED, PENDING
+from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.store.checks import body_hash, check_editable
 from approval_guard.provider.store.ids import new_id
 from approval_guard.provider.store.models import (
@@ -85,6 +86,7 @@ class RequestsMixin(SQLStoreBase):
         requested_by: str | None = None,
         approvals_required: int = 1,
         source: str = "api",
+        rules: Rules | None = None,
     ) -> CreateResult:
         """Create a pending request, or replay the one this key already made.
 
@@ -99,7 +101,9 @@ class RequestsMixin(SQLStoreBase):
         other replays it. ``requested_by`` (API 1.1, the person the agent acts
         for) is part of that body too; ``approvals_required`` (from the tool's
         rule) is kept on the request; ``source`` is where the create came from,
-        for the audit trail.
+        for the audit trail. ``rules`` (API 1.3): a create that one of the tool's
+        auto-decisions or a live standing grant covers is decided in its own
+        transaction, and returned decided.
         """
         check_json_value(tool)
         if not isinstance(arguments, dict):
@@ -166,6 +170,9 @@ class RequestsMixin(SQLStoreBase):
                         **detail,
                     },
                 )
+                decided = self._decide_at_create(tx, request, owner, rules, source)
+                if decided is not None:
+                    request = request_from_row(decided)
         except _KeyTaken:
             existing = self.replay(owner, idempotency_key, digest)
             if existing is None:  # pragma: no cover - the key was pruned in between
