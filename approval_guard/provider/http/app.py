@@ -29,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from approval_guard.provider.email import pages as email_pages
-from approval_guard.provider.http import api, decisions, wait_many
+from approval_guard.provider.http import api, decisions, grants, wait_many
 from approval_guard.provider.http import page as review
 from approval_guard.provider.http.context import Context, Handler
 from approval_guard.provider.http.responses import ApiError, check_head, error_answer
@@ -65,6 +65,11 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/slack/interactions", {"POST": slack.interactions}),
     ("/email/requests/{request_id}", {"GET": email_pages.confirm}),
     ("/email/requests/{request_id}/decision", {"POST": email_pages.decide}),
+    ("/v1/grants", {"GET": grants.list_grants}),
+    ("/v1/grants/{grant_id}", {"GET": grants.show_grant}),
+    ("/v1/grants/{grant_id}/revoke", {"POST": grants.revoke_grant}),
+    ("/v1/grants/{grant_id}/approve", {"POST": grants.approve_grant}),
+    ("/v1/grants/{grant_id}/apply", {"POST": grants.apply_grant}),
 )
 
 #: Header names as the API documents them (Starlette lowercases; some clients compare exactly).

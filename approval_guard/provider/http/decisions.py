@@ -19,6 +19,7 @@ from approval_guard.provider.http.auth import (
     require_reviewer,
 )
 from approval_guard.provider.http.context import Context
+from approval_guard.provider.http.grants import grant_json, parse_grant
 from approval_guard.provider.http.limits import (
     MAX_NOTE_CHARS,
     MAX_TIMEOUT_SECONDS,
@@ -30,6 +31,7 @@ from approval_guard.provider.http.responses import (
     ApiError,
     bad,
     duration,
+    json_answer,
     json_object,
     no_unknown,
     read_body,
@@ -38,12 +40,15 @@ from approval_guard.provider.store.models import (
     AlreadyApproved,
     Credential,
     Forbidden,
+    Grant,
+    GrantRefused,
     InvalidEdit,
     LinkUsed,
     NotPendingError,
     StoredRequest,
     ValidityTooLong,
 )
+from approval_guard.provider.store.sql.grants import GrantSpec
 
 
 def decision_fields(obj: dict[str, Any], extra: set[str]) -> tuple[str, str | None, int | None]:
@@ -77,12 +82,33 @@ async def record_decision(
     source: str = "api",
     *,
     channel: str = "api",
+    grant: GrantSpec | None = None,
 ) -> Response:
-    """Record a decision (the API's and the page's) and answer it (see :func:`apply_decision`)."""
-    found = await apply_decision(
-        ctx, request_id, credential, fields, arguments, source, channel=channel
-    )
-    return request_answer(ctx, found)
+    """Record a decision (the API's and the page's) and answer it (see :func:`apply_decision`).
+
+    With ``grant`` (API 1.3) the answer is the request, plus the grant it gave
+    under a top-level ``"grant"`` key.
+    """
+    with _decision_errors():
+        found, given = await ctx.calls(
+            lambda: _decided(
+                ctx,
+                request_id,
+                credential,
+                fields,
+                arguments,
+                source,
+                channel=channel,
+                grant=grant,
+            )
+        )
+    return _answer(ctx, found, given)
+
+
+def _answer(ctx: Context, found: StoredRequest | None, given: Grant | None) -> Response:
+    if found is None or given is None:
+        return request_answer(ctx, found)
+    return json_answer(ctx.store, 200, {**request_json(found), "grant": grant_json(given)})
 
 
 async def apply_decision(
@@ -106,7 +132,7 @@ async def apply_decision(
     (``use_once``) ``409 link_used``. None: no such request.
     """
     with _decision_errors():
-        return await ctx.calls(
+        found, _ = await ctx.calls(
             lambda: _decided(
                 ctx,
                 request_id,
@@ -119,6 +145,7 @@ async def apply_decision(
                 use_once=use_once,
             )
         )
+    return found
 
 
 def _decided(
@@ -132,10 +159,11 @@ def _decided(
     channel: str = "api",
     channel_user: str | None = None,
     use_once: str | None = None,
-) -> StoredRequest | None:
-    """Blocking: the store records the decision."""
+    grant: GrantSpec | None = None,
+) -> tuple[StoredRequest | None, Grant | None]:
+    """Blocking: the store records the decision (and the grant it gives)."""
     status, note, valid_for = fields
-    return ctx.store.decide(
+    return ctx.store.decide_granting(
         request_id,
         reviewer=credential,
         status=status,
@@ -147,6 +175,7 @@ def _decided(
         channel=channel,
         channel_user=channel_user,
         use_once=use_once,
+        grant=grant,
     )
 
 
@@ -162,21 +191,22 @@ def _decision_errors() -> Iterator[None]:
     except (AlreadyApproved, LinkUsed) as exc:
         kind = "already_approved" if isinstance(exc, AlreadyApproved) else "link_used"
         raise ApiError(409, kind, str(exc), extra={"request": request_json(exc.request)}) from None
-    except (InvalidEdit, InvalidJSON, ValidityTooLong) as exc:
+    except (InvalidEdit, InvalidJSON, ValidityTooLong, GrantRefused) as exc:
         raise bad(str(exc)) from None
 
 
 def _api_decision(
     credential: Credential, body: bytes
-) -> tuple[tuple[str, str | None, int | None], dict[str, Any] | None]:
+) -> tuple[tuple[str, str | None, int | None], dict[str, Any] | None, GrantSpec | None]:
     """The decision an API body asks for, once the credential may decide (403, 400 otherwise)."""
     require_reviewer(credential)
     obj = json_object(body)
-    fields = decision_fields(obj, {"arguments"})
+    fields = decision_fields(obj, {"arguments", "grant"})
     arguments = obj.get("arguments")
     if "arguments" in obj and not isinstance(arguments, dict):
         raise bad("'arguments' must be the whole arguments object, edits applied")
-    return fields, arguments
+    grant = None if obj.get("grant") is None else parse_grant(obj["grant"])
+    return fields, arguments, grant
 
 
 async def decide(ctx: Context, request: Request) -> Response:
@@ -186,16 +216,18 @@ async def decide(ctx: Context, request: Request) -> Response:
     token = bearer_token(request)
     if token is None:  # a review session's cookie: its own checks first
         credential = await authenticate(ctx.store, request, calls=ctx.calls)
-        fields, arguments = _api_decision(credential, body)
-        return await record_decision(ctx, request_id, credential, fields, arguments, source)
+        fields, arguments, grant = _api_decision(credential, body)
+        return await record_decision(
+            ctx, request_id, credential, fields, arguments, source, grant=grant
+        )
 
-    def work() -> StoredRequest | None:
+    def work() -> tuple[StoredRequest | None, Grant | None]:
         # The credential and the decision in one worker-thread hop, in the same
         # order as two: polls wait on this, and each hop costs on a busy machine.
         credential = authenticated(ctx.store, token)
-        fields, arguments = _api_decision(credential, body)
-        return _decided(ctx, request_id, credential, fields, arguments, source)
+        fields, arguments, grant = _api_decision(credential, body)
+        return _decided(ctx, request_id, credential, fields, arguments, source, grant=grant)
 
     with _decision_errors():
-        found = await ctx.calls(work)
-    return request_answer(ctx, found)
+        found, given = await ctx.calls(work)
+    return _answer(ctx, found, given)

@@ -13,6 +13,7 @@ from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.auth import authenticate, require_reviewer, session_of
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.decisions import decision_fields, record_decision
+from approval_guard.provider.http.grants import parse_grant
 from approval_guard.provider.http.limits import (
     CONTENT_TYPES,
     CSRF_PLACEHOLDER,
@@ -97,7 +98,8 @@ async def review_decide(ctx: Context, request: Request) -> Response:
     credential = await authenticate(ctx.store, request, calls=ctx.calls)
     require_reviewer(credential)
     obj = json_object(body)
-    fields = decision_fields(obj, {"edits"})
+    fields = decision_fields(obj, {"edits", "grant"})
+    grant = None if obj.get("grant") is None else parse_grant(obj["grant"])
     edits = obj.get("edits")
     if edits is not None and (
         not isinstance(edits, dict) or not all(isinstance(v, str) for v in edits.values())
@@ -116,5 +118,12 @@ async def review_decide(ctx: Context, request: Request) -> Response:
         except InvalidEdit as exc:
             raise bad(str(exc)) from None
     return await record_decision(
-        ctx, request_id, credential, fields, arguments, client_source(request), channel="page"
+        ctx,
+        request_id,
+        credential,
+        fields,
+        arguments,
+        client_source(request),
+        channel="page",
+        grant=grant,
     )

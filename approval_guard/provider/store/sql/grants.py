@@ -81,6 +81,7 @@ SCHEMA = (
     reviewer_id TEXT NOT NULL,
     name        TEXT NOT NULL,
     at          BIGINT NOT NULL,
+    n           INTEGER NOT NULL,
     PRIMARY KEY (grant_id, reviewer_id)
 )""",
     "CREATE INDEX IF NOT EXISTS grant_approvals_by_reviewer ON grant_approvals (reviewer_id)",
@@ -213,7 +214,8 @@ class GrantsMixin(SQLStoreBase):
             ),
         )
         tx.execute(
-            "INSERT INTO grant_approvals (grant_id, reviewer_id, name, at) VALUES (?, ?, ?, ?)",
+            "INSERT INTO grant_approvals (grant_id, reviewer_id, name, at, n) "
+            "VALUES (?, ?, ?, ?, 1)",
             (grant_id, reviewer.id, reviewer.name, to_us(now)),
         )
         insert_audit(
@@ -299,11 +301,11 @@ class GrantsMixin(SQLStoreBase):
         return None
 
     def _live_granters(self, tx: Tx, grant_id: str, rule: ToolRule) -> list[tuple[str, str]] | None:
-        """``[(name, credential id)]`` of a grant's givers, or None if any is gone or not allowed."""
+        """``[(name, id)]`` of a grant's givers; None if one is gone or no longer allowed."""
         rows = tx.execute(
             "SELECT ga.name AS granter, ga.reviewer_id AS granter_id, c.* "
             "FROM grant_approvals ga LEFT JOIN credentials c ON c.id = ga.reviewer_id "
-            "WHERE ga.grant_id = ? ORDER BY ga.at",
+            "WHERE ga.grant_id = ? ORDER BY ga.n",
             (grant_id,),
         ).fetchall()
         out = []
@@ -338,7 +340,7 @@ class GrantsMixin(SQLStoreBase):
             names = ", ".join(granters)
             first = returned(
                 tx.execute(
-                    "SELECT reviewer_id FROM grant_approvals WHERE grant_id = ? ORDER BY at",
+                    "SELECT reviewer_id FROM grant_approvals WHERE grant_id = ? ORDER BY n",
                     (row["id"],),
                 )
             )
@@ -414,7 +416,8 @@ class GrantsMixin(SQLStoreBase):
         names: dict[str, list[str]] = {row["id"]: [] for row in rows}
         marks = ", ".join("?" for _ in names)
         for one in db.execute(
-            f"SELECT grant_id, name FROM grant_approvals WHERE grant_id IN ({marks}) ORDER BY at",
+            f"SELECT grant_id, name FROM grant_approvals WHERE grant_id IN ({marks}) "
+            "ORDER BY grant_id, n",
             tuple(names),
         ).fetchall():
             names[one["grant_id"]].append(one["name"])
@@ -530,8 +533,10 @@ class GrantsMixin(SQLStoreBase):
             ):
                 raise GrantAlreadyApproved(f"{live.name} has already approved this grant")
             tx.execute(
-                "INSERT INTO grant_approvals (grant_id, reviewer_id, name, at) VALUES (?, ?, ?, ?)",
-                (grant_id, live.id, live.name, to_us(now)),
+                "INSERT INTO grant_approvals (grant_id, reviewer_id, name, at, n) "
+                "SELECT ?, ?, ?, ?, COALESCE(MAX(n), 0) + 1 "
+                "FROM grant_approvals WHERE grant_id = ?",
+                (grant_id, live.id, live.name, to_us(now), grant_id),
             )
             granters = self._live_granters(tx, grant_id, rule) or []
             count = len(granters)
