@@ -6,6 +6,8 @@
     approval-guard list [--status STATUS] [--json]
     approval-guard show ID
     approval-guard approve ID [--note TEXT] [--valid-for 5m]
+        [--grant-for 1h [--grant-uses N] [--grant-match NAME=CONSTRAINT ...]]
+    approval-guard grants list|show ID|revoke ID|approve ID
     approval-guard deny ID --note TEXT
     approval-guard cancel ID [--reason TEXT]        (instance credential)
     approval-guard demo [--decide approve|deny] [--after 2s] [--port 0]
@@ -13,6 +15,7 @@
     approval-guard ledger prune (--db PATH | --dsn DSN) --older-than 30d
     approval-guard reviewers add NAME [--role ROLE ...] (--db PATH | --dsn DSN)
     approval-guard reviewers list|remove NAME (--db PATH | --dsn DSN)
+    approval-guard agents add NAME | list | remove NAME (--db PATH | --dsn DSN)
     approval-guard audit [--since 1h] [--json] (--db PATH | --dsn DSN)
     approval-guard mcp-proxy --guard 'write_*,delete_*' [--timeout 10m] [--editable TOOL:ARG]
         [--redact TOOL:PATH] [--listen HOST:PORT] [--url URL] [--ledger PATH] -- COMMAND ARGS...

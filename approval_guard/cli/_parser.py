@@ -23,6 +23,7 @@ from approval_guard._env import (
     ENV_URL,
 )
 from approval_guard.cli import _demo, _ledger, _review, _serve, _webhooks
+from approval_guard.cli._grants import add_grant_options, add_grants_commands
 from approval_guard.cli._mcp_proxy import add_mcp_proxy_command
 from approval_guard.cli._output import PROG
 from approval_guard.cli._team import add_team_commands
@@ -188,7 +189,10 @@ def _add_review_commands(sub: _SubParsers[argparse.ArgumentParser], env: dict[st
         dest="edits",
         help="change an editable argument before approving (repeatable), e.g. amount=2500",
     )
+    add_grant_options(approve, _valid_for_arg)
     approve.set_defaults(func=_review.cmd_approve)
+
+    add_grants_commands(sub, reviewer)
 
     deny = sub.add_parser("deny", parents=[reviewer], help="deny a pending request")
     deny.add_argument("id", help="the request id")

@@ -15,6 +15,7 @@ from approval_guard._codec import wire_models as _models
 from approval_guard._codec.display import redacted_paths
 from approval_guard._codec.exact_json import dump_json, load_json
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
+from approval_guard.cli._grants import grant_body, grant_line, scope_words
 from approval_guard.cli._output import (
     PROG,
     CliError,
@@ -161,12 +162,21 @@ def cmd_approve(args: argparse.Namespace) -> int:
     with closing(_reviewer(args)) as client:
         try:
             arguments = _edited(client.get(args.id), args.edits) if args.edits else None
+            grant = grant_body(args)
         except UsageError as exc:
             return usage_failed(exc)
         reviewed = client.decide(
-            args.id, _wire.APPROVED, note=args.note, valid_for=args.valid_for, arguments=arguments
+            args.id,
+            _wire.APPROVED,
+            note=args.note,
+            valid_for=args.valid_for,
+            arguments=arguments,
+            grant=grant,
         )
     request, team = reviewed.request, reviewed.team
+    if reviewed.grant is not None:
+        say(f"gave a standing grant: {grant_line(reviewed.grant)}")
+        say(f"    {scope_words(reviewed.grant)}")
     if request.is_pending:
         # One approval of several: the request is not approved yet, and must not say so.
         more = max(1, team.approvals_required - len(team.approvals))

@@ -63,6 +63,8 @@ class Reviewed:
 
     request: _models.ApprovalRequest
     team: Team
+    #: API 1.3: the standing grant a decision gave (its JSON), if any.
+    grant: dict[str, Any] | None = None
 
 
 class ReviewerClient:
@@ -209,6 +211,7 @@ class ReviewerClient:
         note: str | None,
         valid_for: str | None = None,
         arguments: dict[str, Any] | None = None,
+        grant: dict[str, Any] | None = None,
     ) -> Reviewed:
         """Record a reviewer's decision (``arguments``: the whole object, edits applied).
 
@@ -220,6 +223,8 @@ class ReviewerClient:
             body["valid_for"] = valid_for
         if arguments is not None:
             body["arguments"] = arguments
+        if grant is not None:
+            body["grant"] = grant
         data = self.call(
             "POST",
             f"/v1/requests/{_quote(request_id)}/decision",
@@ -228,7 +233,8 @@ class ReviewerClient:
             deciding=True,
         )
         obj = data.get("request", data) if isinstance(data, dict) else data
-        return Reviewed(_parse(obj), team_of(obj))
+        given = data.get("grant") if isinstance(data, dict) else None
+        return Reviewed(_parse(obj), team_of(obj), given if isinstance(given, dict) else None)
 
     def cancel(self, request_id: str, *, reason: str | None) -> _models.ApprovalRequest:
         """Withdraw a pending request (instance credential)."""

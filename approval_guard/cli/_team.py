@@ -173,6 +173,54 @@ def cmd_reviewers_remove(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_agents_add(args: argparse.Namespace) -> int:
+    """``agents add NAME``: a named instance credential; its token is printed once."""
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+
+    with _store(args) as store:
+        try:
+            token = store.add_agent(args.name)
+        except ReviewerNameError as exc:
+            raise CliError(str(exc).replace("reviewer name", "agent name")) from None
+    say(f"added agent {safe(args.name)}.")
+    say("Its token (the guard's credential) is shown once and stored only as a hash:")
+    say(token)
+    return 0
+
+
+def cmd_agents_list(args: argparse.Namespace) -> int:
+    """``agents list``: the live agents (instance credentials) by name; never a token."""
+    with _store(args) as store:
+        agents = store.list_agents()
+    if args.json:
+        say(
+            json.dumps(
+                [
+                    {"name": one.name, "created_at": format_timestamp(one.created_at)}
+                    for one in agents
+                ]
+            )
+        )
+        return 0
+    if not agents:
+        say("no agents")
+        return 0
+    width = max(len(one.name) for one in agents)
+    for one in agents:
+        say(f"{safe(one.name).ljust(width)}  {format_timestamp(one.created_at)}")
+    return 0
+
+
+def cmd_agents_remove(args: argparse.Namespace) -> int:
+    """``agents remove NAME``: revoke; its calls are refused and its grants end at once."""
+    with _store(args) as store:
+        removed = store.remove_agent(args.name)
+    if not removed:
+        raise CliError(f"no live agent is named {args.name!r}")
+    say(f"removed agent {safe(args.name)}: its token no longer works and its grants ended")
+    return 0
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     """``audit [--since 1h] [--json]``: the audit trail, oldest first."""
     from approval_guard.provider.http.render import audit_json
@@ -202,7 +250,7 @@ def _age(text: str) -> object:
 
 
 def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``reviewers add|list|remove`` and ``audit`` to a command line's subcommands."""
+    """Add ``reviewers``, ``agents`` and ``audit`` to a command line's subcommands."""
     where = argparse.ArgumentParser(add_help=False)
     store = where.add_mutually_exclusive_group(required=True)
     store.add_argument("--db", metavar="PATH", help="the provider's SQLite file")
@@ -244,6 +292,24 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     remove.add_argument("name")
     remove.set_defaults(func=cmd_reviewers_remove)
+
+    agents = sub.add_parser("agents", help="named agents (instance credentials): add, list, remove")
+    agent_verbs = agents.add_subparsers(dest="agents_command", metavar="ACTION", required=True)
+    add_agent = agent_verbs.add_parser(
+        "add", parents=[where], help="add an agent; prints its token once"
+    )
+    add_agent.add_argument("name", help="the agent's name (1 to 64 printable characters, unique)")
+    add_agent.set_defaults(func=cmd_agents_add)
+    list_agents = agent_verbs.add_parser(
+        "list", parents=[where], help="the live agents (never a token)"
+    )
+    list_agents.add_argument("--json", action="store_true", help="print them as JSON")
+    list_agents.set_defaults(func=cmd_agents_list)
+    remove_agent = agent_verbs.add_parser(
+        "remove", parents=[where], help="revoke an agent; its grants end at once"
+    )
+    remove_agent.add_argument("name")
+    remove_agent.set_defaults(func=cmd_agents_remove)
 
     audit = sub.add_parser("audit", parents=[where], help="the audit trail, oldest first")
     audit.add_argument(
