@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +22,7 @@ from approval_guard._codec.exact_json import canonical_json, load_stored
 from approval_guard._codec.wire import APPROVED, DENIED, PENDING, format_timestamp
 from approval_guard.provider.rules.checks import approval_expiry, same_person
 from approval_guard.provider.rules.config import NO_RULES, AutoRule, Rules, ToolRule
-from approval_guard.provider.rules.scope import ScopeError, check_match, covers
+from approval_guard.provider.rules.scope import SAME, ScopeError, check_match, covers
 from approval_guard.provider.store.models import (
     Credential,
     Forbidden,
@@ -41,13 +41,14 @@ from approval_guard.provider.store.sql.base import (
     insert_audit,
     request_from_row,
     returned,
+    sha256,
     to_us,
 )
 
 logger = logging.getLogger("approval_guard.provider")
 
 #: The grants' tables, in the shared dialect (PostgreSQL's types are translated).
-TABLES = ("grants", "grant_approvals")
+TABLES = ("grants", "grant_approvals", "grant_shapes")
 _COLUMNS = """(
     id                TEXT PRIMARY KEY,
     tool              TEXT NOT NULL,
@@ -69,13 +70,22 @@ _COLUMNS = """(
     note              TEXT,
     ended_at          BIGINT,
     ended_by          TEXT,
-    end_note          TEXT
+    end_note          TEXT,
+    shape             TEXT NOT NULL
 )"""
 #: The statements that make them (both databases; the names get ``ag_`` on PostgreSQL).
 SCHEMA = (
     f"CREATE TABLE IF NOT EXISTS grants {_COLUMNS}",
-    # A create looks up only its tool's and agent's live grants (never a scan of all).
-    "CREATE INDEX IF NOT EXISTS grants_by_scope ON grants (tool, agent_id, status, expires_at)",
+    # A create looks up only the live grants of its tool and agent whose "same"
+    # arguments hold its own values (never a scan of every grant on the tool).
+    "CREATE INDEX IF NOT EXISTS grants_by_shape ON grants (tool, agent_id, shape, status)",
+    # Which sets of "same" argument names the grants of a tool and agent use.
+    """CREATE TABLE IF NOT EXISTS grant_shapes (
+    tool     TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    names    TEXT NOT NULL,
+    PRIMARY KEY (tool, agent_id, names)
+)""",
     """CREATE TABLE IF NOT EXISTS grant_approvals (
     grant_id    TEXT NOT NULL,
     reviewer_id TEXT NOT NULL,
@@ -106,6 +116,17 @@ class GrantSpec:
     uses: int | None = None
     match: dict[str, Any] = attrs.field(factory=dict)
     requested_by: str = "same"
+
+
+def shape_of(arguments: Mapping[str, Any], same: Sequence[str]) -> str:
+    """The digest a grant is found by: every argument name, and the values of its "same" ones.
+
+    A create computes it from its own arguments for each set of "same" names
+    its tool's and agent's grants use, so the database finds exactly the grants
+    whose "same" values are this call's (the rest of the scope is checked after).
+    """
+    key = {"names": sorted(arguments), "same": {name: arguments[name] for name in sorted(same)}}
+    return sha256(canonical_json(key))
 
 
 def grant_from_row(row: Any, granters: Sequence[str], now: datetime) -> Grant:
@@ -186,13 +207,19 @@ class GrantsMixin(SQLStoreBase):
         except ScopeError as exc:
             raise GrantRefused(f"a grant's match: {exc}") from None
         agent = returned(tx.execute("SELECT name FROM credentials WHERE id = ?", (owner_id,)))
+        same = sorted(name for name, constraint in match.items() if constraint == SAME)
+        tx.execute(
+            "INSERT INTO grant_shapes (tool, agent_id, names) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (current.tool, owner_id, canonical_json(same)),
+        )
         grant_id = "grant_" + secrets.token_hex(8)
         required = 1 if status == DENIED else current.approvals_required
         tx.execute(
             "INSERT INTO grants (id, tool, agent_id, agent_name, decision, status, scope, "
             "arguments, requested_by_mode, for_requested_by, granted_at, expires_at, uses, "
-            "uses_left, used, from_request, approvals_required, note) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            "uses_left, used, from_request, approvals_required, note, shape) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
             (
                 grant_id,
                 current.tool,
@@ -211,6 +238,7 @@ class GrantsMixin(SQLStoreBase):
                 current.id,
                 required,
                 note,
+                shape_of(current.arguments, same),
             ),
         )
         tx.execute(
@@ -256,11 +284,7 @@ class GrantsMixin(SQLStoreBase):
         for auto in autos:
             if auto.decision == DENIED:
                 return self._decide_by(tx, request, rule, now, source, auto=auto)
-        rows = tx.execute(
-            "SELECT * FROM grants WHERE tool = ? AND agent_id = ? AND status = ? "
-            "AND expires_at > ? ORDER BY granted_at",
-            (request.tool, owner.id, LIVE, to_us(now)),
-        ).fetchall()
+        rows = self._grant_candidates(tx, request, owner.id, now)
         candidates = [row for row in rows if _grant_row_covers(row, request)]
         # Standing denials first, then approvals; a use is counted only where it decides.
         for wanted in (DENIED, APPROVED):
@@ -299,6 +323,30 @@ class GrantsMixin(SQLStoreBase):
                     tx, request, rule, now, source, grant=(used, [n for n, _ in granters])
                 )
         return None
+
+    @staticmethod
+    def _grant_candidates(
+        tx: Tx, request: StoredRequest, agent_id: str, now: datetime
+    ) -> list[Any]:
+        """The live grants of this tool and agent whose "same" values are this request's."""
+        shapes = []
+        for row in tx.execute(
+            "SELECT names FROM grant_shapes WHERE tool = ? AND agent_id = ?",
+            (request.tool, agent_id),
+        ).fetchall():
+            names = load_stored(row[0])
+            if all(name in request.arguments for name in names):
+                shapes.append(shape_of(request.arguments, names))
+        if not shapes:
+            return []
+        marks = ", ".join("?" for _ in shapes)
+        return list(
+            tx.execute(
+                f"SELECT * FROM grants WHERE tool = ? AND agent_id = ? AND shape IN ({marks}) "
+                "AND status = ? AND expires_at > ? ORDER BY granted_at",
+                (request.tool, agent_id, *shapes, LIVE, to_us(now)),
+            ).fetchall()
+        )
 
     def _live_granters(self, tx: Tx, grant_id: str, rule: ToolRule) -> list[tuple[str, str]] | None:
         """``[(name, id)]`` of a grant's givers; None if one is gone or no longer allowed."""
