@@ -65,6 +65,7 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/slack/interactions", {"POST": slack.interactions}),
     ("/email/requests/{request_id}", {"GET": email_pages.confirm}),
     ("/email/requests/{request_id}/decision", {"POST": email_pages.decide}),
+    ("/v1/decisions", {"POST": decisions.decide_many}),
 )
 
 #: Header names as the API documents them (Starlette lowercases; some clients compare exactly).

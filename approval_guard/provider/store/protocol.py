@@ -105,6 +105,8 @@ class StoreProtocol(Protocol):
         requested_by: str | None = None,
         approvals_required: int = 1,
         source: str = "api",
+        batch: str | None = None,
+        context: str | None = None,
     ) -> CreateResult: ...
 
     def get_request(
@@ -178,6 +180,8 @@ class StoreProtocol(Protocol):
     ) -> list[ApprovalRequest]: ...
 
     def annotations(self, request_ids: Sequence[str]) -> dict[str, Annotation]: ...
+
+    def pending_in_batch(self, request_id: str, *, limit: int) -> list[StoredRequest]: ...
 
     def history(self, request_id: str) -> History | None: ...
 

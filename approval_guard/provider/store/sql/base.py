@@ -171,6 +171,8 @@ def request_from_row(row: Any) -> StoredRequest:
         requested_by=row["requested_by"],
         approvals_required=row["approvals_required"] or 1,
         approvals=_approvals(row["approval_list"]),
+        batch=row["batch"],
+        context=row["context"],
     )
 
 

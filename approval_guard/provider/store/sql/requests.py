@@ -85,6 +85,8 @@ class RequestsMixin(SQLStoreBase):
         requested_by: str | None = None,
         approvals_required: int = 1,
         source: str = "api",
+        batch: str | None = None,
+        context: str | None = None,
     ) -> CreateResult:
         """Create a pending request, or replay the one this key already made.
 
@@ -99,18 +101,22 @@ class RequestsMixin(SQLStoreBase):
         other replays it. ``requested_by`` (API 1.1, the person the agent acts
         for) is part of that body too; ``approvals_required`` (from the tool's
         rule) is kept on the request; ``source`` is where the create came from,
-        for the audit trail.
+        for the audit trail. ``batch`` and ``context`` (API 1.3: the agent's
+        turn, its stated reason) are part of the body when given, and kept.
         """
         check_json_value(tool)
         if not isinstance(arguments, dict):
             raise InvalidJSON("the arguments must be a JSON object")
         check_json_value(arguments)
         names = check_editable(arguments, editable)
-        if requested_by is not None:
-            check_json_value(requested_by)
+        for given in (requested_by, batch, context):
+            if given is not None:
+                check_json_value(given)
         if not 1 <= approvals_required <= 10:
             raise ValueError(f"approvals_required must be 1 to 10, not {approvals_required!r}")
-        digest = body_hash(tool, arguments, timeout_seconds, names, requested_by)
+        digest = body_hash(
+            tool, arguments, timeout_seconds, names, requested_by, batch=batch, context=context
+        )
         existing = self.replay(owner, idempotency_key, digest)
         if existing is not None:
             return CreateResult(request=existing, created=False)
@@ -130,8 +136,8 @@ class RequestsMixin(SQLStoreBase):
                     tx.execute(
                         "INSERT INTO requests (id, owner_id, idempotency_key, body_sha256, tool, "
                         "arguments, timeout, status, created_at, deadline_at, editable, "
-                        "requested_by, approvals_required) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                        "requested_by, approvals_required, batch, context) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
                         (
                             request_id,
                             owner.id,
@@ -146,6 +152,8 @@ class RequestsMixin(SQLStoreBase):
                             canonical_json(list(names)) if names else None,
                             requested_by,
                             approvals_required,
+                            batch,
+                            context,
                         ),
                     )
                 )
@@ -163,6 +171,7 @@ class RequestsMixin(SQLStoreBase):
                         "tool": tool,
                         "requested_by": requested_by,
                         "approvals_required": approvals_required,
+                        **({"batch": batch} if batch is not None else {}),
                         **detail,
                     },
                 )
