@@ -30,6 +30,7 @@ from approval_guard._codec.wire import (
 from approval_guard.provider.rules.config import ToolRule
 from approval_guard.provider.store.models import StoredRequest
 from approval_guard.provider.webhooks.payloads import (
+    AGENT_SAYS,
     SLACK_MAX_ARGUMENTS,
     SLACK_MAX_VALUE,
     request_link,
@@ -85,8 +86,6 @@ def _section(markdown: str) -> dict[str, Any]:
 
 #: The most of an agent's stated reason a section shows (a section holds 3,000 characters).
 MAX_SAID = 2900
-#: The label above an agent's stated reason: its own words, not the provider's.
-AGENT_SAYS = "The agent says:"
 
 
 def said(context: str) -> str:
