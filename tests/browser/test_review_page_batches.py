@@ -1,4 +1,4 @@
-"""API 1.3 on the review page in Chromium: the agent's words shown inert, a batch's "Approve all N"."""
+"""API 1.3 on the review page in Chromium: the agent's words shown inert, a batch's Approve all."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def review(browser: Browser, provider: LocalProvider) -> Iterator[Review]:
 
 
 def test_the_agents_words_are_shown_as_text_above_the_arguments(review: Review) -> None:
-    """Labelled "The agent says:", markup shown as characters, nothing run, the bidi mark escaped."""
+    """Labelled "The agent says:", markup shown as text, nothing run, the bidi mark escaped."""
     request_id = create(review.provider, context=HOSTILE)
     review.open()
     card = review.pending(request_id)
