@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+from typing import Any
 
 import pytest
+import requests
 
+from approval_guard.cli import main
 from approval_guard.testing import LocalProvider
 from tests.support.cli import create, read, run
+from tests.support.serving import serve_in_thread
 
 HOSTILE = "Refund it.\x1b[2J\x1b]0;pwned\x07 \u202eevil\nsecond line"
 
@@ -80,3 +85,73 @@ def test_list_prints_the_agents_words_under_the_row_and_in_json(
     code, out, _ = run(capsys, provider, "list", "--json")
     (listed,) = json.loads(out)
     assert (request_id, "turn-9", HOSTILE) == (listed["id"], listed["batch"], listed["context"])
+
+
+class _Older(http.server.BaseHTTPRequestHandler):
+    """A 1.2 provider in front of a real one: ``POST /v1/decisions`` is 404, the rest relayed."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        self._relay("GET")
+
+    def do_POST(self) -> None:
+        if self.path.startswith("/v1/decisions"):
+            body = b'{"error":{"type":"not_found","message":"no such path"}}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self._relay("POST")
+
+    def _relay(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        data = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        answer = requests.request(
+            method, self.target + self.path, data=data, headers=headers, timeout=10
+        )
+        self.send_response(answer.status_code)
+        self.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
+        self.send_header("Content-Length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        del format, args
+
+
+def test_several_ids_against_an_older_provider_are_decided_one_by_one(
+    capsys: pytest.CaptureFixture[str], provider: LocalProvider
+) -> None:
+    """A provider without POST /v1/decisions: each id is decided alone, the same lines printed."""
+    handler = type("Older", (_Older,), {"target": provider.url})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    serve_in_thread(server)
+    try:
+        ids = [create(provider), create(provider)]
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        code = main(
+            [
+                "approve",
+                ids[0],
+                "missing-id",
+                ids[1],
+                "--url",
+                url,
+                "--token",
+                provider.reviewer_credential,
+            ]
+        )
+        out, err = capsys.readouterr()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 1 == code
+    assert "1 of 3 requests were not decided" in err
+    lines = out.splitlines()
+    assert [f"approved {ids[0]}", f"approved {ids[1]}"] == [lines[0], lines[2]]
+    assert lines[1].startswith("missing-id: not decided:")
+    assert ["approved", "approved"] == [read(provider, one)["status"] for one in ids]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,12 @@ from tests.support.api import REFUND, Api, error_type
 RULES = """\
 [tools.delete_user]
 approvers = ["admin"]
+
+[tools.pay_out]
+approvals_required = 2
+
+[tools.own_refund]
+self_approval = false
 """
 
 
@@ -48,7 +55,10 @@ def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Provide
     server = ProviderServer(store, rules=rules)
     tokens = server.first_start_tokens
     assert tokens is not None
-    names = {"alice": store.add_reviewer("alice", roles=["payments"])}
+    names = {
+        "alice": store.add_reviewer("alice", roles=["payments"]),
+        "bob": store.add_reviewer("bob", roles=["payments"]),
+    }
     server.start()
     try:
         yield Provider(
@@ -301,6 +311,55 @@ def test_an_instance_credential_may_not_decide_many(provider: Provider) -> None:
             Api(provider.server.url, None), {"ids": [pending["id"]], "status": "approved"}
         ).status_code
     )
+
+
+def test_each_listed_id_keeps_its_own_rules(provider: Provider) -> None:
+    """A quorum tool stays pending after one approval; approving one's own request is refused."""
+    quorum = provider.instance.new(body={**_body(), "tool": "pay_out"})
+    own = provider.instance.new(body={**_body(), "tool": "own_refund", "requested_by": "alice"})
+    plain = provider.instance.new(body=_body())
+    ids = [quorum["id"], own["id"], plain["id"]]
+    answer = _decide_many(provider.as_reviewer("alice"), {"ids": ids, "status": "approved"})
+    results = answer.json()["results"]
+    assert {"id": quorum["id"], "status": "pending"} == results[0]
+    assert "forbidden" == results[1]["error"]["type"]
+    assert {"id": plain["id"], "status": "approved"} == results[2]
+    assert ["alice"] == [
+        one["by"] for one in provider.instance.poll(quorum["id"]).json()["approvals"]
+    ]
+    again = _decide_many(
+        provider.as_reviewer("alice"), {"ids": [quorum["id"]], "status": "approved"}
+    )
+    assert "already_approved" == again.json()["results"][0]["error"]["type"]
+    done = _decide_many(provider.as_reviewer("bob"), {"ids": [quorum["id"]], "status": "approved"})
+    assert [{"id": quorum["id"], "status": "approved"}] == done.json()["results"]
+
+
+def test_the_page_session_decides_many_only_with_its_csrf_header(provider: Provider) -> None:
+    """The review page's cookie without X-CSRF-Token is 403; with it, the ids are decided."""
+    pending = provider.instance.new(body=_body())
+    session = requests.Session()
+    assert provider.reviewer.token is not None
+    page = session.get(f"{provider.server.url}/", params={"token": provider.reviewer.token})
+    match = re.search(r'<meta name="csrf-token" content="([^"]+)">', page.text)
+    assert match is not None
+    body = {"ids": [pending["id"]], "status": "approved"}
+    url = f"{provider.server.url}/v1/decisions"
+    refused = session.post(url, json=body, timeout=10)
+    assert 403 == refused.status_code
+    assert "pending" == provider.instance.poll(pending["id"]).json()["status"]
+    answer = session.post(url, json=body, headers={"X-CSRF-Token": match.group(1)}, timeout=10)
+    assert [{"id": pending["id"], "status": "approved"}] == answer.json()["results"]
+    rows = provider.store.audit(request_id=pending["id"])
+    assert ["page"] == [r.detail["channel"] for r in rows if r.action == "request.approval"]
+
+
+def test_a_lone_surrogate_in_context_is_400(provider: Provider) -> None:
+    """Text the store could not keep exactly is refused as bad input, never a 500."""
+    raw = b'{"tool": "t", "arguments": {}, "timeout": "1m", "context": "\\ud800"}'
+    response = provider.instance.post_raw("/v1/requests", raw, **{"Idempotency-Key": "k-sur"})
+    assert 400 == response.status_code, response.text
+    assert "surrogate" in response.json()["error"]["message"]
 
 
 def test_a_hundred_ids_are_decided(provider: Provider) -> None:
