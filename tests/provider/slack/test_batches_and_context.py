@@ -73,8 +73,8 @@ def test_a_very_long_hostile_reason_fits_one_section(team: SlackTeam) -> None:
 def test_a_batch_message_decides_exactly_the_ids_it_listed(team: SlackTeam) -> None:
     """Approve all 2 on the second message approves those two, never the third that joined later."""
     first = team.new(batch="turn-1")
-    second = team.new(batch="turn-1")
     assert [] == _batch_actions(_message_of(team, 1))  # alone when it was posted
+    second = team.new(batch="turn-1")
     buttons = _batch_actions(_message_of(team, 2))
     assert ["Approve all 2", "Deny all 2\u2026"] == [b["text"]["text"] for b in buttons]
     assert f"{first['id']},{second['id']}" == buttons[0]["value"]
