@@ -108,7 +108,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         say(f"{safe(r.id):<36}  {r.status:<9}  {tool:<20}  {_when(r):<16}  {args_text}")
     # The agent's stated reason under its row, cut to one line, hidden characters escaped.
     for one in reviewed:
-        if one.context is not None:
+        if one.context:
             said = compact_json(one.context, width=100)
             say(f"{'':<36}  {AGENT_SAYS}: {said}")
     return 0
@@ -163,7 +163,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         say(f"{'redacted':<12} {safe(', '.join(redacted))} (the tool gets the real values)")
     if reviewed.batch is not None:
         say(f"{'batch':<12} {safe(reviewed.batch)}")
-    if reviewed.context is not None:
+    if reviewed.context:
         # Above the arguments, labelled as the agent's own words: nothing is decided from it.
         say(f"{AGENT_SAYS} (its own words, not checked):")
         for line in reviewed.context.split("\n"):

@@ -136,7 +136,7 @@ def listed_request_json(
     if isinstance(request, StoredRequest):
         if request.approvals_required > 1:
             display["approvals"] = escape(approvals_text(request))
-        if request.context is not None:
+        if request.context:  # an empty reason says nothing: nothing to show
             display["context"] = escape_lines(request.context)
         if request.batch is not None:
             display["batch"] = escape(request.batch)

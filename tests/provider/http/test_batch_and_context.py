@@ -131,6 +131,22 @@ def test_a_bad_batch_or_context_is_400_and_creates_nothing(
     assert [] == provider.reviewer.get("/v1/requests").json()["requests"]
 
 
+def test_an_empty_context_is_echoed_and_shown_nowhere(provider: Provider) -> None:
+    """``"context": ""`` is kept and echoed; the reviewer's display has nothing to show."""
+    created = provider.instance.new(body=_body(context=""))
+    assert "" == created["context"]
+    listed = provider.reviewer.get("/v1/requests").json()["requests"][0]
+    assert "" == listed["context"] and "context" not in listed["display"]
+
+
+def test_the_display_escapes_the_context_and_keeps_its_lines(provider: Provider) -> None:
+    """A bidi override is shown as \\u202e; line breaks stay; the echo keeps the exact text."""
+    created = provider.instance.new(body=_body(context="one\u202etwo\nthree"))
+    assert "one\u202etwo\nthree" == created["context"]
+    listed = provider.reviewer.get("/v1/requests").json()["requests"][0]
+    assert "one\\u202etwo\nthree" == listed["display"]["context"]
+
+
 def test_the_longest_values_are_accepted(provider: Provider) -> None:
     """A 200-character batch and a 1,000-character context are within bounds."""
     created = provider.instance.new(body=_body(batch="b" * 200, context="c" * 1000))
