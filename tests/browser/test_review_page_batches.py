@@ -151,3 +151,30 @@ def test_deny_all_needs_a_note_then_denies_each_with_it(review: Review) -> None:
             decision.status,
             decision.note,
         )
+
+
+def test_a_request_the_page_cannot_show_is_never_in_approve_all(review: Review) -> None:
+    """A batch member without its display form stands alone; the bar offers the two shown."""
+    provider = review.provider
+    ids = [create(provider, batch="t") for _ in range(3)]
+
+    def strip_one(route: Route) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        for item in body.get("requests", []):
+            if item.get("id") == ids[0]:
+                del item["display"]
+        route.fulfill(response=answer, json=body)
+
+    review.page.route("**/v1/requests?status=pending*", strip_one)
+    review.open()
+    bar = _bar(review)
+    assert "Approve all 2" == bar.get_by_test_id("approve-all").inner_text()
+    assert sorted(ids[1:]) == sorted((bar.get_attribute("data-ids") or "").split(","))
+    bar.get_by_test_id("approve-all").click()
+    review.page.wait_for_function(
+        "id => !document.querySelector(`#pending [data-testid=\"request-${id}\"]`)",
+        arg=ids[1],
+        timeout=TIMEOUT_MS,
+    )
+    assert ["pending", "approved", "approved"] == [provider.get(one).status for one in ids]

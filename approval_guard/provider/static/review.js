@@ -541,9 +541,14 @@
     return details;
   }
 
-  /** The batch group of a pending request (API 1.3), or "" when it has none. */
+  /**
+   * The batch group of a pending request (API 1.3), or "" when it has none. A
+   * request the page cannot show is in no group: what is not shown is never
+   * approved, alone or with others.
+   */
   function groupOf(request) {
     const d = request.display;
+    if (shown(request) === null) return "";
     return d && typeof d.batch_group === "string" && typeof d.batch === "string" ? d.batch_group : "";
   }
 
