@@ -173,7 +173,7 @@ def test_a_request_the_page_cannot_show_is_never_in_approve_all(review: Review) 
     assert sorted(ids[1:]) == sorted((bar.get_attribute("data-ids") or "").split(","))
     bar.get_by_test_id("approve-all").click()
     review.page.wait_for_function(
-        "id => !document.querySelector(`#pending [data-testid=\"request-${id}\"]`)",
+        'id => !document.querySelector(`#pending [data-testid="request-${id}"]`)',
         arg=ids[1],
         timeout=TIMEOUT_MS,
     )
