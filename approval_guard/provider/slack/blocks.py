@@ -185,7 +185,7 @@ def _batch_blocks(request: StoredRequest, batch: list[StoredRequest]) -> list[di
     if request.status != PENDING or len(shown) < 2 or request.batch is None:
         return []
     lines = [f"*Batch {code(request.batch, 200)}:* {len(shown)} pending requests of this agent"]
-    lines += [f"\u2022 {code(one.tool, 80)} {code(one.id, 80)}" for one in shown]
+    lines += [f"\u2022 {code(one.tool, 40)} {code(one.id, 80)}" for one in shown]
     if len(batch) > len(shown):
         lines.append(f"(the buttons decide these {len(shown)}; the others have their own)")
     value = ",".join(one.id for one in shown)
