@@ -24,6 +24,7 @@ from pathlib import Path
 from . import (
     _headline,
     async_scale,
+    grants,
     latency,
     overhead,
     policy,
@@ -43,6 +44,7 @@ BENCHMARKS: dict[str, Callable[[argparse.Namespace], Result]] = {
     "policy": lambda a: policy.run(quick=a.quick),
     "server": lambda a: server.run(quick=a.quick),
     "async_scale": lambda a: async_scale.run(quick=a.quick),
+    "grants": lambda a: grants.run(quick=a.quick),
 }
 
 

@@ -172,8 +172,15 @@ def _add_review_commands(sub: _SubParsers[argparse.ArgumentParser], env: dict[st
     show.add_argument("id", help="the request id")
     show.set_defaults(func=_review.cmd_show)
 
-    approve = sub.add_parser("approve", parents=[reviewer], help="approve a pending request")
-    approve.add_argument("id", help="the request id")
+    approve = sub.add_parser(
+        "approve", parents=[reviewer], help="approve pending requests (one, or a turn's several)"
+    )
+    approve.add_argument(
+        "ids",
+        nargs="+",
+        metavar="ID",
+        help="the request id; several are decided each as if alone (POST /v1/decisions)",
+    )
     approve.add_argument("--note", help="why (the agent sees it)")
     approve.add_argument(
         "--valid-for",
@@ -194,8 +201,15 @@ def _add_review_commands(sub: _SubParsers[argparse.ArgumentParser], env: dict[st
 
     add_grants_commands(sub, reviewer)
 
-    deny = sub.add_parser("deny", parents=[reviewer], help="deny a pending request")
-    deny.add_argument("id", help="the request id")
+    deny = sub.add_parser(
+        "deny", parents=[reviewer], help="deny pending requests (one, or a turn's several)"
+    )
+    deny.add_argument(
+        "ids",
+        nargs="+",
+        metavar="ID",
+        help="the request id; several are decided each as if alone (POST /v1/decisions)",
+    )
     deny.add_argument("--note", required=True, help="why not (the agent receives it)")
     deny.set_defaults(func=_review.cmd_deny)
 

@@ -1,5 +1,9 @@
 """The reviewer's verbs: ``list``, ``show``, ``approve``, ``deny``, ``cancel``.
 
+``approve`` and ``deny`` take one id (as always) or several: several are sent
+as one ``POST /v1/decisions`` (API 1.3), each decided as if alone, one line
+each in the order given.
+
 Each handler takes the parsed arguments and returns an exit code; a failure is
 a :class:`~approval_guard.cli._output.CliError`.
 """
@@ -28,7 +32,10 @@ from approval_guard.cli._output import (
     time_left,
     usage_failed,
 )
-from approval_guard.cli._reviewer_client import ReviewerClient, Team
+from approval_guard.cli._reviewer_client import Reviewed, ReviewerClient, Team
+
+#: How the agent's stated reason (API 1.3's ``context``) is labelled: its own words.
+AGENT_SAYS = "the agent says"
 
 
 def _reviewer(args: argparse.Namespace) -> ReviewerClient:
@@ -88,7 +95,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     requests_ = [one.request for one in reviewed]
     if args.json:
         # Exact numbers as stored (a JSONNumber is no Python number), ASCII for the terminal.
-        listed = [_team_json(_models.request_to_json(one.request), one.team) for one in reviewed]
+        listed = [_team_json(_models.request_to_json(one.request), one) for one in reviewed]
         say(dump_json(listed, indent=2, ensure_ascii=True))
         return 0
     if not requests_:
@@ -100,16 +107,26 @@ def cmd_list(args: argparse.Namespace) -> int:
         tool = tool if len(tool) <= 20 else tool[:19] + "…"
         args_text = compact_json(r.arguments, width=60)
         say(f"{safe(r.id):<36}  {r.status:<9}  {tool:<20}  {_when(r):<16}  {args_text}")
+    # The agent's stated reason under its row, cut to one line, hidden characters escaped.
+    for one in reviewed:
+        if one.context:
+            said = compact_json(one.context, width=100)
+            say(f"{'':<36}  {AGENT_SAYS}: {said}")
     return 0
 
 
-def _team_json(out: dict[str, Any], team: Team) -> dict[str, Any]:
-    """A listed request's JSON with its team fields: who asked, who approved, how many must."""
+def _team_json(out: dict[str, Any], one: Reviewed) -> dict[str, Any]:
+    """A listed request's JSON with its team fields (who asked, who approved, how many must)."""
+    team = one.team
     if team.requested_by is not None:
         out["requested_by"] = team.requested_by
     if team.approvals_required > 1:
         out["approved_by"] = list(team.approvals)
         out["approvals_required"] = team.approvals_required
+    if one.batch is not None:
+        out["batch"] = one.batch
+    if one.context is not None:
+        out["context"] = one.context
     return out
 
 
@@ -145,6 +162,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     if redacted:
         # As the page's notice: the reviewer sees a digest; the tool gets the real value.
         say(f"{'redacted':<12} {safe(', '.join(redacted))} (the tool gets the real values)")
+    if reviewed.batch is not None:
+        say(f"{'batch':<12} {safe(reviewed.batch)}")
+    if reviewed.context:
+        # Above the arguments, labelled as the agent's own words: nothing is decided from it.
+        say(f"{AGENT_SAYS} (its own words, not checked):")
+        for line in reviewed.context.split("\n"):
+            say(f"  | {safe(line)}")
     say("arguments")
     say(pretty_json(request.arguments, indent="  "))
     events = [e for e in history.get("events", []) if isinstance(e, dict)]
@@ -157,8 +181,44 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _decide_many(args: argparse.Namespace, status: str) -> int:
+    """``approve|deny ID ID ...``: each id decided as if alone; one line each, in order.
+
+    Exit code 0 when every id was decided, 1 when any was refused (each says why).
+    """
+    ids = list(args.ids)
+    if len(set(ids)) != len(ids):
+        return usage_failed(UsageError("an id is listed twice: list each request once"))
+    if getattr(args, "edits", None):
+        return usage_failed(UsageError("--set edits one request: give a single ID with it"))
+    valid_for = args.valid_for if status == _wire.APPROVED else None
+    with closing(_reviewer(args)) as client:
+        results = client.decide_many(ids, status, note=args.note, valid_for=valid_for)
+    refused = 0
+    for result in results:
+        request_id = safe(str(result.get("id", "")))
+        error = result.get("error")
+        if isinstance(error, dict):
+            refused += 1
+            kind = safe(str(error.get("type", "refused")))
+            say(f"{request_id}: not decided: {safe(str(error.get('message', '')))} ({kind})")
+        elif result.get("status") == _wire.PENDING:
+            say(f"recorded your approval of {request_id}; it stays pending until more approve")
+        else:
+            say(f"{safe(str(result.get('status', '')))} {request_id}")
+    if refused:
+        raise CliError(f"{refused} of {len(results)} requests were not decided (see above)")
+    return 0
+
+
 def cmd_approve(args: argparse.Namespace) -> int:
-    """``approve ID``: the call may start until the approval's ``expires_at``."""
+    """``approve ID``: the call may start until the approval's ``expires_at``.
+
+    Several ids: see :func:`_decide_many`.
+    """
+    if len(args.ids) > 1:
+        return _decide_many(args, _wire.APPROVED)
+    args.id = args.ids[0]
     with closing(_reviewer(args)) as client:
         try:
             arguments = _edited(client.get(args.id), args.edits) if args.edits else None
@@ -226,9 +286,15 @@ def _edited(request: _models.ApprovalRequest, edits: list[str]) -> dict[str, Any
 
 
 def cmd_deny(args: argparse.Namespace) -> int:
-    """``deny ID --note TEXT``: the call will not run; the note tells the agent why."""
+    """``deny ID --note TEXT``: the call will not run; the note tells the agent why.
+
+    Several ids: see :func:`_decide_many` (one note for all).
+    """
     if not args.note.strip():
         raise CliError("--note must say why: the agent receives it as the reason")
+    if len(args.ids) > 1:
+        return _decide_many(args, _wire.DENIED)
+    args.id = args.ids[0]
     with closing(_reviewer(args)) as client:
         request = client.decide(args.id, _wire.DENIED, note=args.note).request
     say(f"denied {safe(request.id)} ({safe(request.tool)})")

@@ -59,12 +59,31 @@ def team_of(obj: object) -> Team:
 
 @attrs.frozen
 class Reviewed:
-    """A request as the provider answered it, with its team fields."""
+    """A request as the provider answered it, with its team fields.
+
+    API 1.3: ``batch`` (the agent's turn) and ``context`` (the agent's own
+    stated reason), each None when the request has none.
+    """
 
     request: _models.ApprovalRequest
     team: Team
+    batch: str | None = None
+    context: str | None = None
     #: API 1.3: the standing grant a decision gave (its JSON), if any.
     grant: dict[str, Any] | None = None
+
+
+def reviewed(obj: Any, grant: object = None) -> Reviewed:
+    """A request object as the provider answered it (a malformed 1.3 field: None)."""
+    batch = obj.get("batch") if isinstance(obj, dict) else None
+    context = obj.get("context") if isinstance(obj, dict) else None
+    return Reviewed(
+        _parse(obj),
+        team_of(obj),
+        batch=batch if isinstance(batch, str) else None,
+        context=context if isinstance(context, str) else None,
+        grant=grant if isinstance(grant, dict) else None,
+    )
 
 
 class ReviewerClient:
@@ -97,11 +116,13 @@ class ReviewerClient:
         body: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
         deciding: bool = False,
+        none_if_unknown: bool = False,
     ) -> Any:
         """Send one call; return the decoded JSON or raise :class:`CliError`.
 
         ``deciding``: the call is a decision, whose refusals (403, 409
         ``already_approved``) say why this reviewer cannot make it.
+        ``none_if_unknown``: a 404 (an older provider without this path) is None.
         """
         if params:
             path = f"{path}?{urllib.parse.urlencode(params)}"
@@ -121,6 +142,8 @@ class ReviewerClient:
             raise CliError(problem) from None
         if answer.ok:
             return answer.body
+        if none_if_unknown and answer.status == 404:
+            return None
         raise self._error(answer.status, answer.body, request_id, deciding=deciding)
 
     def _error(
@@ -179,7 +202,7 @@ class ReviewerClient:
             items = data.get("requests", data.get("items")) if isinstance(data, dict) else data
             if not isinstance(items, list):
                 raise CliError(f"the provider at {self.url} answered a list in an unknown shape")
-            parsed = (Reviewed(_parse(item), team_of(item)) for item in items)
+            parsed = (reviewed(item) for item in items)
             fresh = [one for one in parsed if one.request.id not in seen]
             out.extend(fresh)
             seen.update(one.request.id for one in fresh)
@@ -196,7 +219,7 @@ class ReviewerClient:
     def read(self, request_id: str) -> Reviewed:
         """One request with its team fields."""
         data = self.call("GET", f"/v1/requests/{_quote(request_id)}", request_id=request_id)
-        return Reviewed(_parse(data), team_of(data))
+        return reviewed(data)
 
     def history(self, request_id: str) -> dict[str, Any]:
         """The request's audit trail: ``{"events": [...], "poll_count": N, ...}``."""
@@ -233,8 +256,35 @@ class ReviewerClient:
             deciding=True,
         )
         obj = data.get("request", data) if isinstance(data, dict) else data
-        given = data.get("grant") if isinstance(data, dict) else None
-        return Reviewed(_parse(obj), team_of(obj), given if isinstance(given, dict) else None)
+        return reviewed(obj, data.get("grant") if isinstance(data, dict) else None)
+
+    def decide_many(
+        self, ids: list[str], status: str, *, note: str | None, valid_for: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Decide each id as if alone (API 1.3, ``POST /v1/decisions``): a result per id, in order.
+
+        A result is ``{"id", "status"}`` or ``{"id", "error": {"type", "message"}}``.
+        A provider older than 1.3 (no such path) is asked once per id instead.
+        """
+        body: dict[str, Any] = {"ids": ids, "status": status, "note": note}
+        if valid_for is not None:
+            body["valid_for"] = valid_for
+        data = self.call("POST", "/v1/decisions", body=body, deciding=True, none_if_unknown=True)
+        if data is None:
+            return [self._decide_alone(one, status, note, valid_for) for one in ids]
+        results = data.get("results") if isinstance(data, dict) else None
+        if not isinstance(results, list) or not all(isinstance(one, dict) for one in results):
+            raise CliError(f"the provider at {self.url} answered the decisions in an unknown shape")
+        return results
+
+    def _decide_alone(
+        self, request_id: str, status: str, note: str | None, valid_for: str | None
+    ) -> dict[str, Any]:
+        try:
+            done = self.decide(request_id, status, note=note, valid_for=valid_for)
+        except CliError as exc:
+            return {"id": request_id, "error": {"type": "refused", "message": str(exc)}}
+        return {"id": request_id, "status": done.request.status}
 
     def cancel(self, request_id: str, *, reason: str | None) -> _models.ApprovalRequest:
         """Withdraw a pending request (instance credential)."""

@@ -26,14 +26,19 @@ def create(
     tool: str = "issue_refund",
     arguments: dict[str, Any] | None = None,
     timeout: str = "30m",
+    **extra: Any,
 ) -> str:
-    """Create a request as the adapter would (instance credential); return its id."""
+    """Create a request as the adapter would (instance credential); return its id.
+
+    ``extra``: more create fields (API 1.3's ``batch`` and ``context``).
+    """
     body = {
         "tool": tool,
         "arguments": {"payment_id": "payment_123", "amount": 4900}
         if arguments is None
         else arguments,
         "timeout": timeout,
+        **extra,
     }
     response = requests.post(
         f"{provider.url}/v1/requests",

@@ -17,6 +17,7 @@ from typing import Any
 from approval_guard._codec.display import escape
 from approval_guard._codec.wire import format_timestamp
 from approval_guard.provider.store.models import StoredRequest
+from approval_guard.provider.webhooks.payloads import AGENT_SAYS
 
 #: The longest tool name a subject shows.
 _SUBJECT_TOOL = 80
@@ -28,12 +29,11 @@ def _lines(request: StoredRequest, display: dict[str, Any], reviewer: str) -> li
         if request.requested_by is not None
         else "An agent asks"
     )
-    out = [
-        f"{asked} to run {display['tool']}.",
-        "",
-        "Arguments:",
-        display["arguments"],
-    ]
+    out = [f"{asked} to run {display['tool']}.", ""]
+    if display.get("context") is not None:
+        # The agent's own words (API 1.3), above the arguments, each line quoted.
+        out += [AGENT_SAYS, *(f"> {line}" for line in display["context"].split("\n")), ""]
+    out += ["Arguments:", display["arguments"]]
     if display.get("redacted"):
         out += ["", "Hidden from you by the guard (redacted): " + ", ".join(display["redacted"])]
     if display.get("approvals"):
@@ -72,9 +72,10 @@ def compose(
     lines = _lines(request, display, reviewer)
     text = [*lines, "", f"Approve: {approve_url}", f"Deny: {deny_url}", ""]
     message.set_content("\n".join(text))
-    body = [f"<p>{html.escape(line)}</p>" for line in lines[:3]]
+    arguments = lines.index(display["arguments"])
+    body = [f"<p>{html.escape(line)}</p>" for line in lines[:arguments] if line]
     body.append(f"<pre>{html.escape(display['arguments'])}</pre>")
-    body += [f"<p>{html.escape(line)}</p>" for line in lines[4:] if line]
+    body += [f"<p>{html.escape(line)}</p>" for line in lines[arguments + 1 :] if line]
     body.append(
         f'<p><a href="{html.escape(approve_url)}">Approve</a> &middot; '
         f'<a href="{html.escape(deny_url)}">Deny</a></p>'

@@ -33,6 +33,7 @@ from approval_guard.provider.http.render import listed_request_json
 from approval_guard.provider.http.responses import ApiError, answer, header, read_body
 from approval_guard.provider.rules.checks import refusal
 from approval_guard.provider.store.models import Credential, StoredRequest
+from approval_guard.provider.webhooks.payloads import AGENT_SAYS
 
 _CSP = (
     "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -98,6 +99,12 @@ def _call(ctx: Context, request: StoredRequest, reviewer: Credential) -> str:
         who = escape(request.requested_by)
         parts.append(
             f'<p>Asked for by <span data-testid="requested-by">{html.escape(who)}</span></p>'
+        )
+    if display.get("context") is not None:
+        # The agent's own words (API 1.3), above the arguments; display texts are escaped.
+        parts.append(
+            f'<p>{AGENT_SAYS}</p><blockquote data-testid="context">'
+            f"<pre>{html.escape(display['context'])}</pre></blockquote>"
         )
     parts.append(f'<pre data-testid="arguments">{html.escape(display["arguments"])}</pre>')
     if display.get("redacted"):

@@ -64,6 +64,10 @@ from approval_guard.provider.store.models import (
 
 #: The longest ``requested_by`` a create may carry.
 MAX_REQUESTED_BY_CHARS = 200
+#: The longest ``batch`` (API 1.3: the agent's turn) a create may carry.
+MAX_BATCH_CHARS = 200
+#: The longest ``context`` (API 1.3: the agent's stated reason) a create may carry.
+MAX_CONTEXT_CHARS = 1000
 
 
 def client_source(request: Request) -> str:
@@ -126,7 +130,9 @@ def _create_now(
     """Blocking: check the credential again and the body, then create (or find) the request."""
     credential = authenticated_again(ctx.store, ctx.hints, request, early)
     obj = json_object(body)
-    no_unknown(obj, {"tool", "arguments", "timeout", "editable", "requested_by"})
+    no_unknown(
+        obj, {"tool", "arguments", "timeout", "editable", "requested_by", "batch", "context"}
+    )
     tool = obj.get("tool")
     if not isinstance(tool, str) or not 1 <= len(tool) <= MAX_TOOL_CHARS:
         raise bad(f"'tool' must be a string of 1 to {MAX_TOOL_CHARS} characters")
@@ -148,6 +154,20 @@ def _create_now(
             f"'requested_by' must be 1 to {MAX_REQUESTED_BY_CHARS} printable characters, "
             "with no space at either end"
         )
+    batch = obj.get("batch")
+    if batch is not None and (
+        not isinstance(batch, str)
+        or not 1 <= len(batch) <= MAX_BATCH_CHARS
+        or not batch.isprintable()
+        or batch != batch.strip()
+    ):
+        raise bad(
+            f"'batch' must be 1 to {MAX_BATCH_CHARS} printable characters, "
+            "with no space at either end"
+        )
+    context = obj.get("context")
+    if context is not None and (not isinstance(context, str) or len(context) > MAX_CONTEXT_CHARS):
+        raise bad(f"'context' must be a string of at most {MAX_CONTEXT_CHARS} characters")
     required = ctx.rules.for_tool(tool).approvals_required
     source = client_source(request)
     try:
@@ -162,6 +182,8 @@ def _create_now(
             approvals_required=required,
             source=source,
             rules=ctx.rules,
+            batch=batch,
+            context=context,
         )
     except IdempotencyKeyReused as exc:
         # Keys are per credential, so this is the request its own creator made.

@@ -70,6 +70,7 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/v1/grants/{grant_id}/revoke", {"POST": grants.revoke_grant}),
     ("/v1/grants/{grant_id}/approve", {"POST": grants.approve_grant}),
     ("/v1/grants/{grant_id}/apply", {"POST": grants.apply_grant}),
+    ("/v1/decisions", {"POST": decisions.decide_many}),
 )
 
 #: Header names as the API documents them (Starlette lowercases; some clients compare exactly).

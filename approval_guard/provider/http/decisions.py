@@ -1,4 +1,8 @@
-"""A decision, from any channel: its fields, the one path that records it, and the API's route."""
+"""A decision, from any channel: its fields, the one path that records it, and the API's routes.
+
+``POST /v1/requests/{id}/decision`` decides one request; ``POST /v1/decisions``
+(API 1.3) decides each of a list of ids in turn, each exactly as if it came alone.
+"""
 
 from __future__ import annotations
 
@@ -49,6 +53,11 @@ from approval_guard.provider.store.models import (
     ValidityTooLong,
 )
 from approval_guard.provider.store.sql.grants import GrantSpec
+
+#: The most ids one ``POST /v1/decisions`` may list (a turn's calls, not a backlog).
+MAX_DECISION_IDS = 100
+#: The longest id it may list (ours are 36 characters; anything else is no request's).
+MAX_ID_CHARS = 200
 
 
 def decision_fields(obj: dict[str, Any], extra: set[str]) -> tuple[str, str | None, int | None]:
@@ -231,3 +240,72 @@ async def decide(ctx: Context, request: Request) -> Response:
     with _decision_errors():
         found, given = await ctx.calls(work)
     return _answer(ctx, found, given)
+
+
+def decision_ids(obj: dict[str, Any]) -> list[str]:
+    """The ``ids`` of a many-decision body: 1 to :data:`MAX_DECISION_IDS` distinct strings; 400."""
+    ids = obj.get("ids")
+    if (
+        not isinstance(ids, list)
+        or not 1 <= len(ids) <= MAX_DECISION_IDS
+        or not all(isinstance(one, str) and 1 <= len(one) <= MAX_ID_CHARS for one in ids)
+    ):
+        raise bad(
+            f"'ids' must be a list of 1 to {MAX_DECISION_IDS} request ids "
+            f"(strings of 1 to {MAX_ID_CHARS} characters)"
+        )
+    if len(set(ids)) != len(ids):
+        raise bad("'ids' lists a request twice: list each once")
+    return [str(one) for one in ids]
+
+
+async def decide_each(
+    ctx: Context,
+    ids: list[str],
+    credential: Credential,
+    fields: tuple[str, str | None, int | None],
+    source: str,
+    *,
+    channel: str,
+) -> list[dict[str, Any]]:
+    """Decide each id in turn through :func:`apply_decision`, as if each came alone.
+
+    ``[{"id", "status"} | {"id", "error": {"type", "message"}}]`` in the order
+    given: a refusal (as the single decision would answer it) never stops the
+    ids after it. Exactly these ids: whatever else is pending is left alone.
+    """
+    results: list[dict[str, Any]] = []
+    for request_id in ids:
+        try:
+            found = await apply_decision(
+                ctx, request_id, credential, fields, None, source, channel=channel
+            )
+        except ApiError as exc:
+            results.append({"id": request_id, "error": {"type": exc.kind, "message": exc.message}})
+            continue
+        if found is None:
+            error = {"type": "not_found", "message": "no such request"}
+            results.append({"id": request_id, "error": error})
+        else:
+            results.append({"id": request_id, "status": found.status})
+    return results
+
+
+async def decide_many(ctx: Context, request: Request) -> Response:
+    """``POST /v1/decisions`` (API 1.3): ``{"ids", "status", "note", "valid_for"}``.
+
+    A reviewer's bearer credential, or the review page's session with its CSRF
+    header; an instance credential is ``403``. The body is checked whole first
+    (``400`` and nothing decided); then ``200 {"results": [...]}`` (see
+    :func:`decide_each`).
+    """
+    body = await read_body(request)
+    source = client_source(request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
+    require_reviewer(credential)
+    obj = json_object(body)
+    fields = decision_fields(obj, {"ids"})
+    ids = decision_ids(obj)
+    channel = "api" if bearer_token(request) is not None else "page"
+    results = await decide_each(ctx, ids, credential, fields, source, channel=channel)
+    return json_answer(ctx.store, 200, {"results": results})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from approval_guard._codec.display import escape, escape_lines, is_hidden, with_markers_shown
@@ -26,7 +27,8 @@ def request_json(request: ApprovalRequest) -> dict[str, Any]:
 
     ``"editable"`` when it lists names, ``"requested_by"`` when the create gave
     one, and ``"approvals"`` with ``"approvals_required"`` when it needs more
-    than one approval.
+    than one approval; API 1.3's ``"batch"`` and ``"context"`` when the create
+    gave them.
     """
     out = request_to_json(request)
     if isinstance(request, StoredRequest):
@@ -42,6 +44,10 @@ def request_json(request: ApprovalRequest) -> dict[str, Any]:
         if request.decision_grant is not None and isinstance(out.get("decision"), dict):
             # API 1.3: the standing grant that decided it when it was made.
             out["decision"]["grant"] = request.decision_grant
+        if request.batch is not None:
+            out["batch"] = request.batch
+        if request.context is not None:
+            out["context"] = request.context
     return out
 
 
@@ -92,6 +98,10 @@ def listed_request_json(
     ``changes`` (``[{"name", "before", "after"}]``); for a request that needs
     several approvals ``approvals`` (``"1 of 2 approvals: alice"``); and, when
     ``viewer`` may not decide it under ``rule``, ``read_only`` (the reason).
+    API 1.3: ``context`` (the agent's stated reason, hidden characters
+    escaped, line breaks kept), and ``batch`` with ``batch_group`` (an opaque
+    key shared by the requests of one agent's batch, so the page groups them
+    and never joins two agents' batches of the same name).
     """
     note = request.decision.note if request.decision is not None else None
     decided_by = annotation.decided_by if annotation is not None else None
@@ -129,6 +139,12 @@ def listed_request_json(
     if isinstance(request, StoredRequest):
         if request.approvals_required > 1:
             display["approvals"] = escape(approvals_text(request))
+        if request.context:  # an empty reason says nothing: nothing to show
+            display["context"] = escape_lines(request.context)
+        if request.batch is not None:
+            display["batch"] = escape(request.batch)
+            owner = annotation.owner_id if annotation is not None else None
+            display["batch_group"] = batch_group(owner, request.batch)
         if viewer is not None and rule is not None and request.is_pending:
             why = refusal(request, rule, viewer)
             if why is None and any(one.by == viewer.name for one in request.approvals):
@@ -136,6 +152,12 @@ def listed_request_json(
             if why is not None:
                 display["read_only"] = escape(why)
     return {**request_json(request), "display": display}
+
+
+def batch_group(owner_id: str | None, batch: str) -> str:
+    """An opaque key naming one agent's batch (its credential id and the batch text)."""
+    key = f"{owner_id or ''}\n{batch}".encode()
+    return hashlib.sha256(key).hexdigest()[:24]
 
 
 def approvals_text(request: StoredRequest) -> str:

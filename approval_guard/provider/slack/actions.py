@@ -19,7 +19,14 @@ from approval_guard._codec.exact_json import InvalidJSON
 from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, EXPIRED, PENDING
 from approval_guard.provider.rules.checks import refusal
 from approval_guard.provider.rules.config import Rules
-from approval_guard.provider.slack.blocks import MAX_INPUT, approvals_line, may_edit, text, when
+from approval_guard.provider.slack.blocks import (
+    MAX_INPUT,
+    approvals_line,
+    code,
+    may_edit,
+    text,
+    when,
+)
 from approval_guard.provider.store.checks import with_edits
 from approval_guard.provider.store.models import (
     AlreadyApproved,
@@ -128,6 +135,30 @@ def decide(
     if found is None:
         return Outcome(False, "Not recorded: this provider has no such request.")
     return Outcome(True, confirmation(found))
+
+
+def decide_all(
+    store: StoreProtocol,
+    rules: Rules,
+    slack_user: str,
+    request_ids: list[str],
+    status: str,
+    *,
+    note: str | None = None,
+) -> Outcome:
+    """A batch button (API 1.3): :func:`decide` for each listed id in turn, as if alone.
+
+    Exactly the ids the message listed; a refused one never stops the others.
+    The reply has one line per id, in the message's order.
+    """
+    lines = []
+    recorded = False
+    for request_id in request_ids:
+        outcome = decide(store, rules, slack_user, request_id, status, note=note)
+        recorded = recorded or outcome.recorded
+        lines.append(f"{code(request_id, 80)}: {outcome.reply}")
+    verb = "Approve" if status == APPROVED else "Deny"
+    return Outcome(recorded, f"{verb} all {len(request_ids)}:\n" + "\n".join(lines))
 
 
 def confirmation(request: StoredRequest) -> str:

@@ -30,6 +30,7 @@ from approval_guard._codec.wire import (
 from approval_guard.provider.rules.config import ToolRule
 from approval_guard.provider.store.models import StoredRequest
 from approval_guard.provider.webhooks.payloads import (
+    AGENT_SAYS,
     SLACK_MAX_ARGUMENTS,
     SLACK_MAX_VALUE,
     request_link,
@@ -40,6 +41,10 @@ MAX_ARGUMENTS = SLACK_MAX_ARGUMENTS
 MAX_VALUE = SLACK_MAX_VALUE
 #: The buttons' ``action_id`` s, and the modals' ``callback_id`` s.
 APPROVE, DENY, EDIT = "ag_approve", "ag_deny", "ag_edit"
+#: A batch's buttons (API 1.3): their ``value`` lists the ids the message shows.
+APPROVE_ALL, DENY_ALL = "ag_approve_all", "ag_deny_all"
+#: The most of a batch's pending requests one message lists (and its buttons decide).
+MAX_BATCH_SHOWN = 20
 #: A modal's reason and note: the API's own limit would not fit a Slack input.
 MAX_INPUT = 3000
 #: Editable arguments a modal shows at most (a modal holds 100 blocks).
@@ -77,6 +82,32 @@ def when(moment: datetime) -> str:
 
 def _section(markdown: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": markdown[:3000]}}
+
+
+#: The most of an agent's stated reason a section shows (a section holds 3,000 characters).
+MAX_SAID = 2900
+
+
+def said(context: str) -> str:
+    """The agent's stated reason as a code block: inert (no ping, link or format), escaped.
+
+    Cut to fit one section (entities make a hostile text up to five times longer).
+    """
+    shown = text(context).replace("`", "\u02cb")
+    if len(shown) > MAX_SAID:
+        shown = shown[: MAX_SAID - 1]
+        amp = shown.rfind("&")
+        if amp != -1 and ";" not in shown[amp:]:
+            shown = shown[:amp]  # never half an entity
+        shown += "\u2026"
+    return "```" + shown + "```"
+
+
+def context_block(request: StoredRequest) -> list[dict[str, Any]]:
+    """The labelled section of the agent's stated reason (API 1.3), if it gave one."""
+    if not request.context:
+        return []
+    return [_section(f"*{AGENT_SAYS}*\n{said(request.context)}")]
 
 
 def _argument_blocks(arguments: dict[str, Any]) -> list[dict[str, Any]]:
@@ -134,6 +165,41 @@ def approvals_line(request: StoredRequest) -> str:
     return f"{len(request.approvals)} of {request.approvals_required}: {names}"
 
 
+def batch_ids(value: object) -> list[str]:
+    """The ids a batch button's ``value`` (or a modal's metadata) lists; [] for anything else."""
+    if not isinstance(value, str) or not value:
+        return []
+    ids = value.split(",")
+    if len(ids) > MAX_BATCH_SHOWN or len(set(ids)) != len(ids) or not all(ids):
+        return []
+    return ids
+
+
+def _batch_blocks(request: StoredRequest, batch: list[StoredRequest]) -> list[dict[str, Any]]:
+    """The batch's pending requests as the message lists them, and its two buttons.
+
+    Only when this request is pending and has company: the buttons decide
+    exactly the ids listed here, never a request that joined the batch later.
+    """
+    shown = batch[:MAX_BATCH_SHOWN]
+    if request.status != PENDING or len(shown) < 2 or request.batch is None:
+        return []
+    lines = [f"*Batch {code(request.batch, 200)}:* {len(shown)} pending requests of this agent"]
+    lines += [f"\u2022 {code(one.tool, 40)} {code(one.id, 80)}" for one in shown]
+    if len(batch) > len(shown):
+        lines.append(f"(the buttons decide these {len(shown)}; the others have their own)")
+    value = ",".join(one.id for one in shown)
+    count = len(shown)
+    buttons = [
+        _button(f"Approve all {count}", APPROVE_ALL, value, "primary"),
+        _button(f"Deny all {count}\u2026", DENY_ALL, value, "danger"),
+    ]
+    return [
+        _section("\n".join(lines)),
+        {"type": "actions", "block_id": "ag_batch", "elements": buttons},
+    ]
+
+
 def may_edit(request: StoredRequest) -> bool:
     """Whether the message offers "Edit and approve…" (as the store allows edits)."""
     return bool(request.editable) and request.approvals_required <= 1
@@ -146,8 +212,13 @@ def message(
     now: datetime,
     public_url: str | None = None,
     cancel_reason: str | None = None,
+    batch: list[StoredRequest] | None = None,
 ) -> dict[str, Any]:
-    """``{"text", "blocks"}`` of the request's message in the channel, as it is now."""
+    """``{"text", "blocks"}`` of the request's message in the channel, as it is now.
+
+    ``batch``: the pending requests of its batch (API 1.3), oldest first; with
+    two or more the message lists them under "Approve all N" / "Deny all N".
+    """
     who = who_must_approve(
         list(rule.approvers) if rule.approvers else None, request.approvals_required
     )
@@ -161,7 +232,11 @@ def message(
     link = request_link(public_url, request.id)
     if link is not None:
         context.append(f"<{link}|open on the review page>")
-    blocks = [_section(headline(request)), *_argument_blocks(request.arguments)]
+    blocks = [
+        _section(headline(request)),
+        *context_block(request),
+        *_argument_blocks(request.arguments),
+    ]
     blocks.append(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": " \u00b7 ".join(context)}]}
     )
@@ -175,6 +250,7 @@ def message(
         if may_edit(request):
             buttons.append(_button("Edit and approve\u2026", EDIT, request.id))
         blocks.append({"type": "actions", "block_id": "ag_actions", "elements": buttons})
+        blocks += _batch_blocks(request, batch or [])
     else:
         if request.approvals and request.approvals_required > 1:
             blocks.append(_section(approvals_line(request)))
@@ -185,12 +261,12 @@ def message(
     return {"text": fallback, "blocks": blocks}
 
 
-def _button(label: str, action: str, request_id: str, style: str | None = None) -> dict[str, Any]:
+def _button(label: str, action: str, value: str, style: str | None = None) -> dict[str, Any]:
     button: dict[str, Any] = {
         "type": "button",
         "action_id": action,
         "text": {"type": "plain_text", "text": label},
-        "value": request_id,
+        "value": value,
     }
     if style is not None:
         button["style"] = style
@@ -203,15 +279,33 @@ def _metadata(request: StoredRequest, channel: str | None) -> str:
 
 def deny_modal(request: StoredRequest, channel: str | None) -> dict[str, Any]:
     """The "Deny…" modal: one required input for the reason (the agent receives it)."""
+    return _deny_view(
+        DENY,
+        _metadata(request, channel),
+        "Deny the request",
+        f"Deny {code(request.tool, 200)} (request {code(request.id, 80)})?",
+    )
+
+
+def deny_all_modal(ids: list[str], channel: str | None) -> dict[str, Any]:
+    """The "Deny all N…" modal: one reason, for exactly these ids (each denied as if alone)."""
+    listed = ", ".join(code(one, 80) for one in ids)
+    metadata = json.dumps({"requests": ",".join(ids), "channel": channel}, separators=(",", ":"))
+    return _deny_view(
+        DENY_ALL, metadata, f"Deny all {len(ids)}", f"Deny these {len(ids)} requests? {listed}"
+    )
+
+
+def _deny_view(callback: str, metadata: str, title: str, question: str) -> dict[str, Any]:
     return {
         "type": "modal",
-        "callback_id": DENY,
-        "private_metadata": _metadata(request, channel),
-        "title": {"type": "plain_text", "text": "Deny the request"},
+        "callback_id": callback,
+        "private_metadata": metadata,
+        "title": {"type": "plain_text", "text": title},
         "submit": {"type": "plain_text", "text": "Deny"},
         "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": [
-            _section(f"Deny {code(request.tool, 200)} (request {code(request.id, 80)})?"),
+            _section(question),
             {
                 "type": "input",
                 "block_id": "reason",

@@ -32,7 +32,7 @@ import anyio
 from starlette.concurrency import run_in_threadpool
 
 from approval_guard._codec.wire import CANCELLED
-from approval_guard.provider.slack.blocks import message
+from approval_guard.provider.slack.blocks import MAX_BATCH_SHOWN, message
 from approval_guard.provider.slack.client import Answer, call, make_client
 from approval_guard.provider.slack.settings import SlackSettings, rule_channels
 from approval_guard.provider.store.models import StoreClosedError
@@ -198,12 +198,17 @@ class SlackDeliverer:
         if request.status == CANCELLED:
             note = self.store.annotations([request.id]).get(request.id)
             cancel_reason = None if note is None else note.cancel_reason
+        batch = None
+        if request.batch is not None and request.is_pending:
+            # One more than shown: the message says when some are left out.
+            batch = self.store.pending_in_batch(request.id, limit=MAX_BATCH_SHOWN + 1)
         body = message(
             request,
             rule=self.settings.rules.for_tool(request.tool),
             now=self.store.now(),
             public_url=self.public_url,
             cancel_reason=cancel_reason,
+            batch=batch,
         )
         if self._client is None:
             self._client = make_client(self.settings)

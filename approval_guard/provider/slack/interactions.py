@@ -10,6 +10,9 @@ signing secret. In order:
 3. a click on **Approve** records the approval at once; **Deny…** and
    **Edit and approve…** open their modal (``views.open``, after the answer:
    its ``trigger_id`` lasts 3 s); a modal's submission records the decision.
+   A batch's **Approve all N** and **Deny all N…** (API 1.3) do the same for
+   exactly the ids their message listed, each as if alone, and the reply
+   says what happened to each.
 
 The decision is committed before the answer, and the answer comes well within
 Slack's 3 s: the message's update is queued in the outbox with the decision,
@@ -36,11 +39,16 @@ from approval_guard.provider.http.responses import ApiError, bad, not_found, rea
 from approval_guard.provider.slack import actions
 from approval_guard.provider.slack.blocks import (
     APPROVE,
+    APPROVE_ALL,
     DENY,
+    DENY_ALL,
     EDIT,
     MAX_INPUT,
+    batch_ids,
+    deny_all_modal,
     deny_modal,
     edit_modal,
+    text,
 )
 from approval_guard.provider.slack.client import call, make_client
 from approval_guard.provider.slack.settings import SlackSettings
@@ -128,11 +136,13 @@ async def _clicked(
     found = payload.get("actions")
     action = found[0] if isinstance(found, list) and found and isinstance(found[0], dict) else {}
     action_id, request_id = action.get("action_id"), _text(action.get("value"))
-    if action_id not in (APPROVE, DENY, EDIT) or request_id is None:
+    if action_id not in (APPROVE, DENY, EDIT, APPROVE_ALL, DENY_ALL) or request_id is None:
         return _ack()
     channel = _text(_object(payload.get("container")).get("channel_id")) or _text(
         _object(payload.get("channel")).get("id")
     )
+    if action_id in (APPROVE_ALL, DENY_ALL):
+        return await _clicked_all(ctx, settings, payload, slack_user, channel, action_id)
     if action_id == APPROVE:
         outcome = await run_in_threadpool(
             actions.decide, ctx.store, ctx.rules, slack_user, request_id, APPROVED
@@ -146,6 +156,34 @@ async def _clicked(
     if shown is None or trigger is None:
         return _ack(task=_reply(settings, channel, slack_user, why or "Not recorded."))
     view = edit_modal(shown, channel) if edit else deny_modal(shown, channel)
+    return _ack(task=_send_later(settings, "views.open", trigger_id=trigger, view=view))
+
+
+async def _clicked_all(
+    ctx: Context,
+    settings: SlackSettings,
+    payload: dict[str, Any],
+    slack_user: str,
+    channel: str | None,
+    action_id: object,
+) -> Response:
+    """A batch's "Approve all N" (decided now) or "Deny all N…" (its modal opens)."""
+    found = payload.get("actions")
+    ids = batch_ids(found[0].get("value") if isinstance(found, list) else None)
+    if not ids:
+        return _ack(task=_reply(settings, channel, slack_user, "Not recorded: no requests."))
+    if action_id == APPROVE_ALL:
+        outcome = await run_in_threadpool(
+            actions.decide_all, ctx.store, ctx.rules, slack_user, ids, APPROVED
+        )
+        return _ack(task=_reply(settings, channel, slack_user, outcome.reply))
+    if await run_in_threadpool(actions.reviewer_of, ctx.store, slack_user) is None:
+        reply = actions.NOT_LINKED.format(user=text(slack_user))
+        return _ack(task=_reply(settings, channel, slack_user, reply))
+    trigger = _text(payload.get("trigger_id"))
+    if trigger is None:
+        return _ack()
+    view = deny_all_modal(ids, channel)
     return _ack(task=_send_later(settings, "views.open", trigger_id=trigger, view=view))
 
 
@@ -174,14 +212,16 @@ async def _submitted(
         meta = json.loads(view.get("private_metadata") or "")
     except (TypeError, ValueError, RecursionError):
         meta = None
-    if callback not in (DENY, EDIT) or not isinstance(meta, dict):
+    if callback not in (DENY, EDIT, DENY_ALL) or not isinstance(meta, dict):
         return _ack()
-    request_id, channel = _text(meta.get("request")), _text(meta.get("channel"))
+    channel = _text(meta.get("channel"))
+    ids = batch_ids(meta.get("requests")) if callback == DENY_ALL else [meta.get("request")]
+    request_id = _text(ids[0]) if ids else None
     if request_id is None:
         return _ack()
     values = _inputs(view)
     note = (values.get("note") or "")[:MAX_INPUT].strip() or None
-    if callback == DENY:
+    if callback in (DENY, DENY_ALL):
         reason = (values.get("reason") or "")[:MAX_INPUT].strip()
         if not reason:
             return _ack(
@@ -190,9 +230,16 @@ async def _submitted(
                     "errors": {"reason": "Say why: the agent receives it."},
                 }
             )
-        outcome = await run_in_threadpool(
-            actions.decide, ctx.store, ctx.rules, slack_user, request_id, DENIED, note=reason
-        )
+        if callback == DENY_ALL:
+            outcome = await run_in_threadpool(
+                lambda: actions.decide_all(
+                    ctx.store, ctx.rules, slack_user, [str(one) for one in ids], DENIED, note=reason
+                )
+            )
+        else:
+            outcome = await run_in_threadpool(
+                actions.decide, ctx.store, ctx.rules, slack_user, request_id, DENIED, note=reason
+            )
         return _ack(task=_reply(settings, channel, slack_user, outcome.reply))
     current = await run_in_threadpool(ctx.store.get_request, request_id)
     if current is None:

@@ -19,6 +19,13 @@
 // own /review/requests/{id}/decision, and the server parses it: a number typed
 // here never passes through a JavaScript number. A redacted value is shown as
 // the server's "‹redacted …›" text and is never an input.
+//
+// API 1.3: display.context is the agent's own stated reason, shown above the
+// arguments under "The agent says:" (as text, like everything else; nothing is
+// decided from it). Pending requests of one agent's batch (display.batch_group)
+// are shown together under a bar with "Approve all N" / "Deny all N", which
+// posts exactly the ids shown at that moment to POST /v1/decisions (session
+// cookie and CSRF header, as every call): a request that joins later is not in it.
 "use strict";
 
 (() => {
@@ -48,6 +55,8 @@
   let clockOffsetMs = 0;
   /** id -> {card, request, countdown, buttons, note, error} for pending cards on screen. */
   const pendingCards = new Map();
+  /** batch group -> {node, ids, ...} for the bars above a batch's pending cards. */
+  const batchBars = new Map();
   /** How many closed requests to show; "Show older" raises it. */
   let doneWanted = DONE_PAGE;
   let doneSignature = "";
@@ -177,11 +186,17 @@
       note: optional(d.note),
       decidedBy: optional(d.decided_by),
       cancelReason: optional(d.cancel_reason),
+      context: d.context === undefined ? null : text(d.context),
+      batch: optional(d.batch),
+      batchGroup: optional(d.batch_group),
       redacted: textList(d.redacted, []),
       editable: textList(d.editable, ["name", "text"]),
       changes: textList(d.changes, ["name", "before", "after"]),
     };
-    if (!Object.values(out).every((value) => value !== null)) return null;
+    const hasContext = d.context !== undefined;
+    if (!Object.entries(out).every(([key, value]) => value !== null || (key === "context" && !hasContext))) {
+      return null;
+    }
     // Each input sends its edit under the request's own (unescaped) name: the two
     // lists must match one to one, or the page does not know what it would send.
     const names = request.editable === undefined ? [] : request.editable;
@@ -265,6 +280,15 @@
       " Hidden from you by the agent's side, shown as ‹redacted …›; the tool gets the real"
       + " values: ",
       make("span", { className: "mono", text: texts.redacted.join(", ") }));
+  }
+
+  /** The agent's own stated reason (API 1.3), labelled as its words, or null without one. */
+  function agentSays(texts) {
+    if (!texts || texts.context === null) return null;
+    return make("div", { className: "agent-says", "data-testid": "context" },
+      make("p", { className: "args-label", text: "The agent says:" }),
+      make("blockquote", { className: "agent-says-text" },
+        make("pre", { className: "args", "data-testid": "context-text", text: texts.context })));
   }
 
   /** One input per editable argument, prefilled with its exact JSON text. */
@@ -365,6 +389,7 @@
       make("h3", { className: "tool", "data-testid": "tool", text: texts ? texts.tool : NOT_SHOWN }),
       countdown),
     metaLine(request),
+    agentSays(texts),
     make("p", { className: "args-label", id: argsId,
       text: edits.node ? "Arguments as requested" : "Arguments" }),
     make("pre", {
@@ -516,6 +541,109 @@
     return details;
   }
 
+  /**
+   * The batch group of a pending request (API 1.3), or "" when it has none. A
+   * request the page cannot show is in no group: what is not shown is never
+   * approved, alone or with others.
+   */
+  function groupOf(request) {
+    const d = request.display;
+    if (shown(request) === null) return "";
+    return d && typeof d.batch_group === "string" && typeof d.batch === "string" ? d.batch_group : "";
+  }
+
+  /**
+   * The bar above a batch's pending cards: "Approve all N" / "Deny all N". Its
+   * ids are set on every render to exactly the cards shown under it, and a click
+   * posts those ids, never "whatever is in the batch now".
+   */
+  function buildBatchBar(group, batchText) {
+    const noteId = freshId("note");
+    const validId = freshId("valid");
+    const note = make("textarea", {
+      id: noteId, rows: 1, maxlength: 2000, "data-testid": "batch-note",
+      placeholder: "One note for all of them (required to deny)",
+    });
+    const select = make("select", { id: validId, "data-testid": "batch-valid-for" });
+    for (const [value, label] of VALID_FOR_CHOICES) {
+      select.append(make("option", { value, text: label, selected: value === DEFAULT_VALID_FOR }));
+    }
+    const title = make("h3", { className: "batch-title", "data-testid": "batch-title" });
+    const approve = make("button", {
+      type: "button", className: "btn btn-approve", "data-testid": "approve-all",
+    });
+    const deny = make("button", { type: "button", className: "btn btn-deny", "data-testid": "deny-all" });
+    const error = make("p", { className: "card-error", role: "alert", "data-testid": "batch-error", hidden: true });
+    const node = make("li", { className: "batch-bar", "data-testid": "batch", "data-batch-group": group },
+      title,
+      make("p", { className: "meta", text: "These requests came from one agent's turn. "
+        + "Each is decided as if alone: its own rules, its own audit row." }),
+      make("div", { className: "decide" },
+        make("div", { className: "field field-note" },
+          make("label", { for: noteId, text: "Note" }), note),
+        make("div", { className: "field valid-for" },
+          make("label", { for: validId, text: "Approvals stay valid for" }), select),
+        make("div", { className: "buttons" }, deny, approve)),
+      error);
+    const bar = { node, ids: [], note, select, approve, deny, error, title, batchText, busy: false };
+    approve.addEventListener("click", () => decideAll(bar, "approved"));
+    deny.addEventListener("click", () => decideAll(bar, "denied"));
+    return bar;
+  }
+
+  function updateBatchBar(bar, ids) {
+    bar.ids = ids.slice();
+    const n = ids.length;
+    bar.title.textContent = `Batch ${bar.batchText} · ${n} pending requests from one agent`;
+    bar.approve.textContent = `Approve all ${n}`;
+    bar.deny.textContent = `Deny all ${n}`;
+    bar.node.dataset.ids = ids.join(",");
+  }
+
+  /** What one "Approve all" / "Deny all" did, kept on screen (the bar goes with its cards). */
+  function showBatchOutcome(bar, status, ids, results) {
+    const refused = results.filter((one) => one && typeof one === "object" && one.error);
+    const verb = status === "approved" ? "Approve" : "Deny";
+    const summary = `${verb} all ${ids.length} (batch ${bar.batchText}): `
+      + (refused.length === 0 ? "each one recorded." : `${refused.length} of ${ids.length} not decided:`);
+    const outcome = el("batch-outcome");
+    outcome.replaceChildren(make("p", { text: summary }),
+      make("ul", {}, ...refused.map((one) => make("li", {
+        "data-testid": "batch-result",
+        text: `${String(one.id)}: ${one.error && typeof one.error.message === "string" ? one.error.message : "refused"}`,
+      }))));
+    outcome.hidden = false;
+  }
+
+  async function decideAll(bar, status) {
+    if (bar.busy) return;
+    const ids = bar.ids.slice(); // exactly the cards shown under the bar now
+    const note = bar.note.value.trim();
+    if (status === "denied" && !note) {
+      bar.error.textContent = "Write a note to deny: it tells the agent why the calls did not run.";
+      bar.error.hidden = false;
+      bar.note.focus();
+      return;
+    }
+    bar.error.hidden = true;
+    bar.busy = true;
+    bar.approve.disabled = true;
+    bar.deny.disabled = true;
+    const body = { ids, status, note: note || null };
+    if (status === "approved") body.valid_for = bar.select.value || DEFAULT_VALID_FOR;
+    try {
+      const data = await api("POST", "/v1/decisions", body);
+      showBatchOutcome(bar, status, ids, asList(data, "results"));
+    } catch (err) {
+      bar.error.textContent = `Could not record the decisions: ${err.message}`;
+      bar.error.hidden = false;
+    }
+    bar.busy = false;
+    bar.approve.disabled = false;
+    bar.deny.disabled = false;
+    await refreshSafely();
+  }
+
   function renderPending(requests) {
     const wanted = new Set(requests.map((r) => r.id));
     for (const [id, entry] of pendingCards) {
@@ -524,20 +652,64 @@
         pendingCards.delete(id);
       }
     }
+    // A batch's pending requests together, under their bar, where its newest one is.
+    const groups = new Map();
+    for (const request of requests) {
+      const group = groupOf(request);
+      if (!group) continue;
+      if (!groups.has(group)) groups.set(group, []);
+      groups.get(group).push(request);
+    }
+    const items = [];
+    const placed = new Set();
+    for (const request of requests) {
+      if (placed.has(request.id)) continue;
+      const members = groups.get(groupOf(request)) || [];
+      if (members.length < 2) {
+        items.push({ request });
+        continue;
+      }
+      const group = groupOf(request);
+      items.push({ bar: group, batchText: request.display.batch, ids: members.map((r) => r.id) });
+      for (const member of members) {
+        items.push({ request: member });
+        placed.add(member.id);
+      }
+    }
+    const barsWanted = new Set(items.filter((item) => item.bar).map((item) => item.bar));
+    for (const [group, bar] of batchBars) {
+      if (!barsWanted.has(group)) {
+        bar.node.remove();
+        batchBars.delete(group);
+      }
+    }
     // Keep existing cards in place (a half-written note survives an update);
     // only insert new ones and fix the order if it is wrong.
     let previous = null;
-    for (const request of requests) {
-      let entry = pendingCards.get(request.id);
-      if (!entry) {
-        entry = buildPendingCard(request);
-        pendingCards.set(request.id, entry);
+    for (const item of items) {
+      let node;
+      if (item.bar) {
+        let bar = batchBars.get(item.bar);
+        if (!bar) {
+          bar = buildBatchBar(item.bar, item.batchText);
+          batchBars.set(item.bar, bar);
+        }
+        updateBatchBar(bar, item.ids);
+        node = bar.node;
       } else {
-        updateTeam(entry, request);
+        const request = item.request;
+        let entry = pendingCards.get(request.id);
+        if (!entry) {
+          entry = buildPendingCard(request);
+          pendingCards.set(request.id, entry);
+        } else {
+          updateTeam(entry, request);
+        }
+        node = entry.card;
       }
       const expectedNext = previous ? previous.nextSibling : pendingList.firstChild;
-      if (expectedNext !== entry.card) pendingList.insertBefore(entry.card, expectedNext);
-      previous = entry.card;
+      if (expectedNext !== node) pendingList.insertBefore(node, expectedNext);
+      previous = node;
     }
     const count = requests.length;
     el("pending-count").textContent = String(count);
@@ -581,6 +753,7 @@
       make("h3", { className: "tool", "data-testid": "tool", text: texts ? texts.tool : NOT_SHOWN }),
       badge(request.status)),
     metaLine(request),
+    agentSays(texts),
     outcome,
     note ? make("p", { className: "outcome-note", "data-testid": "decision-note", text: note }) : null,
     reason ? make("p", { className: "outcome-note", "data-testid": "cancel-reason", text: reason }) : null,

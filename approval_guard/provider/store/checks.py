@@ -50,6 +50,8 @@ def body_hash(
     timeout_seconds: int,
     editable: Sequence[str] = (),
     requested_by: str | None = None,
+    batch: str | None = None,
+    context: str | None = None,
 ) -> str:
     """The hash an idempotency key is bound to.
 
@@ -68,6 +70,11 @@ def body_hash(
     if requested_by is not None:
         # API 1.1, and only when given: a body without it hashes as it always did.
         body["requested_by"] = requested_by
+    # API 1.3, likewise only when given.
+    if batch is not None:
+        body["batch"] = batch
+    if context is not None:
+        body["context"] = context
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 

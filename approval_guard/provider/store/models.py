@@ -158,7 +158,9 @@ class StoredRequest(ApprovalRequest):
     ``editable`` is sorted (it is a set of top-level argument names); empty
     means the reviewer may change nothing. ``requested_by`` is the person the
     agent acts for; ``approvals`` the distinct approvals counted so far of the
-    ``approvals_required``.
+    ``approvals_required``. API 1.3: ``batch`` names the agent's turn the call
+    belongs to, ``context`` is the agent's own stated reason (shown, never
+    decided on); None when the create gave none.
     """
 
     editable: tuple[str, ...] = ()
@@ -167,6 +169,8 @@ class StoredRequest(ApprovalRequest):
     approvals: tuple[Approval, ...] = ()
     #: API 1.3: the grant that decided it at its create (``decision.grant``), else None.
     decision_grant: dict[str, Any] | None = None
+    batch: str | None = None
+    context: str | None = None
 
 
 @attrs.frozen
@@ -208,10 +212,15 @@ class CreateResult:
 
 @attrs.frozen
 class Annotation:
-    """What the review page shows beside a request: its decider's name, a cancel reason."""
+    """What the review page shows beside a request: its decider's name, a cancel reason.
+
+    ``owner_id`` (the instance credential that made it) scopes a batch: two
+    agents' ``"turn-1"`` are two batches.
+    """
 
     decided_by: str | None
     cancel_reason: str | None
+    owner_id: str | None = None
 
 
 @attrs.frozen

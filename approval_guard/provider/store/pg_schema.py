@@ -125,6 +125,8 @@ _SCHEMA = (
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approval_list text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decided_by_name text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decision_grant text",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS batch text",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS context text",
     """CREATE TABLE IF NOT EXISTS ag_webhook_outbox (
         id              text PRIMARY KEY,
         seq             bigint NOT NULL,

@@ -108,6 +108,8 @@ class StoreProtocol(Protocol):
         approvals_required: int = 1,
         source: str = "api",
         rules: Rules | None = None,
+        batch: str | None = None,
+        context: str | None = None,
     ) -> CreateResult: ...
 
     def get_request(
@@ -243,6 +245,8 @@ class StoreProtocol(Protocol):
     ) -> list[ApprovalRequest]: ...
 
     def annotations(self, request_ids: Sequence[str]) -> dict[str, Annotation]: ...
+
+    def pending_in_batch(self, request_id: str, *, limit: int) -> list[StoredRequest]: ...
 
     def history(self, request_id: str) -> History | None: ...
 

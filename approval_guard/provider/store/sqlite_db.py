@@ -81,7 +81,9 @@ CREATE TABLE IF NOT EXISTS requests (
     approvals_required INTEGER,
     approval_list   TEXT,
     decided_by_name TEXT,
-    decision_grant  TEXT
+    decision_grant  TEXT,
+    batch           TEXT,
+    context         TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_by_status ON requests (status, deadline_at);
 CREATE INDEX IF NOT EXISTS requests_by_created ON requests (created_at);
@@ -166,6 +168,8 @@ _ADDED_COLUMNS = (
     ("requests", "approval_list", "TEXT"),
     ("requests", "decided_by_name", "TEXT"),
     ("requests", "decision_grant", "TEXT"),
+    ("requests", "batch", "TEXT"),
+    ("requests", "context", "TEXT"),
 )
 
 

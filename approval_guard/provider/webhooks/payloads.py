@@ -32,6 +32,10 @@ EVENT_TYPES = {
 #: A Slack message shows at most this many arguments, each cut to this many characters.
 SLACK_MAX_ARGUMENTS = 20
 SLACK_MAX_VALUE = 200
+#: The most of an agent's stated reason a Slack message shows (escaped, it fits a section).
+SLACK_MAX_SAID = 500
+#: The label above an agent's stated reason, on every channel: its own words.
+AGENT_SAYS = "The agent says:"
 
 
 def event_json(
@@ -67,6 +71,11 @@ def event_json(
         data["decision"] = shown
     if request.cancelled_at is not None:
         data["cancelled_at"] = format_timestamp(request.cancelled_at)
+    # API 1.3, only when the create gave them: the agent's turn and its stated reason.
+    if request.batch is not None:
+        data["batch"] = request.batch
+    if request.context is not None:
+        data["context"] = request.context
     return {"type": EVENT_TYPES[kind], "timestamp": format_timestamp(at), "data": data}
 
 
@@ -128,9 +137,10 @@ def slack_payload(
 ) -> dict[str, Any]:
     """The event as a Slack message: ``{"text": one line, "blocks": [...]}``.
 
-    Shows the tool, the arguments (at most :data:`SLACK_MAX_ARGUMENTS`, each
-    value cut to :data:`SLACK_MAX_VALUE` characters, redaction markers as
-    markers), the time left until the deadline, who must approve
+    Shows the tool, the agent's stated reason (API 1.3's ``context``, labelled,
+    cut to :data:`SLACK_MAX_SAID` characters), the arguments (at most
+    :data:`SLACK_MAX_ARGUMENTS`, each value cut to :data:`SLACK_MAX_VALUE`
+    characters, redaction markers as markers), the time left until the deadline, who must approve
     (:func:`who_must_approve`: ``approvers``, else "any reviewer", and the
     event's ``approvals_required``) and a link to the request on the review page.
     """
@@ -159,13 +169,20 @@ def slack_payload(
     ]
     if len(items) > len(shown):
         lines.append(f"\u2026 and {len(items) - len(shown)} more")
-    blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": line}},
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": line}}]
+    context = data.get("context")
+    if isinstance(context, str) and context:
+        # The agent's own words, above the arguments, inert: entities in a code block.
+        said = _mrkdwn(_cut(context, SLACK_MAX_SAID)).replace("`", "\u02cb")
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{AGENT_SAYS}*\n```{said}```"}}
+        )
+    blocks.append(
         {
             "type": "section",
             "text": {"type": "mrkdwn", "text": "\n".join(lines) or "_no arguments_"},
-        },
-    ]
+        }
+    )
     context = [f"Request `{_mrkdwn(str(data.get('id', '')))}`", f"status: {_mrkdwn(status)}"]
     if status == "pending":
         context += [left, who]

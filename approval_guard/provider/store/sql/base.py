@@ -172,6 +172,8 @@ def request_from_row(row: Any) -> StoredRequest:
         approvals_required=row["approvals_required"] or 1,
         approvals=_approvals(row["approval_list"]),
         decision_grant=_grant_summary(row),
+        batch=row["batch"],
+        context=row["context"],
     )
 
 

@@ -6,9 +6,15 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from approval_guard._codec.exact_json import load_stored
-from approval_guard._codec.wire import STATUSES
+from approval_guard._codec.wire import PENDING, STATUSES
 from approval_guard._codec.wire_models import ApprovalRequest
-from approval_guard.provider.store.models import Annotation, AuditEvent, History, UnknownRequest
+from approval_guard.provider.store.models import (
+    Annotation,
+    AuditEvent,
+    History,
+    StoredRequest,
+    UnknownRequest,
+)
 from approval_guard.provider.store.sql.base import credential_from_row, from_us, request_from_row
 from approval_guard.provider.store.sql.requests import RequestsMixin
 
@@ -80,15 +86,39 @@ class QueriesMixin(RequestsMixin):
             for start in range(0, len(ids), _CHUNK):
                 chunk = ids[start : start + _CHUNK]
                 rows = db.execute(
-                    "SELECT r.id, COALESCE(r.decided_by_name, c.name), r.cancel_reason "
+                    "SELECT r.id, COALESCE(r.decided_by_name, c.name), r.cancel_reason, "
+                    "r.owner_id "
                     "FROM requests r "
                     "LEFT JOIN credentials c ON c.id = r.decided_by "
                     f"WHERE r.id IN ({', '.join('?' for _ in chunk)})",
                     chunk,
                 ).fetchall()
                 for row in rows:
-                    out[row[0]] = Annotation(decided_by=row[1], cancel_reason=row[2])
+                    out[row[0]] = Annotation(
+                        decided_by=row[1], cancel_reason=row[2], owner_id=row[3]
+                    )
         return out
+
+    def pending_in_batch(self, request_id: str, *, limit: int) -> list[StoredRequest]:
+        """The pending requests of this request's batch (API 1.3), oldest first, at most ``limit``.
+
+        A batch is one instance credential's: the same ``batch`` text from two
+        agents makes two batches. Empty when the request is unknown, has no
+        batch, or nothing in it is pending (it included).
+        """
+        self.expire_due()
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT owner_id, batch FROM requests WHERE id = ?", (request_id,)
+            ).fetchone()
+            if row is None or row[1] is None:
+                return []
+            rows = db.execute(
+                "SELECT * FROM requests WHERE status = ? AND owner_id = ? AND batch = ? "
+                f"ORDER BY created_at, {self._ORDER_KEY} LIMIT ?",
+                (PENDING, row[0], row[1], limit),
+            ).fetchall()
+        return [request_from_row(one) for one in rows]
 
     def history(self, request_id: str) -> History | None:
         """The audit trail of a request, or None if unknown."""

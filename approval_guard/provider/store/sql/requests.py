@@ -87,6 +87,8 @@ class RequestsMixin(SQLStoreBase):
         approvals_required: int = 1,
         source: str = "api",
         rules: Rules | None = None,
+        batch: str | None = None,
+        context: str | None = None,
     ) -> CreateResult:
         """Create a pending request, or replay the one this key already made.
 
@@ -103,18 +105,22 @@ class RequestsMixin(SQLStoreBase):
         rule) is kept on the request; ``source`` is where the create came from,
         for the audit trail. ``rules`` (API 1.3): a create that one of the tool's
         auto-decisions or a live standing grant covers is decided in its own
-        transaction, and returned decided.
+        transaction, and returned decided. ``batch`` and ``context`` (API 1.3: the agent's
+        turn, its stated reason) are part of the body when given, and kept.
         """
         check_json_value(tool)
         if not isinstance(arguments, dict):
             raise InvalidJSON("the arguments must be a JSON object")
         check_json_value(arguments)
         names = check_editable(arguments, editable)
-        if requested_by is not None:
-            check_json_value(requested_by)
+        for given in (requested_by, batch, context):
+            if given is not None:
+                check_json_value(given)
         if not 1 <= approvals_required <= 10:
             raise ValueError(f"approvals_required must be 1 to 10, not {approvals_required!r}")
-        digest = body_hash(tool, arguments, timeout_seconds, names, requested_by)
+        digest = body_hash(
+            tool, arguments, timeout_seconds, names, requested_by, batch=batch, context=context
+        )
         existing = self.replay(owner, idempotency_key, digest)
         if existing is not None:
             return CreateResult(request=existing, created=False)
@@ -134,8 +140,8 @@ class RequestsMixin(SQLStoreBase):
                     tx.execute(
                         "INSERT INTO requests (id, owner_id, idempotency_key, body_sha256, tool, "
                         "arguments, timeout, status, created_at, deadline_at, editable, "
-                        "requested_by, approvals_required) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                        "requested_by, approvals_required, batch, context) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
                         (
                             request_id,
                             owner.id,
@@ -150,6 +156,8 @@ class RequestsMixin(SQLStoreBase):
                             canonical_json(list(names)) if names else None,
                             requested_by,
                             approvals_required,
+                            batch,
+                            context,
                         ),
                     )
                 )
@@ -167,6 +175,7 @@ class RequestsMixin(SQLStoreBase):
                         "tool": tool,
                         "requested_by": requested_by,
                         "approvals_required": approvals_required,
+                        **({"batch": batch} if batch is not None else {}),
                         **detail,
                     },
                 )
