@@ -68,7 +68,7 @@ def _serve(conn: multiprocessing.connection.Connection, path: str, grants: int) 
     for k in range(min(100, grants)):
         give(
             {"payment_id": f"eur_{k}", "amount": 100, "currency": "EUR"},
-            {"payment_id": "any", "amount": "any"},
+            {"payment_id": {"prefix": f"eur_{k}_"}, "amount": "any"},
         )
     # The granted call's own grant: one customer, any amount.
     give({"payment_id": "granted", "amount": 1, "currency": "GBP"}, {"amount": "any"})

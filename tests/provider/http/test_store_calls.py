@@ -263,9 +263,9 @@ def test_creates_and_decisions_are_stored_on_the_providers_own_loop(tmp_path: Pa
             seen.append(threading.current_thread().name)
             return super().create_request(**kwargs)
 
-        def decide(self, request_id: str, **kwargs: Any) -> Any:
+        def decide_granting(self, request_id: str, **kwargs: Any) -> Any:
             seen.append(threading.current_thread().name)
-            return super().decide(request_id, **kwargs)
+            return super().decide_granting(request_id, **kwargs)
 
     store = Recording(str(tmp_path / "loop.sqlite3"))
     try:
