@@ -319,9 +319,7 @@ class GrantsMixin(SQLStoreBase):
                 )
                 if used is None:
                     continue
-                return self._decide_by(
-                    tx, request, rule, now, source, grant=(used, [n for n, _ in granters])
-                )
+                return self._decide_by(tx, request, rule, now, source, grant=(used, granters))
         return None
 
     @staticmethod
@@ -374,7 +372,7 @@ class GrantsMixin(SQLStoreBase):
         source: str,
         *,
         auto: AutoRule | None = None,
-        grant: tuple[Any, list[str]] | None = None,
+        grant: tuple[Any, list[tuple[str, str]]] | None = None,
     ) -> Any:
         """Record the decision a rule or a grant made on a just-created (or pending) request."""
         if auto is not None:
@@ -383,16 +381,11 @@ class GrantsMixin(SQLStoreBase):
             detail: dict[str, Any] = {"rule": auto.name}
         else:
             assert grant is not None
-            row, granters = grant
+            row, givers = grant
+            granters = [name for name, _ in givers]
             status, note = row["decision"], row["note"]
             names = ", ".join(granters)
-            first = returned(
-                tx.execute(
-                    "SELECT reviewer_id FROM grant_approvals WHERE grant_id = ? ORDER BY n",
-                    (row["id"],),
-                )
-            )
-            decider_id = None if first is None else first[0]
+            decider_id = givers[0][1]
             granted_at = from_us(row["granted_at"])
             expires_at = from_us(row["expires_at"])
             assert granted_at is not None and expires_at is not None
@@ -681,9 +674,7 @@ class GrantsMixin(SQLStoreBase):
             )
             if used is None:
                 raise GrantRefused(f"grant {grant_id} is not live (expired, used up or revoked)")
-            updated = self._decide_by(
-                tx, current, rule, now, source, grant=(used, [n for n, _ in granters])
-            )
+            updated = self._decide_by(tx, current, rule, now, source, grant=(used, granters))
         return request_from_row(updated)
 
 
