@@ -67,6 +67,37 @@ class outside:  # named as the function it was: ``with outside():``
         _HARNESS.reset(self._token)
 
 
+class in_batch:  # used as a function is: ``with in_batch(turn_id):``
+    """An integration's block whose guarded calls belong to ``batch`` (the agent's turn).
+
+    Keeps every other fact of an enclosing :func:`harness_call`, and its batch if it
+    names one (the application's own word wins). ``batch`` None, or not a usable id
+    (see :func:`harness_call`), changes nothing: the calls are sent without one.
+    """
+
+    __slots__ = ("_batch", "_token")
+
+    def __init__(self, batch: str | None) -> None:
+        self._batch = batch
+        self._token: contextvars.Token[HarnessCall | None] | None = None
+
+    def __enter__(self) -> None:
+        batch = self._batch
+        facts = current()
+        if batch is None or facts.batch is not None:
+            return
+        try:
+            check_batch(batch)
+        except ConfigurationError:
+            return
+        self._token = _HARNESS.set(attrs.evolve(facts, batch=batch))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _HARNESS.reset(self._token)
+            self._token = None
+
+
 @contextmanager
 def harness_call(
     *,

@@ -3,7 +3,8 @@
 Fixture ``hostile``: ``hostile(create=..., read=..., cancel=..., wait=...)`` starts one.
 By default it does not serve batched waits (API 1.2): ``POST /v1/requests/wait`` is 404.
 It echoes API 1.3's ``batch`` and ``context`` as sent, unless made with ``known=``: the
-create fields it takes, refusing any other with 400 as a 1.2 provider does.
+create fields it takes, refusing any other with 400 as a 1.2 provider does; with
+``unique_ids=True`` each create makes a request of its own (``req-1``, ``req-2``, ...).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class HostileProvider:
         cancel: Route,
         wait: Route,
         known: frozenset[str] | None = None,
+        unique_ids: bool = False,
     ) -> None:
         self.routes = {"create": create, "read": read, "cancel": cancel, "wait": wait}
         #: Each create's body, decoded, and its bytes, as sent.
@@ -98,8 +100,9 @@ class HostileProvider:
                     self.reply(400, {"error": {"type": "invalid_request", "message": message}})
                     return
                 now = datetime.now(timezone.utc)
+                number = len(owner.bodies) if unique_ids else 1
                 owner.request = {
-                    "id": "req-1",
+                    "id": f"req-{number}",
                     "tool": body["tool"],
                     "arguments": body["arguments"],
                     "timeout": body["timeout"],
@@ -152,14 +155,16 @@ def hostile_guard(p: HostileProvider) -> ag.Guard:
 def hostile() -> Iterator[Callable[..., HostileProvider]]:
     made: list[HostileProvider] = []
 
-    def make(*, known: frozenset[str] | None = None, **routes: Route) -> HostileProvider:
+    def make(
+        *, known: frozenset[str] | None = None, unique_ids: bool = False, **routes: Route
+    ) -> HostileProvider:
         defaults: dict[str, Route] = {
             "create": lambda r, _: (201, r),
             "read": lambda r, _: (200, r),
             "cancel": lambda r, _: (200, {**r, "status": "cancelled"}),
             "wait": lambda r, _: (404, {"error": {"type": "not_found", "message": "no"}}),
         }
-        made.append(HostileProvider(known=known, **{**defaults, **routes}))
+        made.append(HostileProvider(known=known, unique_ids=unique_ids, **{**defaults, **routes}))
         return made[-1]
 
     yield make
