@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -19,6 +19,21 @@ from tests.support.frameworks import require_framework
 from tests.support.hostile import HostileProvider, approved, hostile_guard
 
 Hostile = Callable[..., HostileProvider]
+
+#: The Guards a test made, closed after it (an async run's pools included).
+_MADE: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_guards() -> Iterator[None]:
+    yield
+    while _MADE:
+        _MADE.pop().close()
+
+
+def _guard(p: HostileProvider) -> Any:
+    _MADE.append(hostile_guard(p))
+    return _MADE[-1]
 
 
 def _approving(hostile: Hostile) -> HostileProvider:
@@ -97,7 +112,7 @@ def test_langchain_middleware_sends_the_ai_message_id_as_the_batch(
     """The calls of one AIMessage share its id as their batch; the next turn has its own."""
     p = _approving(hostile)
     ran: list[Any] = []
-    agent, ai_message = _langchain_agent(hostile_guard(p), ran)
+    agent, ai_message = _langchain_agent(_guard(p), ran)
     ask = {"messages": [{"role": "user", "content": "refund"}]}
     state = agent.invoke(ask) if mode == "invoke" else asyncio.run(agent.ainvoke(ask))
     turns = [m.id for m in state["messages"] if isinstance(m, ai_message) and m.tool_calls]
@@ -110,7 +125,7 @@ def test_langchain_middleware_with_batch_false_sends_none(hostile: Hostile) -> N
     """For a provider older than 1.3: no batch field at all."""
     p = _approving(hostile)
     ran: list[Any] = []
-    agent, _ = _langchain_agent(hostile_guard(p), ran, batch=False)
+    agent, _ = _langchain_agent(_guard(p), ran, batch=False)
     agent.invoke({"messages": [{"role": "user", "content": "refund"}]})
     assert [(1, None), (2, None), (3, None), (4, None)] == _batches(p)
     assert all("batch" not in body for body in p.bodies)
@@ -121,10 +136,24 @@ def test_an_application_s_own_batch_wins_over_the_middleware_s(hostile: Hostile)
     import approval_guard as ag
 
     p = _approving(hostile)
-    agent, _ = _langchain_agent(hostile_guard(p), [])
+    agent, _ = _langchain_agent(_guard(p), [])
     with ag.harness_call(batch="ticket-42"):
         agent.invoke({"messages": [{"role": "user", "content": "refund"}]})
     assert {"ticket-42"} == {body["batch"] for body in p.bodies}
+
+
+def test_langchain_middleware_sends_describe_s_sentence_as_the_context(hostile: Hostile) -> None:
+    """``describe=`` among the middleware's options: each request carries its sentence."""
+    p = _approving(hostile)
+    agent, _ = _langchain_agent(
+        _guard(p),
+        [],
+        describe=lambda args: f"Refund {args['amount']} of {args['payment_id']}.",
+    )
+    agent.invoke({"messages": [{"role": "user", "content": "refund"}]})
+    assert sorted(body["context"] for body in p.bodies) == [
+        f"Refund {n} of p." for n in (1, 2, 3, 4)
+    ]
 
 
 # --------------------------------------------------------------------------- Pydantic AI
@@ -166,7 +195,7 @@ def test_pydantic_ai_toolset_sends_the_run_step_as_the_batch(hostile: Hostile) -
     """``RUN_ID:STEP``: one model response's calls share it; the next response's differs."""
     p = _approving(hostile)
     ran: list[Any] = []
-    result = _pydantic_ai_run(hostile_guard(p), ran)
+    result = _pydantic_ai_run(_guard(p), ran)
     batches = _batches(p)
     assert batches[0][1] == batches[1][1] != batches[2][1] == batches[3][1]
     run_id = result.run_id
@@ -177,7 +206,7 @@ def test_pydantic_ai_toolset_sends_the_run_step_as_the_batch(hostile: Hostile) -
 def test_pydantic_ai_toolset_with_batch_false_sends_none(hostile: Hostile) -> None:
     """For a provider older than 1.3: no batch field at all."""
     p = _approving(hostile)
-    _pydantic_ai_run(hostile_guard(p), [], batch=False)
+    _pydantic_ai_run(_guard(p), [], batch=False)
     assert 4 == len(p.bodies)
     assert all("batch" not in body for body in p.bodies)
 
@@ -191,7 +220,7 @@ def test_openai_agents_example_sends_the_turn_as_the_batch(hostile: Hostile) -> 
     from examples import openai_agents_tool as example
 
     p = _approving(hostile)
-    tool = example.build(hostile_guard(p))
+    tool = example.build(_guard(p))
     outputs = asyncio.run(example.one_turn(tool, "turn-7", [("p_1", 1), ("p_2", 2)]))
     assert ["refunded 1 of p_1 for support-bot", "refunded 2 of p_2 for support-bot"] == outputs
     assert [(1, "turn-7"), (2, "turn-7")] == _batches(p)
@@ -246,7 +275,7 @@ def test_openai_agents_runner_with_turn_ids_sends_each_response_id_as_the_batch(
     agent = Agent[example.Support](
         name="support",
         model=TwoTurns(),
-        tools=[example.build(hostile_guard(p))],
+        tools=[example.build(_guard(p))],
         model_settings=ModelSettings(),
     )
     result = asyncio.run(
