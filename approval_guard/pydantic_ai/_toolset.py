@@ -177,7 +177,7 @@ def guarded(
         ])
 
     ``options`` are ``requires_approval``'s (``timeout``, ``tool``, ``exclude``,
-    ``when``, ``redact``, ``editable``, ``on_event``, ``messages``), shared by
+    ``when``, ``describe``, ``redact``, ``editable``, ``on_event``, ``messages``), shared by
     every listed tool; a dict in ``tools`` adds or overrides them for one tool.
     ``on_not_run`` makes the tool's result from a ``NotRun`` (``str``: its
     sentence, which the model reads); :func:`as_model_retry` raises
