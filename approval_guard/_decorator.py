@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from approval_guard._call.outcome import NotRun
 from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions, check_names
-from approval_guard._options.spec import make_spec
+from approval_guard._options.spec import check_describe, make_spec
 from approval_guard._options.when import check_when
 from approval_guard.exceptions import ConfigurationError
 
@@ -53,6 +53,7 @@ class Decorator(Generic[N]):
             },
         )
         check_when(options.get("when"), is_async=True)
+        check_describe(options.get("describe"), is_async=True)
         if isinstance(options.get("redact"), str) or isinstance(options.get("editable"), str):
             raise ConfigurationError(
                 "redact and editable must be collections of names, not a string"

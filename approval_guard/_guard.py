@@ -28,6 +28,7 @@ from approval_guard._decorator import Decorator
 from approval_guard._ledger.memory import process_ledger
 from approval_guard._ledger.protocol import Ledger, claim_accepts_digest, default_worker
 from approval_guard._ledger.scoped import ProviderLedger, provider_scope
+from approval_guard._options.describe import described, described_async
 from approval_guard._options.options import ApprovalOptions
 from approval_guard._options.redact import as_reviewed, check_key, new_key
 from approval_guard._options.spec import ToolSpec, check_requested_by, check_token
@@ -254,8 +255,8 @@ class Guard:
         """Guard a tool: each call waits for a person's approval, then runs or returns NotRun.
 
         The options are :class:`~approval_guard._options.options.ApprovalOptions`
-        (``timeout``, ``tool``, ``exclude``, ``when``, ``redact``, ``editable``,
-        ``on_event``, ``messages``); ``on_not_run`` is what to return instead of a
+        (``timeout``, ``tool``, ``exclude``, ``when``, ``describe``, ``redact``,
+        ``editable``, ``on_event``, ``messages``); ``on_not_run`` is what to return instead of a
         ``NotRun``, made from it: ``str`` for the plain sentence, or a framework's
         own result type (see docs/frameworks.md).
         """
@@ -287,23 +288,18 @@ class Guard:
             redaction_key=self._redaction_key,
             started=started,
             requested_by=facts.requested_by or self._requested_by,
+            batch=facts.batch,
+            context=facts.reason,
         )
         return plan, facts.abandon
 
     def _rules(
-        self,
-        spec: ToolSpec,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        bound: dict[str, Any],
-        emit: Emitter,
-        started: float | None = None,
-    ) -> tuple[CallGen | NotRun, threading.Event | None]:
-        """This call's rules, ready for a driver, and the harness's abandon event."""
-        plan, abandon = self._plan(spec, args, kwargs, bound, started)
+        self, plan: CallPlan | NotRun, abandon: threading.Event | None, emit: Emitter
+    ) -> CallGen | NotRun:
+        """This call's rules, ready for a driver (or why nothing will be sent)."""
         if isinstance(plan, NotRun):
-            return plan, abandon
-        gen = guarded_call(
+            return plan
+        return guarded_call(
             plan,
             self._ledger,
             self._clock,
@@ -313,7 +309,6 @@ class Guard:
             timings=self._timings,
             emit=emit,
         )
-        return gen, abandon
 
     def _call_sync(self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not may_trace():
@@ -339,7 +334,10 @@ class Guard:
                 raise
             report.finished_unasked(None)
             return value
-        gen, abandon = self._rules(spec, args, kwargs, bound, report.emit, started)
+        plan, abandon = self._plan(spec, args, kwargs, bound, started)
+        if spec.describe is not None and isinstance(plan, CallPlan) and plan.context is None:
+            plan = described(spec, plan)
+        gen = self._rules(plan, abandon, report.emit)
         if isinstance(gen, NotRun):
             return report.result(gen)
 
@@ -395,7 +393,14 @@ class Guard:
                 report.finished_unasked(None)
                 return value
         perform = self._async_transport()
-        gen, abandon = self._rules(spec, args, kwargs, bound, report.emit, started)
+        plan, abandon = self._plan(spec, args, kwargs, bound, started)
+        if spec.describe is not None and isinstance(plan, CallPlan) and plan.context is None:
+            # The harness's reason (plan.context) takes the place of the tool's sentence.
+            if spec.describe_async:
+                plan = await described_async(spec, plan)
+            else:
+                plan = described(spec, plan)
+        gen = self._rules(plan, abandon, report.emit)
         if isinstance(gen, NotRun):
             return report.result(gen)
 

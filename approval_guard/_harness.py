@@ -15,7 +15,13 @@ from contextlib import contextmanager
 import attrs
 
 from approval_guard._codec.duration import DurationLike
-from approval_guard._options.spec import check_key, check_requested_by, seconds_option
+from approval_guard._options.spec import (
+    check_batch,
+    check_key,
+    check_reason,
+    check_requested_by,
+    seconds_option,
+)
 from approval_guard.exceptions import ConfigurationError
 
 
@@ -28,6 +34,10 @@ class HarnessCall:
     abandon: threading.Event | None = None
     #: The person this call is made for (overrides ``Guard(requested_by=...)``).
     requested_by: str | None = None
+    #: The batch (one turn's calls) this call belongs to (API 1.3 ``batch``).
+    batch: str | None = None
+    #: The agent's stated reason for this call (sent as API 1.3 ``context``).
+    reason: str | None = None
 
 
 _NO_HARNESS = HarnessCall()
@@ -57,6 +67,37 @@ class outside:  # named as the function it was: ``with outside():``
         _HARNESS.reset(self._token)
 
 
+class in_batch:  # used as a function is: ``with in_batch(turn_id):``
+    """An integration's block whose guarded calls belong to ``batch`` (the agent's turn).
+
+    Keeps every other fact of an enclosing :func:`harness_call`, and its batch if it
+    names one (the application's own word wins). ``batch`` None, or not a usable id
+    (see :func:`harness_call`), changes nothing: the calls are sent without one.
+    """
+
+    __slots__ = ("_batch", "_token")
+
+    def __init__(self, batch: str | None) -> None:
+        self._batch = batch
+        self._token: contextvars.Token[HarnessCall | None] | None = None
+
+    def __enter__(self) -> None:
+        batch = self._batch
+        facts = current()
+        if batch is None or facts.batch is not None:
+            return
+        try:
+            check_batch(batch)
+        except ConfigurationError:
+            return
+        self._token = _HARNESS.set(attrs.evolve(facts, batch=batch))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _HARNESS.reset(self._token)
+            self._token = None
+
+
 @contextmanager
 def harness_call(
     *,
@@ -64,6 +105,8 @@ def harness_call(
     limit: DurationLike | None = None,
     abandon: threading.Event | None = None,
     requested_by: str | None = None,
+    batch: str | None = None,
+    reason: str | None = None,
 ) -> Iterator[HarnessCall]:
     """Tell guarded calls made inside the block what the harness knows about this tool call.
 
@@ -78,6 +121,19 @@ def harness_call(
     - ``requested_by``: the person the agent acts for in this call (overrides
       ``Guard(requested_by=...)``), sent with the request; a provider may refuse
       that person's own approval. 1 to 200 printable characters.
+    - ``batch``: the id of the agent's turn (or run step) this call belongs to,
+      sent as API 1.3's ``batch``, so a reviewer sees a turn's requests together
+      and may decide them at once. 1 to 200 printable characters. Every guarded
+      call in the block carries it (one turn's calls share one id).
+    - ``reason``: the agent's own sentence saying why it makes this call, sent as
+      API 1.3's ``context`` and shown to the reviewer, labelled as the agent's
+      words; nothing is decided from it. At most 1,000 characters are sent: a
+      longer one is cut to fit and ends with ``" [… cut]"``. It takes the place
+      of the tool's ``describe=`` sentence.
+
+    ``batch`` and ``reason`` need a provider that serves API 1.3: an older one
+    refuses the create (400), and the call returns ``NotRun(NOT_OBTAINED)`` without
+    running. Without them the request is exactly as before.
 
     It is a context variable, so it follows threads' and asyncio tasks' own
     contexts. Inside the tool itself it is cleared, so a guarded tool that calls
@@ -96,8 +152,17 @@ def harness_call(
         raise ConfigurationError("abandon must be a threading.Event (or have is_set() and wait())")
     if requested_by is not None:
         check_requested_by(requested_by)
+    if batch is not None:
+        check_batch(batch)
+    if reason is not None:
+        check_reason(reason)
     facts = HarnessCall(
-        idempotency_key=idempotency_key, limit=seconds, abandon=abandon, requested_by=requested_by
+        idempotency_key=idempotency_key,
+        limit=seconds,
+        abandon=abandon,
+        requested_by=requested_by,
+        batch=batch,
+        reason=reason,
     )
     token = _HARNESS.set(facts)
     try:

@@ -124,6 +124,15 @@ class CallSpan:
             attributes["approval_guard.status"] = event.status
             if event.decided_by is not None:
                 attributes["approval_guard.decided_by"] = event.decided_by
+            # API 1.3: what decided at create time, on the span too (it is one per call).
+            for key, value in (
+                ("approval_guard.grant_id", event.grant_id),
+                ("approval_guard.granted_by", event.granted_by),
+                ("approval_guard.rule", event.rule),
+            ):
+                if value is not None:
+                    attributes[key] = value
+                    span.set_attribute(key, value)
         elif isinstance(event, ArgumentsEdited):
             # Which names changed, never their values.
             attributes["approval_guard.changed"] = list(event.changed)

@@ -8,7 +8,7 @@ from collections.abc import Generator
 from typing import Any, cast
 
 from approval_guard._call.events import RequestCreated
-from approval_guard._call.ops import Abandoned, Obtained, Op
+from approval_guard._call.ops import Abandoned, CallPlan, Obtained, Op
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.retry import Again, GaveUp, retrying
 from approval_guard._call.state import CallState, failure, seconds_text
@@ -131,7 +131,20 @@ def create_attempt(
     return call.not_run(
         Reason.NOT_OBTAINED,
         f"The approval provider refused the request ({answer.describe()}), so "
-        f"{plan.tool} did not run.",
+        f"{plan.tool} did not run{_older_provider(plan, answer)}.",
+    )
+
+
+def _older_provider(plan: CallPlan, answer: Answer) -> str:
+    """A hint when a 400 names a 1.3 field the call sent: the provider is older than 1.3."""
+    sent = [field for field, value in (("batch", plan.batch), ("context", plan.context)) if value]
+    if answer.status != 400 or not sent or answer.error[0] != "invalid_request":
+        return ""
+    if not any(field in answer.error[1] for field in sent):
+        return ""
+    return (
+        f" (the provider may be older than API 1.3, which added {' and '.join(sent)}: "
+        "send the call without them, or upgrade the provider)"
     )
 
 

@@ -62,15 +62,22 @@ class StillWaiting:
 
 @attrs.frozen
 class Decided:
-    """A person approved or denied the request."""
+    """The request was approved or denied: by a person, their standing grant, or a rule."""
 
     tool: str
     request_id: str
     status: str  # "approved" or "denied"
     note: str | None = None
     #: The reviewer, as the provider names them (API 1.1 ``decided_by``), if it does;
-    #: every approver, ``"alice, bob"``, when several had to approve.
+    #: every approver, ``"alice, bob"``, when several had to approve; the granter for a
+    #: grant; ``"rule:NAME"`` for a rules-file auto-decision.
     decided_by: str | None = None
+    #: API 1.3: the standing grant (or standing denial) that decided it at create time.
+    grant_id: str | None = None
+    #: Who gave that grant, ``"alice"`` or ``"alice, bob"``.
+    granted_by: str | None = None
+    #: API 1.3: the rules file's auto-decision that decided it (its ``name``).
+    rule: str | None = None
 
 
 @attrs.frozen

@@ -134,6 +134,10 @@ class CallPlan:
     requested_by: str | None = None
     #: ``arguments`` as canonical JSON, as they are in ``body`` (None: not kept).
     arguments_json: bytes | None = None
+    #: The batch (one turn's calls) sent (API 1.3 ``batch``), if any.
+    batch: str | None = None
+    #: The stated reason sent (API 1.3 ``context``), as sent (cut to fit), if any.
+    context: str | None = None
 
 
 @attrs.frozen

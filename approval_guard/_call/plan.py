@@ -21,6 +21,7 @@ from approval_guard._codec.clock import Clock
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.marker import REDACTED_KEY, holds_marker_key
 from approval_guard._codec.serialize import dumps, to_json_value
+from approval_guard._codec.wire import MAX_CONTEXT
 from approval_guard._options.advice import advice_for
 from approval_guard._options.redact import RedactionFailed, redact
 from approval_guard._options.spec import ToolSpec
@@ -70,6 +71,8 @@ def plan_call(
     redaction_key: bytes,
     started: float | None = None,
     requested_by: str | None = None,
+    batch: str | None = None,
+    context: str | None = None,
 ) -> CallPlan | NotRun:
     """One call's plan: its arguments, its request body, its deadlines.
 
@@ -78,6 +81,8 @@ def plan_call(
     ``started``: when the guarded call began (monotonic), if before now (a ``when``
     ran first): the harness's limit counts from then. ``requested_by``: the person
     the call is made for (checked already), sent as API 1.1's create field.
+    ``batch`` and ``context`` (checked already): API 1.3's create fields, sent only
+    when given (``context`` cut to :data:`MAX_CONTEXT` characters, see :func:`fit_context`).
     """
     if bound is None:
         bound = spec.bind(args, kwargs)
@@ -87,7 +92,7 @@ def plan_call(
         # It would show as a hidden secret on the review page, and the reviewer
         # would approve a value they never saw. The NotRun shows no value: the
         # unredacted ones may hold a secret.
-        return _refused(
+        return refused(
             spec,
             {name: None for name in real},
             f"The call's arguments hold an object with the key {REDACTED_KEY!r}, which a "
@@ -101,7 +106,7 @@ def plan_call(
             arguments = redact(real, how, redaction_key)
         except RedactionFailed as exc:
             log.error("redaction for %s failed: %s", spec.name, exc)
-            return _refused(
+            return refused(
                 spec,
                 {name: None for name in real},  # never the unredacted values
                 f"The tool's redact function failed ({exc}), so nothing was sent for "
@@ -134,9 +139,15 @@ def plan_call(
     # already spent: a harness that replays the key after a crash must send
     # the same bytes, or the provider rejects it as a different request.
     arguments_json = dumps(arguments)
-    body = (
-        b'{"arguments":' + arguments_json + _body_tail(spec.name, timeout, editable, requested_by)
-    )
+    if context is not None:
+        context = fit_context(context)
+    if batch is None and context is None:
+        tail = _body_tail(spec.name, timeout, editable, requested_by)
+    else:  # a turn's or a call's own: not worth keeping
+        tail = _after_arguments(
+            body_rest(spec.name, timeout, editable, requested_by, batch=batch, context=context)
+        )
+    body = b'{"arguments":' + arguments_json + tail
     if started is None:
         started = clock.monotonic()
 
@@ -160,7 +171,26 @@ def plan_call(
         messages=spec.messages,
         requested_by=requested_by,
         arguments_json=arguments_json,
+        batch=batch,
+        context=context,
     )
+
+
+def with_context(plan: CallPlan, context: str) -> CallPlan:
+    """``plan`` sending ``context`` as well (cut to fit): a ``describe=`` sentence."""
+    context = fit_context(context)
+    arguments_json = plan.arguments_json
+    if arguments_json is None:
+        arguments_json = dumps(plan.arguments)
+    rest = body_rest(
+        plan.tool,
+        plan.timeout,
+        plan.editable,
+        plan.requested_by,
+        batch=plan.batch,
+        context=context,
+    )
+    return attrs.evolve(plan, body=request_body(arguments_json, rest), context=context)
 
 
 def _rereader(
@@ -177,15 +207,43 @@ def _rereader(
 
 
 def body_rest(
-    tool: str, timeout: float, editable: tuple[str, ...], requested_by: str | None
+    tool: str,
+    timeout: float,
+    editable: tuple[str, ...],
+    requested_by: str | None,
+    *,
+    batch: str | None = None,
+    context: str | None = None,
 ) -> dict[str, Any]:
-    """A create's fields after ``arguments``."""
+    """A create's fields after ``arguments``.
+
+    Each optional field only when given: a call that uses none of them sends the
+    bytes an older provider knows (a 1.2 provider refuses a field it does not know).
+    """
     rest: dict[str, Any] = {"tool": tool, "timeout": format_duration(timeout)}
     if editable:
         rest["editable"] = list(editable)
     if requested_by is not None:
         rest["requested_by"] = requested_by  # API 1.1; part of the idempotent body
+    if batch is not None:
+        rest["batch"] = batch  # API 1.3, as is context; both part of the idempotent body
+    if context is not None:
+        rest["context"] = context
     return rest
+
+
+#: What ends a ``context`` cut to fit (the reviewer sees that there was more).
+CUT_MARK = " [… cut]"
+
+
+def fit_context(text: str) -> str:
+    """``text`` if it fits in :data:`MAX_CONTEXT` characters, else cut to fit, marked.
+
+    The cut is a pure function of the text, so a replayed call sends the same bytes.
+    """
+    if len(text) <= MAX_CONTEXT:
+        return text
+    return text[: MAX_CONTEXT - len(CUT_MARK)] + CUT_MARK
 
 
 #: Bytes after a create's arguments, by what they are written from (see _body_tail).
@@ -251,7 +309,8 @@ def _after_arguments(rest: dict[str, Any]) -> bytes:
     return b"," + dumps(rest)[1:]
 
 
-def _refused(spec: ToolSpec, arguments: dict[str, Any], message: str) -> NotRun:
+def refused(spec: ToolSpec, arguments: dict[str, Any], message: str) -> NotRun:
+    """Nothing was sent for approval: ``message`` says why (``arguments``: never unredacted)."""
     return NotRun(
         reason=Reason.NOT_OBTAINED,
         message=message,

@@ -20,7 +20,7 @@ from approval_guard._call.verdict import check_echo, decide
 from approval_guard._call.withdraw import cancel, withdrawal
 from approval_guard._codec.clock import ClockSample
 from approval_guard._codec.wire import APPROVED, DENIED, EXPIRED, PENDING
-from approval_guard._codec.wire_models import ApprovalRequest
+from approval_guard._codec.wire_models import ApprovalRequest, Decision
 from approval_guard._options.advice import advice_for
 from approval_guard._transport import exchange as _exchange
 from approval_guard._transport.answer import Answer
@@ -116,12 +116,13 @@ def decided(call: CallState, request: ApprovalRequest, sample: ClockSample) -> O
     tool = call.plan.tool
     decision = request.decision
     log.info(
-        "approval request decided: tool=%s request_id=%s status=%s decided_by=%s",
+        "approval request decided: tool=%s request_id=%s status=%s decided_by=%s%s",
         tool,
         request.id,
         request.status,
         # Scrubbed, bounded and without control characters since the wire (_wire.py).
         "-" if decision is None or decision.decided_by is None else decision.decided_by,
+        "" if decision is None else standing_text(decision),
     )
     if (
         call.emit
@@ -129,6 +130,7 @@ def decided(call: CallState, request: ApprovalRequest, sample: ClockSample) -> O
         and request.status in (APPROVED, DENIED)
         and decision.status == request.status
     ):
+        grant = decision.grant
         call.emit(
             Decided(
                 tool=tool,
@@ -136,6 +138,9 @@ def decided(call: CallState, request: ApprovalRequest, sample: ClockSample) -> O
                 status=request.status,
                 note=decision.note,
                 decided_by=decision.decided_by,
+                grant_id=None if grant is None else grant.id,
+                granted_by=None if grant is None else grant.granted_by,
+                rule=decision.rule,
             )
         )
     result = decide(call, request, sample)
@@ -158,6 +163,15 @@ def decided(call: CallState, request: ApprovalRequest, sample: ClockSample) -> O
             )
         )
     return result
+
+
+def standing_text(decision: Decision) -> str:
+    """The log line's end naming a grant (`` grant=G granted_by=alice``) or a rule, else ``""``."""
+    grant = decision.grant
+    if grant is not None:
+        return f" grant={grant.id} granted_by={grant.granted_by or '-'}"
+    rule = decision.rule
+    return "" if rule is None else f" rule={rule}"
 
 
 def give_up_waiting(

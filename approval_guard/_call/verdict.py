@@ -59,6 +59,10 @@ def check_echo(
         mismatch = "different arguments"
     elif not same_requester(request, call):
         mismatch = "a different requested_by"
+    elif not echoed(request.batch, call.plan.batch):
+        mismatch = "a different batch"
+    elif not echoed(request.context, call.plan.context):
+        mismatch = "a different context"
     if call.request is None or mismatch is None:
         call.request = request
     call.last_status = request.status
@@ -78,7 +82,16 @@ def same_requester(request: ApprovalRequest, call: CallState) -> bool:
     An echo of someone else (or of someone when the call named nobody) is not
     this call: whoever approved it was checked against another person.
     """
-    return request.requested_by is None or request.requested_by == call.plan.requested_by
+    return echoed(request.requested_by, call.plan.requested_by)
+
+
+def echoed(echo: str | None, sent: str | None) -> bool:
+    """An echoed field (``requested_by``, ``batch``, ``context``) is what was sent.
+
+    None: the provider did not echo it (an older one), which is no mismatch; the
+    echo of another value, or of one the call never sent, is another request.
+    """
+    return echo is None or echo == sent
 
 
 def status_in(body: Any, request_id: str) -> str | None:
@@ -104,6 +117,8 @@ def original_request(call: CallState, answer: Answer) -> ApprovalRequest | str:
             original.tool == call.plan.tool
             and same_json(original.arguments, call.plan.arguments)
             and same_requester(original, call)
+            and echoed(original.batch, call.plan.batch)
+            and echoed(original.context, call.plan.context)
         )
     except Exception:  # WireError, or a structure too deep to compare
         return UNREADABLE
@@ -133,7 +148,7 @@ def reused_key(call: CallState, answer: Answer) -> NotRun | tuple[ApprovalReques
     if original == DIFFERENT:
         why = (
             "was first used to ask about a different tool or different arguments "
-            "(or for another requested_by)"
+            "(or for another requested_by, batch or context)"
         )
         if call.plan.redacted:
             # A new process with a new key makes other markers for the same secret.
@@ -181,9 +196,16 @@ def decide(
                 f"The provider reported a denial without a decision, so {tool} did not run.",
             )
         reason_text = f": {note}" if note else "."
-        return call.not_run(
-            Reason.DENIED, f"A person denied this call to {tool}{reason_text}", decision=decision
-        )
+        grant, rule = decision.grant, decision.rule
+        if grant is not None:
+            # A person's standing choice denied it, at create time: not a click just now.
+            of = f" of {grant.granted_by}" if grant.granted_by else ""
+            text = f"This call to {tool} was denied by standing denial {grant.id}{of}"
+        elif rule is not None:
+            text = f"This call to {tool} was denied by rule {rule}"
+        else:
+            text = f"A person denied this call to {tool}"
+        return call.not_run(Reason.DENIED, f"{text}{reason_text}", decision=decision)
     if request.status == EXPIRED:
         return call.not_run(
             Reason.NOT_OBTAINED,

@@ -30,6 +30,12 @@ MESSAGE_LIMIT = 500
 NAMES_LIMIT = 700
 #: The longest ``requested_by`` the API allows.
 MAX_REQUESTED_BY = 200
+#: The longest ``batch`` the guard sends (API 1.3).
+MAX_BATCH = 200
+#: The longest ``context`` (the agent's stated reason) the API allows (API 1.3).
+MAX_CONTEXT = 1000
+#: ``decision.decided_by`` of a rules-file auto-decision: ``"rule:NAME"`` (API 1.3).
+RULE_PREFIX = "rule:"
 
 
 def quote(value: object) -> str:

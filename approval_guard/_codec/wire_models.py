@@ -18,11 +18,31 @@ from approval_guard._codec.wire import (
     NAMES_LIMIT,
     PENDING,
     QUOTE_LIMIT,
+    RULE_PREFIX,
     STATUSES,
     WireError,
     format_timestamp,
     parse_timestamp,
 )
+
+
+@attrs.frozen
+class Grant:
+    """API 1.3: the standing grant that decided a request when it was created.
+
+    Only ever reported (events, logs, spans, the outcome's sentence), never
+    trusted: the request's status and ``decision.expires_at`` alone say whether
+    the call may run. Each part is None when the provider sent none usable.
+    """
+
+    #: The grant's id (a plain identifier, as a request id is).
+    id: str
+    #: Who gave it, ``"alice"`` or ``"alice, bob"`` (scrubbed, bounded).
+    granted_by: str | None = None
+    granted_at: datetime | None = None
+    expires_at: datetime | None = None
+    #: Covered calls it may still decide (None: unlimited, or not said).
+    uses_left: int | None = None
 
 
 @attrs.frozen(slots=False)  # dict-backed, as ApprovalRequest (below) is: one per answer read
@@ -37,6 +57,16 @@ class Decision:
     arguments: dict[str, Any] | None = None
     #: API 1.1: the reviewer's name as the provider authenticated them (scrubbed, bounded).
     decided_by: str | None = None
+    #: API 1.3: the standing grant that decided it at create time (None: a person, or a rule).
+    grant: Grant | None = None
+
+    @property
+    def rule(self) -> str | None:
+        """API 1.3: the rules-file auto-decision that decided it (``decided_by`` ``rule:NAME``)."""
+        by = self.decided_by
+        if self.grant is None and by is not None and by.startswith(RULE_PREFIX):
+            return by[len(RULE_PREFIX) :] or None
+        return None
 
 
 # Not slotted: attrs writes a frozen instance's fields into its __dict__ directly,
@@ -60,6 +90,10 @@ class ApprovalRequest:
     requested_by: str | None = None
     #: API 1.1: ``(approvals so far, approvals required)`` while a request needs several.
     quorum: tuple[int, int] | None = None
+    #: API 1.3: the batch (one turn's calls) the request belongs to, exactly as echoed.
+    batch: str | None = None
+    #: API 1.3: the agent's stated reason, exactly as echoed (compared, never quoted).
+    context: str | None = None
 
     @property
     def is_pending(self) -> bool:
@@ -95,6 +129,7 @@ def parse_decision(obj: object) -> Decision:
     if arguments is not None and not isinstance(arguments, dict):
         raise WireError("'decision.arguments' is not an object")
     decided_by = obj.get("decided_by")
+    grant = obj.get("grant")
     return Decision(
         status=status,
         note=note,
@@ -103,15 +138,75 @@ def parse_decision(obj: object) -> Decision:
         arguments=arguments,
         # Only ever quoted (events, logs): anything but a string is no name at all.
         decided_by=safe_text(decided_by, NAMES_LIMIT) if isinstance(decided_by, str) else None,
+        grant=None if grant is None else parse_grant(grant),
     )
+
+
+def parse_grant(obj: object) -> Grant | None:
+    """``decision.grant`` (API 1.3), or None when it is unusable; never raises.
+
+    Informational only: a malformed part is dropped (a grant without a plain id
+    is dropped whole), and nothing a provider writes here can make a call run.
+    """
+    if not isinstance(obj, dict):
+        return None
+    grant_id = obj.get("id")
+    if not _plain_id(grant_id):
+        return None
+    assert isinstance(grant_id, str)
+    return Grant(
+        id=grant_id,
+        granted_by=_names(obj.get("granted_by")),
+        granted_at=_maybe_timestamp(obj.get("granted_at")),
+        expires_at=_maybe_timestamp(obj.get("expires_at")),
+        uses_left=_count(obj.get("uses_left")),
+    )
+
+
+def _plain_id(value: object) -> bool:
+    """1 to 200 printable characters without a space: fit for URLs, log lines and outcomes."""
+    return (
+        type(value) is str
+        and 0 < len(value) <= MAX_ID_LENGTH
+        and " " not in value
+        and value.isprintable()
+    )
+
+
+def _names(value: object) -> str | None:
+    """``"alice"`` or ``["alice", "bob"]`` as ``"alice, bob"`` (scrubbed, bounded); else None."""
+    if isinstance(value, str):
+        names = [value]
+    elif isinstance(value, list) and value and all(isinstance(name, str) for name in value):
+        names = value
+    else:
+        return None
+    joined = ", ".join(names)
+    return safe_text(joined, NAMES_LIMIT) if joined.strip() else None
+
+
+def _maybe_timestamp(value: object) -> datetime | None:
+    try:
+        return None if value is None else parse_timestamp(value, field="grant")
+    except WireError:
+        return None
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int and value >= 0 else None
 
 
 def _requested_by(value: object) -> str | None:
     """An echoed ``requested_by``, kept exactly (it is compared with what was sent)."""
+    return _echoed(value, "requested_by")
+
+
+def _echoed(value: object, field: str) -> str | None:
+    """An echoed string field, kept exactly (it is compared with what was sent)."""
     if value is None:
         return None
     if not isinstance(value, str):
-        raise WireError("'requested_by' is not a string")
+        raise WireError(f"{field!r} is not a string")
     return value
 
 
@@ -142,16 +237,14 @@ def parse_request(obj: object) -> ApprovalRequest:
     cancelled_raw = obj.get("cancelled_at")
     editable_raw = obj.get("editable")
     requested_by = obj.get("requested_by")
+    batch = obj.get("batch")
+    context = obj.get("context")
     # Each field as JSON decodes it is taken at once; anything else goes through _require,
     # which says what is wrong with it (in the same order: id, status, tool, ...).
     request_id = obj.get("id")
     if type(request_id) is not str:
         request_id = _require(obj, "id", str)
-    if (
-        not 0 < len(request_id) <= MAX_ID_LENGTH
-        or " " in request_id
-        or not (request_id.isprintable())
-    ):
+    if not _plain_id(request_id):
         # It goes into URLs, log lines and the outcome: an odd one is not trusted.
         raise WireError("'id' is not a plain identifier of 1 to 200 characters")
     status = obj.get("status")
@@ -184,6 +277,9 @@ def parse_request(obj: object) -> ApprovalRequest:
         editable=None if editable_raw is None else _editable(editable_raw),
         requested_by=None if requested_by is None else _requested_by(requested_by),
         quorum=None if "approvals" not in obj else _quorum(obj),
+        # API 1.3's echoes, kept exactly (compared with what was sent, as requested_by is).
+        batch=None if batch is None else _echoed(batch, "batch"),
+        context=None if context is None else _echoed(context, "context"),
     )
 
 
@@ -199,7 +295,20 @@ def decision_to_json(decision: Decision) -> dict[str, Any]:
         out["arguments"] = decision.arguments
     if decision.decided_by is not None:
         out["decided_by"] = decision.decided_by
+    if decision.grant is not None:
+        out["grant"] = grant_to_json(decision.grant)
     return out
+
+
+def grant_to_json(grant: Grant) -> dict[str, Any]:
+    """``decision.grant``'s wire form (API 1.3); ``granted_by`` as a list of names."""
+    return {
+        "id": grant.id,
+        "granted_by": [] if grant.granted_by is None else grant.granted_by.split(", "),
+        "granted_at": None if grant.granted_at is None else format_timestamp(grant.granted_at),
+        "expires_at": None if grant.expires_at is None else format_timestamp(grant.expires_at),
+        "uses_left": grant.uses_left,
+    }
 
 
 def request_to_json(request: ApprovalRequest) -> dict[str, Any]:
@@ -221,6 +330,10 @@ def request_to_json(request: ApprovalRequest) -> dict[str, Any]:
         out["editable"] = list(request.editable)
     if request.requested_by is not None:
         out["requested_by"] = request.requested_by
+    if request.batch is not None:
+        out["batch"] = request.batch
+    if request.context is not None:
+        out["context"] = request.context
     return out
 
 

@@ -78,6 +78,7 @@ def _spec(
             "timeout": options.get("timeout", DEFAULT_TIMEOUT),
             "tool": options.get("tool") or tool,
             "when": options.get("when"),
+            "describe": options.get("describe"),
             "on_event": options.get("on_event"),
             "messages": options.get("messages"),
         },

@@ -22,6 +22,13 @@ class ApprovalOptions(TypedDict, total=False):
     - ``when``: ask only if this returns True, given the bound arguments (a
       mapping of name to the original value); False runs the tool at once.
       Raising or returning a non-bool means ask.
+    - ``describe``: a sentence for the reviewer saying what this call does,
+      made from its arguments as the reviewer sees them (a read-only mapping of
+      name to JSON value, a redacted value as its marker); sent as the request's
+      ``context`` (API 1.3), at most 1,000 characters (a longer one is cut to fit,
+      ending ``" [… cut]"``). Raising or returning anything but a non-empty
+      string means nothing is sent and the tool does not run. An async tool may
+      have an async ``describe``. ``harness_call(reason=...)`` takes its place.
     - ``redact``: parameter names or dotted paths (``"card.number"``), or a
       callable, whose values the reviewer sees only as a keyed digest.
     - ``editable``: parameters a reviewer may change when approving; the tool
@@ -35,6 +42,7 @@ class ApprovalOptions(TypedDict, total=False):
     tool: str | None
     exclude: Collection[str]
     when: Callable[[Mapping[str, Any]], Any] | None
+    describe: Callable[[Mapping[str, Any]], Any] | None
     redact: Collection[str] | Callable[[dict[str, Any]], Any] | None
     editable: Collection[str]
     on_event: Callable[[Any], object] | None

@@ -20,14 +20,14 @@ from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._codec.display import is_hidden
 from approval_guard._codec.duration import DurationLike, to_seconds
 from approval_guard._codec.serialize import Binder, binder
-from approval_guard._codec.wire import MAX_REQUESTED_BY
+from approval_guard._codec.wire import MAX_BATCH, MAX_REQUESTED_BY
 from approval_guard._options.advice import check_messages
 from approval_guard._options.convert import editable_converters
 from approval_guard._options.converters import Converter
 from approval_guard._options.inject import injected_parameters
 from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions
 from approval_guard._options.redact import Paths, RedactFn, check_redact, redacted_names
-from approval_guard._options.when import check_when
+from approval_guard._options.when import check_of_arguments, check_when
 from approval_guard.exceptions import ConfigurationError
 
 log = logging.getLogger("approval_guard")
@@ -60,16 +60,56 @@ def check_requested_by(value: object, name: str = "requested_by") -> str:
     refuse one's own approval): a control, bidi or zero-width character would
     make two names look alike.
     """
+    return _check_label(value, name, MAX_REQUESTED_BY)
+
+
+def check_batch(value: object, name: str = "batch") -> str:
+    """A batch id (API 1.3, one turn's calls): 1 to 200 printable characters, none hidden.
+
+    A reviewer's page groups requests by it: two ids that look alike must be equal.
+    """
+    return _check_label(value, name, MAX_BATCH)
+
+
+def _check_label(value: object, name: str, limit: int) -> str:
     if (
         not isinstance(value, str)
-        or not 1 <= len(value) <= MAX_REQUESTED_BY
+        or not 1 <= len(value) <= limit
         or value != value.strip()
         or any(is_hidden(char) for char in value)
     ):
         raise ConfigurationError(
-            f"{name} must be a string of 1 to {MAX_REQUESTED_BY} printable characters "
+            f"{name} must be a string of 1 to {limit} printable characters "
             "(no control or invisible characters, no space at either end)"
         )
+    return value
+
+
+def context_problem(value: object) -> str | None:
+    """Why ``value`` cannot be sent as a ``context`` (API 1.3), or None if it can.
+
+    Any text with something to read in it; a longer one than the API allows is
+    cut to fit when sent (``_call/plan.py``'s ``fit_context``), never refused.
+    """
+    if not isinstance(value, str):
+        return f"not a string but a {type(value).__name__}"
+    if not value.strip():
+        return "an empty sentence"
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return "not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+def check_reason(value: object, name: str = "reason") -> str:
+    """A stated reason for a call (sent as ``context``); a bad one raises ConfigurationError."""
+    problem = context_problem(value)
+    if problem is not None:
+        raise ConfigurationError(
+            f"{name} must be a sentence (a non-empty string of valid Unicode), got {problem}"
+        )
+    assert isinstance(value, str)
     return value
 
 
@@ -101,6 +141,9 @@ class ToolSpec:
     #: Ask only when this returns True (given the bound arguments); None: always ask.
     when: Callable[[Mapping[str, Any]], Any] | None = None
     when_async: bool = False
+    #: The sentence sent as the request's context, from the arguments as sent; None: none.
+    describe: Callable[[Mapping[str, Any]], Any] | None = None
+    describe_async: bool = False
     redact: Paths | RedactFn | None = None
     editable: tuple[str, ...] = ()
     converters: Mapping[str, Converter] = attrs.field(factory=dict)
@@ -118,6 +161,17 @@ class ToolSpec:
         return outcome if self.on_not_run is None else self.on_not_run(outcome)
 
 
+def check_describe(describe: object, *, is_async: bool) -> bool:
+    """``describe`` checked at decoration: a callable of one argument. True if it is async."""
+    return check_of_arguments(
+        describe,
+        option="describe",
+        returns="a sentence (str)",
+        is_async=is_async,
+        name="the arguments as sent",
+    )
+
+
 def make_spec(
     fn: Callable[..., Any],
     *,
@@ -129,6 +183,7 @@ def make_spec(
     tool = options.get("tool")
     exclude = options.get("exclude", ())
     when = options.get("when")
+    describe = options.get("describe")
     redact = options.get("redact")
     editable = options.get("editable", ())
     on_event = options.get("on_event")
@@ -155,6 +210,7 @@ def make_spec(
         )
     is_async = inspect.iscoroutinefunction(fn)
     when_async = check_when(when, is_async=is_async)
+    describe_async = check_describe(describe, is_async=is_async)
     # Parameters a framework fills in (a run context, a config) are never the
     # model's arguments: recognised by type, they are left out like `exclude`.
     left_out = frozenset(exclude) | injected_parameters(fn, signature)
@@ -190,6 +246,8 @@ def make_spec(
         on_not_run=on_not_run,
         when=when,
         when_async=when_async,
+        describe=describe,
+        describe_async=describe_async,
         redact=redaction,
         editable=editable_names,
         converters=converters,

@@ -17,29 +17,41 @@ log = logging.getLogger("approval_guard")
 
 def check_when(when: object, *, is_async: bool) -> bool:
     """``when`` checked at decoration: a callable of one argument. True if it is async."""
-    if when is None:
+    return check_of_arguments(
+        when, option="when", returns="a bool", is_async=is_async, name="the bound arguments"
+    )
+
+
+def check_of_arguments(fn: object, *, option: str, returns: str, is_async: bool, name: str) -> bool:
+    """An option that is a callable of a call's arguments (``when``, ``describe``).
+
+    Checked at decoration: None, or a callable that takes exactly one argument
+    (``name``, a mapping of parameter name to value), async only for an async
+    tool. True if it is async.
+    """
+    if fn is None:
         return False
-    if not callable(when):
+    if not callable(fn):
         raise ConfigurationError(
-            "when must be a callable taking the bound arguments and returning a bool"
+            f"{option} must be a callable taking {name} and returning {returns}"
         )
     try:
-        when_signature = inspect.signature(when)
+        signature = inspect.signature(fn)
     except (TypeError, ValueError):
-        when_signature = None  # a builtin without one: trusted to take one argument
-    if when_signature is not None:
+        signature = None  # a builtin without one: trusted to take one argument
+    if signature is not None:
         try:
-            when_signature.bind({})
+            signature.bind({})
         except TypeError:
             raise ConfigurationError(
-                "when must take exactly one argument, the bound arguments (a mapping of "
+                f"{option} must take exactly one argument, {name} (a mapping of "
                 "parameter name to value)"
             ) from None
-    call = getattr(when, "__call__", None)  # noqa: B004 (an object with an async __call__)
-    when_async = inspect.iscoroutinefunction(when) or inspect.iscoroutinefunction(call)
-    if when_async and not is_async:
-        raise ConfigurationError("an async when needs an async tool; use a plain function")
-    return when_async
+    call = getattr(fn, "__call__", None)  # noqa: B004 (an object with an async __call__)
+    fn_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+    if fn_async and not is_async:
+        raise ConfigurationError(f"an async {option} needs an async tool; use a plain function")
+    return fn_async
 
 
 def asks(spec: ToolSpec, bound: dict[str, Any]) -> bool:

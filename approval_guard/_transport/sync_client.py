@@ -48,7 +48,7 @@ from approval_guard._transport.scrub import Scrubber
 log = logging.getLogger("approval_guard")
 
 #: Body fields compared with what was sent, never quoted: kept exactly as they came.
-ECHOED_FIELDS = frozenset({"tool", "arguments", "requested_by"})
+ECHOED_FIELDS = frozenset({"tool", "arguments", "requested_by", "batch", "context"})
 _POOL_SIZE = 64
 
 

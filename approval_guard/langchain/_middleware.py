@@ -16,13 +16,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel
 
 from approval_guard._call.outcome import NotRun
 from approval_guard._codec.serialize import dumps
 from approval_guard._guard import Guard
+from approval_guard._harness import in_batch
 from approval_guard._options.converters import EditError
 from approval_guard._options.dict_spec import dict_spec
 from approval_guard._options.redact import redacted_names
@@ -74,6 +75,11 @@ class ApprovalMiddleware(AgentMiddleware):
     needed: the agent does not pause, the tool call waits. ``edit_notice`` is
     put before the result of a call that ran with changed arguments (``None``:
     nothing).
+
+    ``batch``: each request carries its turn's id as API 1.3's ``batch``: the id
+    of the ``AIMessage`` that asked for the call, so a reviewer sees the calls
+    of one model turn together (and may decide them at once). A provider older
+    than 1.3 refuses the field: pass ``batch=False`` for one.
     """
 
     def __init__(
@@ -82,6 +88,7 @@ class ApprovalMiddleware(AgentMiddleware):
         *,
         interrupt_on: Mapping[str, bool | Mapping[str, Any]],
         edit_notice: str | None = EDIT_NOTICE,
+        batch: bool = True,
         **options: Any,
     ) -> None:
         super().__init__()
@@ -89,6 +96,9 @@ class ApprovalMiddleware(AgentMiddleware):
             raise ConfigurationError(f"guard must be an approval_guard.Guard, not {guard!r}")
         if edit_notice is not None and not isinstance(edit_notice, str):
             raise ConfigurationError("edit_notice must be a string or None")
+        if not isinstance(batch, bool):
+            raise ConfigurationError("batch must be True or False")
+        self._batch = batch
         self._guard = guard
         self._reviews = reviews(interrupt_on, options)
         self._edit_notice = edit_notice
@@ -111,7 +121,8 @@ class ApprovalMiddleware(AgentMiddleware):
             return self._noticed(handler(to_run), edited)
 
         spec = self._spec(request, review, run)
-        result: Result = self._guard._call_sync(spec, (), dict(request.tool_call["args"]))
+        with in_batch(self._turn(request)):
+            result: Result = self._guard._call_sync(spec, (), dict(request.tool_call["args"]))
         return result
 
     async def awrap_tool_call(
@@ -129,10 +140,17 @@ class ApprovalMiddleware(AgentMiddleware):
             return self._noticed(await handler(to_run), edited)
 
         spec = self._spec(request, review, run)
-        result: Result = await self._guard._call_async(spec, (), dict(request.tool_call["args"]))
+        with in_batch(self._turn(request)):
+            result: Result = await self._guard._call_async(
+                spec, (), dict(request.tool_call["args"])
+            )
         return result
 
     # -- one call ------------------------------------------------------------
+
+    def _turn(self, request: ToolCallRequest) -> str | None:
+        """The id of the model turn (its ``AIMessage``) that asked for this call, if known."""
+        return turn_id(request) if self._batch else None
 
     def _review(self, request: ToolCallRequest) -> Review | None:
         """This call's review, or None when it runs unreviewed (not listed, or ``when`` said no)."""
@@ -179,6 +197,23 @@ class ApprovalMiddleware(AgentMiddleware):
         if isinstance(result.content, str):
             return result.model_copy(update={"content": f"{notice}\n\n{result.content}"})
         return result.model_copy(update={"content": [notice, *result.content]})
+
+
+def turn_id(request: ToolCallRequest) -> str | None:
+    """The id of the ``AIMessage`` whose ``tool_calls`` hold this call (None: not found)."""
+    call_id = request.tool_call.get("id")
+    state = request.state
+    messages = state.get("messages") if isinstance(state, Mapping) else None
+    if messages is None:
+        messages = getattr(state, "messages", None)
+    if not call_id or not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and any(
+            call.get("id") == call_id for call in message.tool_calls
+        ):
+            return message.id if isinstance(message.id, str) else None
+    return None
 
 
 def _with_arguments(request: ToolCallRequest, arguments: dict[str, Any]) -> tuple[Any, bool]:

@@ -25,6 +25,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 from approval_guard._call.outcome import NotRun
 from approval_guard._codec.serialize import dumps, to_json_value
 from approval_guard._guard import Guard
+from approval_guard._harness import in_batch
 from approval_guard._options.converters import EditError
 from approval_guard._options.dict_spec import dict_spec
 from approval_guard._options.schema_check import refused_edit
@@ -40,12 +41,16 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
     #: Each guarded tool's name -> its options (checked when the toolset is made).
     tool_options: Mapping[str, Mapping[str, Any]] = field(kw_only=True)
     on_not_run: Callable[[NotRun], Any] = field(default=str, kw_only=True)
+    #: Send each call's run step as API 1.3's ``batch`` (see :func:`guarded`).
+    batch: bool = field(default=True, kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.guard, Guard):
             raise ConfigurationError(f"guard must be an approval_guard.Guard, not {self.guard!r}")
         if not callable(self.on_not_run):
             raise ConfigurationError("on_not_run must be a callable taking a NotRun, such as str")
+        if not isinstance(self.batch, bool):
+            raise ConfigurationError("batch must be True or False")
         if isinstance(self.wrapped, FunctionToolset):
             # Its tools are known now: a misspelt name would leave the real tool unguarded.
             for name, options in self.tool_options.items():
@@ -86,7 +91,16 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
             on_not_run=self.on_not_run,
             check_edit=_revalidate(tool_args, ctx, tool),
         )
-        return await self.guard._call_async(spec, (), dict(tool_args))
+        with in_batch(turn_id(ctx) if self.batch else None):
+            return await self.guard._call_async(spec, (), dict(tool_args))
+
+
+def turn_id(ctx: RunContext[Any]) -> str | None:
+    """The run step (one model response's tool calls) as ``RUN_ID:STEP`` (None: no run id)."""
+    run_id, step = getattr(ctx, "run_id", None), getattr(ctx, "run_step", None)
+    if not isinstance(run_id, str) or not run_id or type(step) is not int:
+        return None
+    return f"{run_id}:{step}"
 
 
 def _revalidate(
@@ -149,6 +163,7 @@ def guarded(
     *,
     tools: Collection[str] | Mapping[str, ToolOptions | bool],
     on_not_run: Callable[[NotRun], Any] = str,
+    batch: bool = True,
     **options: Any,
 ) -> GuardedToolset[AgentDepsT]:
     """``toolset`` with every call of the named ``tools`` waiting for a person's approval.
@@ -162,18 +177,28 @@ def guarded(
         ])
 
     ``options`` are ``requires_approval``'s (``timeout``, ``tool``, ``exclude``,
-    ``when``, ``redact``, ``editable``, ``on_event``, ``messages``), shared by
+    ``when``, ``describe``, ``redact``, ``editable``, ``on_event``, ``messages``), shared by
     every listed tool; a dict in ``tools`` adds or overrides them for one tool.
     ``on_not_run`` makes the tool's result from a ``NotRun`` (``str``: its
     sentence, which the model reads); :func:`as_model_retry` raises
     ``ModelRetry`` instead. A name that the toolset does not offer, or an option
     that does not fit a tool's schema, raises ``ConfigurationError`` (when the
     toolset is made for a ``FunctionToolset``, else when its tools are listed).
+
+    ``batch``: each request carries its run step, ``"RUN_ID:STEP"`` (the
+    ``RunContext``'s ``run_id`` and ``run_step``: the tool calls of one model
+    response share it), as API 1.3's ``batch``, so a reviewer sees them together
+    and may decide them at once. A provider older than 1.3 refuses the field:
+    pass ``batch=False`` for one.
     """
     if not isinstance(toolset, AbstractToolset):
         raise ConfigurationError(
             f"guarded() wraps a Pydantic AI toolset, not {type(toolset).__name__}"
         )
     return GuardedToolset(
-        toolset, guard=guard, tool_options=tool_options(tools, options), on_not_run=on_not_run
+        toolset,
+        guard=guard,
+        tool_options=tool_options(tools, options),
+        on_not_run=on_not_run,
+        batch=batch,
     )

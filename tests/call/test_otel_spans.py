@@ -26,6 +26,7 @@ from opentelemetry.trace import StatusCode
 import approval_guard as ag
 from approval_guard.testing import LocalProvider, approve_after, deny_after
 from tests.support.guards import make_guard
+from tests.support.hostile import approved, hostile_guard
 from tests.support.tools import MODES, define, edit_to, refund, run
 
 _EXPORTER = InMemorySpanExporter()
@@ -283,3 +284,35 @@ def test_a_call_that_raises_before_it_is_planned_still_ends_its_span(
         run(tool, object(), 1)
     (span,) = [s for s in spans.get_finished_spans() if s.name == "approval_guard.call"]
     assert "raised" == span.attributes["approval_guard.outcome"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("decision", "expected"),
+    [
+        (
+            {"decided_by": "alice", "grant": {"id": "grant-7", "granted_by": ["alice", "bob"]}},
+            {"approval_guard.grant_id": "grant-7", "approval_guard.granted_by": "alice, bob"},
+        ),
+        ({"decided_by": "rule:small refunds"}, {"approval_guard.rule": "small refunds"}),
+    ],
+)
+def test_a_call_decided_by_a_grant_or_a_rule_names_it_on_its_span(
+    hostile: Any,
+    spans: InMemorySpanExporter,
+    mode: str,
+    decision: dict[str, Any],
+    expected: dict[str, str],
+) -> None:
+    """API 1.3: the span and its ``decided`` event say which grant (and whose) or which rule."""
+    p = hostile(create=lambda r, _: (201, approved(r, **decision)))
+    out = run(define(hostile_guard(p), mode, refund([])), "p_1", 49)
+    assert {"refunded": 49, "currency": "GBP"} == out
+    span = only_call_span(spans)
+    attrs = dict(span.attributes)
+    (event,) = [e for e in span.events if e.name == "approval_guard.decided"]
+    for key, value in expected.items():
+        assert value == attrs[key]
+        assert value == event.attributes[key]
+    others = {"approval_guard.grant_id", "approval_guard.granted_by", "approval_guard.rule"}
+    assert not (others - set(expected)) & set(attrs)

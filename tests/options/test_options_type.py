@@ -68,6 +68,7 @@ def test_every_option_of_the_type_is_accepted() -> None:
         "tool": "t",
         "exclude": (),
         "when": lambda arguments: True,
+        "describe": lambda arguments: "a sentence",
         "redact": (),
         "editable": (),
         "on_event": lambda event: None,

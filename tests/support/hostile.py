@@ -2,6 +2,9 @@
 
 Fixture ``hostile``: ``hostile(create=..., read=..., cancel=..., wait=...)`` starts one.
 By default it does not serve batched waits (API 1.2): ``POST /v1/requests/wait`` is 404.
+It echoes API 1.3's ``batch`` and ``context`` as sent, unless made with ``known=``: the
+create fields it takes, refusing any other with 400 as a 1.2 provider does; with
+``unique_ids=True`` each create makes a request of its own (``req-1``, ``req-2``, ...).
 """
 
 from __future__ import annotations
@@ -29,8 +32,20 @@ class HostileProvider:
     path, and return ``(status, body)``; ``body`` is JSON-encoded unless bytes.
     """
 
-    def __init__(self, *, create: Route, read: Route, cancel: Route, wait: Route) -> None:
+    def __init__(
+        self,
+        *,
+        create: Route,
+        read: Route,
+        cancel: Route,
+        wait: Route,
+        known: frozenset[str] | None = None,
+        unique_ids: bool = False,
+    ) -> None:
         self.routes = {"create": create, "read": read, "cancel": cancel, "wait": wait}
+        #: Each create's body, decoded, and its bytes, as sent.
+        self.bodies: list[dict[str, Any]] = []
+        self.raw_bodies: list[bytes] = []
         #: The body of each batched wait, as sent.
         self.waits: list[Any] = []
         self.request: dict[str, Any] = {}
@@ -52,7 +67,9 @@ class HostileProvider:
             def answer(self, kind: str) -> None:
                 owner.seen.append(kind)
                 owner.peers.append(self.client_address[:2])
-                status, body = owner.routes[kind](owner.request, self.path)
+                self.reply(*owner.routes[kind](owner.request, self.path))
+
+            def reply(self, status: int, body: Any) -> None:
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -74,9 +91,18 @@ class HostileProvider:
                     self.answer("cancel")
                     return
                 body = json.loads(raw)
+                owner.bodies.append(body)
+                owner.raw_bodies.append(raw)
+                unknown = sorted(set(body) - known) if known is not None else []
+                if unknown:  # as a 1.2 provider's create (provider/http/api.py) answers
+                    owner.seen.append("create")
+                    message = f"unknown field(s): {', '.join(unknown)}"
+                    self.reply(400, {"error": {"type": "invalid_request", "message": message}})
+                    return
                 now = datetime.now(timezone.utc)
+                number = len(owner.bodies) if unique_ids else 1
                 owner.request = {
-                    "id": "req-1",
+                    "id": f"req-{number}",
                     "tool": body["tool"],
                     "arguments": body["arguments"],
                     "timeout": body["timeout"],
@@ -84,6 +110,9 @@ class HostileProvider:
                     "created_at": format_timestamp(now),
                     "deadline_at": format_timestamp(now + timedelta(minutes=30)),
                 }
+                for field in ("batch", "context"):  # API 1.3's echoes
+                    if field in body:
+                        owner.request[field] = body[field]
                 self.answer("create")
                 owner.created.set()
 
@@ -126,19 +155,25 @@ def hostile_guard(p: HostileProvider) -> ag.Guard:
 def hostile() -> Iterator[Callable[..., HostileProvider]]:
     made: list[HostileProvider] = []
 
-    def make(**routes: Route) -> HostileProvider:
+    def make(
+        *, known: frozenset[str] | None = None, unique_ids: bool = False, **routes: Route
+    ) -> HostileProvider:
         defaults: dict[str, Route] = {
             "create": lambda r, _: (201, r),
             "read": lambda r, _: (200, r),
             "cancel": lambda r, _: (200, {**r, "status": "cancelled"}),
             "wait": lambda r, _: (404, {"error": {"type": "not_found", "message": "no"}}),
         }
-        made.append(HostileProvider(**{**defaults, **routes}))
+        made.append(HostileProvider(known=known, unique_ids=unique_ids, **{**defaults, **routes}))
         return made[-1]
 
     yield make
     for p in made:
         p.close()
+
+
+#: The create fields a 1.2 provider takes (provider/http/api.py); it refuses any other.
+FIELDS_1_2 = frozenset({"tool", "arguments", "timeout", "editable", "requested_by"})
 
 
 def short_refund(guard: ag.Guard, ran: list[Any]) -> Callable[..., Any]:
