@@ -10,6 +10,7 @@ from approval_guard._codec.wire import format_timestamp
 from approval_guard._codec.wire_models import ApprovalRequest, request_to_json
 from approval_guard.provider.rules.checks import refusal
 from approval_guard.provider.rules.config import ToolRule
+from approval_guard.provider.rules.grant_words import decided_through
 from approval_guard.provider.store.checks import changed_names
 from approval_guard.provider.store.models import (
     Annotation,
@@ -90,8 +91,10 @@ def listed_request_json(
     ``editable`` (``[{"name", "text"}]``, ``text`` the exact JSON to prefill
     an input with, see :func:`input_json`) and, once approved with edits,
     ``changes`` (``[{"name", "before", "after"}]``); for a request that needs
-    several approvals ``approvals`` (``"1 of 2 approvals: alice"``); and, when
-    ``viewer`` may not decide it under ``rule``, ``read_only`` (the reason).
+    several approvals ``approvals`` (``"1 of 2 approvals: alice"``); when
+    ``viewer`` may not decide it under ``rule``, ``read_only`` (the reason);
+    and, once a standing grant or a rules-file auto-decision decided it (API
+    1.3), ``decided_through`` (``"grant grant_1a2b of alice"``, ``"rule NAME"``).
     """
     note = request.decision.note if request.decision is not None else None
     decided_by = annotation.decided_by if annotation is not None else None
@@ -135,6 +138,9 @@ def listed_request_json(
                 why = "you have already approved this request"
             if why is not None:
                 display["read_only"] = escape(why)
+        through = decided_through(request)
+        if through is not None:
+            display["decided_through"] = escape(through)
     return {**request_json(request), "display": display}
 
 
