@@ -1,4 +1,4 @@
-"""Slack's "Approve and allow for…" (API 1.3): a same-scope standing grant through the one decision path."""
+"""Slack's "Approve and allow for…" (API 1.3): a same-scope standing grant, one decision path."""
 
 from __future__ import annotations
 
