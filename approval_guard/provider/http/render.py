@@ -138,7 +138,7 @@ def listed_request_json(
                 why = "you have already approved this request"
             if why is not None:
                 display["read_only"] = escape(why)
-        through = decided_through(request)
+        through = decided_through(request, rule)
         if through is not None:
             display["decided_through"] = escape(through)
     return {**request_json(request), "display": display}

@@ -14,6 +14,7 @@ from typing import Any
 
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.marker import holds_marker_key
+from approval_guard.provider.rules.config import ToolRule
 from approval_guard.provider.rules.scope import ANY, SAME, describe, is_number
 from approval_guard.provider.store.models import Grant, StoredRequest
 
@@ -83,8 +84,13 @@ def same_scope_words(request: StoredRequest) -> list[str]:
     return lines
 
 
-def decided_through(request: StoredRequest) -> str | None:
-    """``"grant grant_1a2b of alice"`` or ``"rule small refunds"``: what decided it, else None."""
+def decided_through(request: StoredRequest, rule: ToolRule | None = None) -> str | None:
+    """``"grant grant_1a2b of alice"`` or ``"rule small refunds"``: what decided it, else None.
+
+    A rule's decision is known by its ``decided_by`` (``rule:NAME``); with the
+    tool's ``rule`` given, only a NAME its rules file has is said to be a rule
+    (a reviewer's name could also start with ``rule:``).
+    """
     summary: Mapping[str, Any] | None = request.decision_grant
     if summary is not None:
         names = summary.get("granted_by")
@@ -92,5 +98,8 @@ def decided_through(request: StoredRequest) -> str | None:
         return f"grant {summary.get('id')} of {givers}"
     by = None if request.decision is None else request.decision.decided_by
     if by is not None and by.startswith(RULE_PREFIX):
-        return f"rule {by[len(RULE_PREFIX) :]}"
+        name = by[len(RULE_PREFIX) :]
+        if rule is not None and all(one.name != name for one in rule.auto):
+            return None
+        return f"rule {name}"
     return None

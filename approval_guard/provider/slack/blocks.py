@@ -96,12 +96,12 @@ def _argument_blocks(arguments: dict[str, Any]) -> list[dict[str, Any]]:
     return blocks or [_section("_no arguments_")]
 
 
-def headline(request: StoredRequest) -> str:
-    """The message's first line (also its notification text)."""
+def headline(request: StoredRequest, rule: ToolRule | None = None) -> str:
+    """The message's first line (also its notification text); ``rule`` names rules."""
     tool = code(request.tool, 200)
     decision = request.decision
     by = text(decision.decided_by) if decision is not None and decision.decided_by else ""
-    through = decided_through(request)
+    through = decided_through(request, rule)
     if through is not None:  # API 1.3: "by grant grant_1a2b of alice", "by rule NAME"
         by = text(through)
     if request.status == PENDING:
@@ -172,7 +172,7 @@ def message(
     link = request_link(public_url, request.id)
     if link is not None:
         context.append(f"<{link}|open on the review page>")
-    blocks = [_section(headline(request)), *_argument_blocks(request.arguments)]
+    blocks = [_section(headline(request, rule)), *_argument_blocks(request.arguments)]
     blocks.append(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": " \u00b7 ".join(context)}]}
     )
@@ -193,7 +193,9 @@ def message(
             blocks.append(_section(approvals_line(request)))
         blocks.append(_section(_outcome(request, cancel_reason)))
     fallback = (
-        f"{headline(request)} ({text(who)})" if request.status == PENDING else headline(request)
+        f"{headline(request)} ({text(who)})"
+        if request.status == PENDING
+        else headline(request, rule)
     )
     return {"text": fallback, "blocks": blocks}
 

@@ -88,3 +88,11 @@ def test_a_bad_grant_in_the_form_is_refused_and_decides_nothing(team: MailTeam) 
         assert 400 == refused.status_code, fields
     assert "pending" == team.instance.poll(str(created["id"])).json()["status"]
     assert [] == _grants(team)
+
+
+def test_the_scope_words_on_the_page_are_escaped(team: MailTeam) -> None:
+    """Markup and a bidi override in a value show as text, escaped, on the approve page."""
+    created = _new(team, {"memo": "<b>x</b>\u202e", "amount": 1})
+    shown = confirm_page(team.mail_for(str(created["id"]), "alice@example.com").links()["approve"])
+    assert "<b>x</b>" not in shown.text and "\u202e" not in shown.text
+    assert "memo is exactly &quot;&lt;b&gt;x&lt;/b&gt;\\u202e&quot;" in shown.text

@@ -30,6 +30,11 @@ grants = false
 
 [tools.wire_money]
 approvers = ["treasury"]
+
+[[tools.send_receipt.auto]]
+name = "receipts"
+decision = "approve"
+match = { currency = { in = ["GBP"] } }
 """
 
 
@@ -170,3 +175,41 @@ def test_an_agent_credential_gets_no_grants_list_nor_offer(desk: LocalProvider) 
     made = agent.new()
     for path in ("/review/grants", f"/review/requests/{made['id']}/grant-offer"):
         assert 403 == agent.get(path).status_code
+
+
+def test_decided_through_names_a_grant_or_a_rule_never_a_look_alike_reviewer(
+    desk: LocalProvider,
+) -> None:
+    """A grant's or a rule's decision says so; a reviewer named "rule:nothing" is a person."""
+    agent = Api(desk.url, desk.credential)
+    reviewer = Api(desk.url, desk.reviewer_credential)
+    by_rule = agent.new(tool="send_receipt", arguments={"currency": "GBP"})
+    first = agent.new(arguments={"amount": 5})
+    given = page_decide(desk, first["id"], {"status": "approved", "grant": {"for": "1h"}})
+    by_grant = agent.new(arguments={"amount": 5})
+    token = desk.server.store.add_reviewer("rule:nothing")
+    by_person = agent.new(tool="send_receipt", arguments={"currency": "EUR"})
+    assert 200 == Api(desk.url, token).decide(by_person["id"], {"status": "approved"}).status_code
+
+    listed = {r["id"]: r["display"] for r in reviewer.get("/v1/requests").json()["requests"]}
+    grant_id = given.json()["grant"]["id"]
+    assert "rule receipts" == listed[by_rule["id"]]["decided_through"]
+    assert f"grant {grant_id} of testing reviewer" == listed[by_grant["id"]]["decided_through"]
+    assert "decided_through" not in listed[by_person["id"]]
+    assert "decided_through" not in listed[first["id"]]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="store: a reviewer may be named rule:NAME, and a request keeps only decided_by's "
+    "name, so a person's decision reads as the rule's (reported for the lead)",
+)
+def test_a_reviewer_named_like_a_rule_is_never_shown_as_the_rule(desk: LocalProvider) -> None:
+    """A reviewer named "rule:receipts" deciding by hand is not "rule receipts"."""
+    agent = Api(desk.url, desk.credential)
+    token = desk.server.store.add_reviewer("rule:receipts")
+    by_person = agent.new(tool="send_receipt", arguments={"currency": "EUR"})
+    assert 200 == Api(desk.url, token).decide(by_person["id"], {"status": "approved"}).status_code
+    reviewer = Api(desk.url, desk.reviewer_credential)
+    listed = {r["id"]: r["display"] for r in reviewer.get("/v1/requests").json()["requests"]}
+    assert "decided_through" not in listed[by_person["id"]]

@@ -17,6 +17,11 @@ MORE_RULES = """
 [tools.close_account]
 approvers = ["payments"]
 grants = false
+
+[[tools.send_receipt.auto]]
+name = "receipts in GBP"
+decision = "approve"
+match = { currency = { in = ["GBP"] } }
 """
 
 
@@ -152,3 +157,21 @@ def test_self_approval_off_refuses_the_grant_modal(team: SlackTeam) -> None:
     assert team.slack.wait_for(lambda s: any("Not recorded" in t for t in s.ephemeral_texts()))
     assert [] == team.slack.of("views.open")
     assert [] == _grants(team)
+
+
+def test_the_grant_modal_shows_hostile_values_escaped(team: SlackTeam) -> None:
+    """Slack markup and a bidi override in a value are escaped in the modal's scope words."""
+    made = team.new(arguments={"memo": "<!channel> a\u202eb", "amount": 1})
+    view = _open_grant(team, made["id"])
+    words = _texts(view)
+    assert "<!channel>" not in words and "\u202e" not in words
+    assert "&lt;!channel&gt;" in words and "a\\\\u202eb" in words
+
+
+def test_a_request_decided_by_a_rule_is_posted_as_decided_by_it(team: SlackTeam) -> None:
+    """A rules-file auto-decision's request is posted already decided, naming the rule."""
+    made = team.new(tool="send_receipt", arguments={"currency": "GBP"})
+    assert "approved" == made["status"]
+    shown = _posted(team, 1)
+    assert "by rule receipts in GBP" in _texts(shown)
+    assert [] == _buttons(shown)
