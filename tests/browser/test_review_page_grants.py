@@ -259,6 +259,23 @@ def test_a_string_argument_offers_starts_with_and_a_number_a_range(desk: Desk) -
     assert grant["match"]["payment_id"] == {"prefix": "payment_"}
 
 
+def test_a_redacted_argument_offers_only_same_or_any(desk: Desk) -> None:
+    """A guard's redaction marker: "exactly the same redacted value" or "anything", nothing else."""
+    first = desk.create(arguments={"card": {"$redacted": "1a2b3c4d5e6f"}, "amount": 5})
+    page = desk.sign_in("alice")
+    shown = open_offer(page, first["id"])
+    kind = argument(shown, "card").get_by_test_id("grant-kind")
+    assert ["same", "any"] == [one.get_attribute("value") for one in kind.locator("option").all()]
+    assert [
+        "card is exactly the same redacted value",
+        "card may be anything",
+    ] == kind.locator("option").all_text_contents()
+    kind.select_option("any")
+    shown.get_by_test_id("approve-grant").click()
+    [grant] = _wait_grants(desk, page)
+    assert {"amount": "same", "card": "any"} == grant["match"]
+
+
 def test_a_quorum_grant_is_pending_until_a_second_reviewer_approves_it(desk: Desk) -> None:
     """For approvals_required = 2 the grant waits for bob, who approves it from his page."""
     first = desk.create(tool="wire_money")
