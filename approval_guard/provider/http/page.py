@@ -1,4 +1,4 @@
-"""The review page: sign-in by link, the page and its static files, and its decision endpoint."""
+"""The review page: sign-in by link, the page, its static files, decisions and grant endpoints."""
 
 from __future__ import annotations
 
