@@ -50,6 +50,8 @@ from approval_guard.provider.store.checks import with_edits
 from approval_guard.provider.store.models import Grant, InvalidEdit, StoredRequest
 from approval_guard.provider.store.sql.grants import GRANT_PENDING, GrantSpec
 
+#: The most grants ``GET /review/grants`` lists (newest first).
+MAX_PAGE_GRANTS = 200
 #: How deep a constraint the page sends as JSON text may nest (``{"in": [...]}``).
 _CONSTRAINT_DEPTH = 3
 
@@ -191,13 +193,17 @@ def grant_display(grant: Grant) -> dict[str, Any]:
 
 
 async def review_grants(ctx: Context, request: Request) -> Response:
-    """``GET /review/grants``: live and pending grants, each with its ``display`` texts."""
+    """``GET /review/grants``: the newest live and pending grants with ``display`` texts.
+
+    At most :data:`MAX_PAGE_GRANTS` of them (``total`` says how many there are):
+    the page re-reads this on every change, and a provider may hold thousands.
+    """
     await read_body(request)
     credential = await authenticate(ctx.store, request, calls=ctx.calls)
     require_reviewer(credential)
     found = await ctx.calls(ctx.store.list_grants)
-    grants = [{**grant_json(one), "display": grant_display(one)} for one in found]
-    return json_answer(ctx.store, 200, {"grants": grants})
+    grants = [{**grant_json(one), "display": grant_display(one)} for one in found[:MAX_PAGE_GRANTS]]
+    return json_answer(ctx.store, 200, {"grants": grants, "total": len(found)})
 
 
 def grant_offer(request: StoredRequest, rule: ToolRule) -> dict[str, Any]:

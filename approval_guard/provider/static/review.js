@@ -1029,8 +1029,11 @@
   async function refreshGrants() {
     const count = el("grants-count");
     let grants;
+    let total = 0;
     try {
-      grants = asList(await api("GET", "/review/grants"), "grants");
+      const data = await api("GET", "/review/grants");
+      grants = asList(data, "grants");
+      total = data && Number.isInteger(data.total) ? data.total : grants.length;
     } catch (err) {
       el("grants-error").textContent = `Could not load standing grants: ${err.message}`;
       el("grants-error").hidden = false;
@@ -1039,8 +1042,13 @@
     el("grants-error").hidden = true;
     const shownGrants = grants.map((grant) => [grant, grantTexts(grant)]).filter(([, texts]) => texts !== null);
     const signature = shownGrants.map(([g]) => `${g.id}:${g.status}:${g.uses_left}:${g.granted_by}`).join("|");
-    count.textContent = String(shownGrants.length);
+    count.textContent = String(Math.max(total, shownGrants.length));
     el("grants-empty").hidden = shownGrants.length > 0;
+    const more = el("grants-more");
+    more.textContent = total > grants.length
+      ? `The newest ${grants.length} of ${total} are shown; GET /v1/grants lists them all.`
+      : "";
+    more.hidden = !more.textContent;
     if (signature === grantsSignature) return;
     grantsSignature = signature;
     grantsList.replaceChildren(...shownGrants.map(([grant, texts]) => buildGrantCard(grant, texts)));

@@ -213,3 +213,22 @@ def test_a_reviewer_named_like_a_rule_is_never_shown_as_the_rule(desk: LocalProv
     reviewer = Api(desk.url, desk.reviewer_credential)
     listed = {r["id"]: r["display"] for r in reviewer.get("/v1/requests").json()["requests"]}
     assert "decided_through" not in listed[by_person["id"]]
+
+
+def test_the_page_lists_at_most_the_newest_grants_and_says_how_many(
+    desk: LocalProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_PAGE_GRANTS the list is cut to the newest, and total counts them all."""
+    from approval_guard.provider.http import page
+
+    agent = Api(desk.url, desk.credential)
+    for n in range(3):
+        made = agent.new(arguments={"n": n})
+        body = {"status": "approved", "grant": {"for": "1h"}}
+        assert 200 == page_decide(desk, made["id"], body).status_code
+    monkeypatch.setattr(page, "MAX_PAGE_GRANTS", 2)
+    answer = page_get(desk, "/review/grants").json()
+    assert (2, 3) == (len(answer["grants"]), answer["total"])
+    assert ["n is exactly 2", "n is exactly 1"] == [
+        one["display"]["scope"][1] for one in answer["grants"]
+    ]
