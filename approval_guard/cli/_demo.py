@@ -213,6 +213,10 @@ def _run_demo(
         say(
             f'               or:  {command} deny {request.id} --note "Not a duplicate" {connection}'
         )
+        say(
+            '  (on the page, "Approve, and allow calls like this for …" also gives a standing'
+            " grant: the demo then repeats the call, and the grant approves it at once)"
+        )
         if args.decide:
             say(
                 f"(--decide {args.decide}: deciding by itself in "
@@ -241,7 +245,48 @@ def _run_demo(
         abandon.set()
         finished.wait(15)
         raise
-    return _print_outcome(ag, outcome)
+    code = _print_outcome(ag, outcome)
+    if code == 0 and "value" in outcome and not isinstance(outcome["value"], ag.NotRun):
+        _repeat_under_grant(ag, issue_refund, reviewer, request.id)
+    return code
+
+
+#: How long the demo's repeated call may take: a grant answers it at once.
+REPEAT_LIMIT = "15s"
+
+
+def _repeat_under_grant(
+    ag: ModuleType, issue_refund: Callable[..., Any], reviewer: ReviewerClient, request_id: str
+) -> None:
+    """The reviewer gave a standing grant with the approval: show the same call covered by it."""
+    answer = reviewer.call("GET", "/v1/grants")
+    found = answer.get("grants") if isinstance(answer, dict) else None
+    grants = [
+        one
+        for one in (found if isinstance(found, list) else [])
+        if isinstance(one, dict)
+        and one.get("from_request") == request_id
+        and one.get("status") == "live"
+    ]
+    if not grants:
+        return
+    grant_id = safe(str(grants[0].get("id")))
+    say()
+    say(
+        f"You gave standing grant {grant_id} with your approval. The agent makes the same call"
+        " again: the grant approves it at once, and nobody is asked."
+    )
+    try:
+        with ag.harness_call(idempotency_key=f"demo-{uuid.uuid4()}", limit=REPEAT_LIMIT):
+            again = issue_refund(**DEMO_ARGUMENTS)
+    except Exception as exc:  # the first outcome stands; say what happened to the repeat
+        say(f"Outcome of the repeat: the call failed: {type(exc).__name__}")
+        return
+    if isinstance(again, ag.NotRun):
+        say(f"Outcome of the repeat: issue_refund did not run (reason: {again.reason}).")
+        return
+    say(f"Outcome of the repeat: approved by grant {grant_id}, and issue_refund ran again.")
+    say("The page lists the grant under Standing grants, where you can revoke it.")
 
 
 def _auto_decide(reviewer: ReviewerClient, request_id: str, decide: str) -> None:

@@ -89,3 +89,40 @@ def test_a_terminal_decision_does_not_keep_the_demo_waiting() -> None:
     )
     assert 0 == done.returncode, done.stdout + done.stderr
     assert time.monotonic() - started < 10
+
+
+def test_the_demo_page_offers_a_grant_and_the_demo_shows_the_repeat_covered(
+    browser: Browser,
+) -> None:
+    """Approve with a standing grant in the demo: its repeated call is approved by the grant."""
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "approval_guard", "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        page = context.new_page()
+        page.goto(_browser_link(demo))
+        card = page.get_by_test_id("pending-list").locator("li").first
+        card.get_by_test_id("grant-offer-toggle").click()
+        card.get_by_test_id("approve-grant").click()
+
+        repeat = (
+            page.get_by_test_id("done-list")
+            .get_by_test_id("outcome")
+            .filter(has_text="Approved by grant grant_")
+        )
+        repeat.wait_for()
+        assert " of reviewer at " in repeat.inner_text()
+        page.get_by_test_id("notice").wait_for(state="visible")
+        assert 0 == demo.wait(timeout=20)
+    finally:
+        context.close()
+        if demo.poll() is None:
+            demo.kill()
+        out, err = demo.communicate(timeout=10)
+    assert "Outcome of the repeat: approved by grant grant_" in out, out + err

@@ -31,7 +31,11 @@ def test_chromium_shows_every_block_and_takes_the_docs_picture(
             one = blocks.nth(n)
             assert one.is_visible()
             assert one.bounding_box() is not None and one.inner_text().strip()
-        assert ["Approve", "Deny\u2026"] == page.locator("[data-action]").all_inner_texts()
+        assert [
+            "Approve",
+            "Deny\u2026",
+            "Approve and allow for 1h\u2026",
+        ] == page.locator("[data-action]").all_inner_texts()
         record = os.environ.get("APPROVAL_GUARD_RECORD_RESULTS") == "1"
         target = REPO / "docs" / "slack-message.png" if record else tmp_path / "slack.png"
         page.locator(".msg").screenshot(path=str(target))

@@ -19,6 +19,8 @@ def test_demo_decide_approve_runs_the_refund() -> None:
     assert "/?token=agr_" in done.stdout  # where to approve in a browser
     assert "approve " in done.stdout and "--token agr_" in done.stdout  # the CLI command
     assert "waiting for a decision on" in done.stdout  # the live line
+    assert "Approve, and allow calls like this for" in done.stdout  # the page's grant, said
+    assert "Outcome of the repeat" not in done.stdout  # no grant given: no repeat
     outcome = done.stdout.split("Outcome: approved, and issue_refund ran. It returned:", 1)[1]
     refund = json.loads(outcome)
     assert {

@@ -23,16 +23,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from approval_guard._codec.display import escape
+from approval_guard._codec.duration import check_duration_text
 from approval_guard._codec.wire import APPROVED, format_timestamp
 from approval_guard.provider.email.links import DENY, Link, LinkRefused, read_token
 from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.context import Context
-from approval_guard.provider.http.decisions import apply_decision
+from approval_guard.provider.http.decisions import apply_decision, apply_granting_decision
 from approval_guard.provider.http.limits import MAX_NOTE_CHARS
 from approval_guard.provider.http.render import listed_request_json
 from approval_guard.provider.http.responses import ApiError, answer, header, read_body
 from approval_guard.provider.rules.checks import refusal
-from approval_guard.provider.store.models import Credential, StoredRequest
+from approval_guard.provider.rules.config import ToolRule
+from approval_guard.provider.rules.grant_words import (
+    grant_durations,
+    same_scope_words,
+)
+from approval_guard.provider.store.models import Credential, Grant, StoredRequest
+from approval_guard.provider.store.sql.grants import MAX_USES, GrantSpec
 from approval_guard.provider.webhooks.payloads import AGENT_SAYS
 
 _CSP = (
@@ -149,24 +156,37 @@ async def confirm(ctx: Context, request: Request) -> Response:
             f'<input type="hidden" name="token" value="{html.escape(tokens[0])}">'
             f'<label>Note (optional)<textarea name="note" maxlength="{MAX_NOTE_CHARS}" '
             'data-testid="note"></textarea></label>'
-            f'<button type="submit" data-testid="confirm">{verb}</button></form>'
+            + (grant_fields(current, ctx.rules.for_tool(current.tool)) if verb == "Approve" else "")
+            + f'<button type="submit" data-testid="confirm">{verb}</button></form>'
         )
     body = f"<p>You, {who}, are about to <strong>{verb.lower()}</strong> this call.</p>"
     return _page(ctx, 200, f"{verb} this call?", body + call + form, state="confirm")
 
 
-def _form(body: bytes) -> tuple[str, str | None]:
-    """``(token, note)`` of the confirmation's form; :class:`LinkRefused` for anything else."""
+def _fields(body: bytes) -> dict[str, str]:
+    """The confirmation form's fields: the token once, at most a note and the grant's fields."""
     try:
         fields = parse_qsl(
-            body.decode("utf-8"), keep_blank_values=True, strict_parsing=True, max_num_fields=4
+            body.decode("utf-8"), keep_blank_values=True, strict_parsing=True, max_num_fields=6
         )
     except (UnicodeDecodeError, ValueError):
         raise LinkRefused(400, "the form could not be read") from None
     names = [name for name, _ in fields]
-    if names.count("token") != 1 or names.count("note") > 1 or set(names) - {"token", "note"}:
+    optional = ("note", *_GRANT_FIELDS)
+    if (
+        names.count("token") != 1
+        or any(names.count(one) > 1 for one in optional)
+        or set(names) - {"token", *optional}
+    ):
         raise LinkRefused(400, "the form must carry the link's token once, and at most a note")
-    values = dict(fields)
+    return dict(fields)
+
+
+def _form(body: bytes) -> tuple[str, str | None]:
+    """``(token, note)`` of the confirmation's form; :class:`LinkRefused` for anything else."""
+    values = _fields(body)
+    if set(values) & set(_GRANT_FIELDS):
+        raise LinkRefused(400, "the form must carry the link's token once, and at most a note")
     note = values.get("note") or None
     if note is not None and len(note) > MAX_NOTE_CHARS:
         raise LinkRefused(400, f"a note is at most {MAX_NOTE_CHARS} characters")
@@ -181,6 +201,9 @@ async def decide(ctx: Context, request: Request) -> Response:
         kind = (header(request, "content-type") or "").split(";")[0].strip().lower()
         if kind != _FORM:
             raise LinkRefused(400, f"the decision must be posted as {_FORM} (the page's form)")
+        values = _fields(body)
+        if set(values) & set(_GRANT_FIELDS):
+            return await _decide_granting(ctx, request, request_id, values)
         token, note = _form(body)
         link, reviewer, _ = await run_in_threadpool(_check, ctx, request_id, token)
     except LinkRefused as exc:
@@ -201,6 +224,10 @@ async def decide(ctx: Context, request: Request) -> Response:
         return _refused(ctx, err.status, err.message)
     if found is None:
         return _refused(ctx, 404, "no such request")
+    return _decided_page(ctx, found)
+
+
+def _decided_page(ctx: Context, found: StoredRequest, given: Grant | None = None) -> Response:
     if found.status == APPROVED:
         title, text = "Approved", "The call may now run."
     elif found.is_pending:
@@ -208,4 +235,117 @@ async def decide(ctx: Context, request: Request) -> Response:
         text = f"{len(found.approvals)} of {found.approvals_required} approvals so far."
     else:
         title, text = "Denied", "The call will not run."
-    return _page(ctx, 200, title, f'<p data-testid="result">{html.escape(text)}</p>', state="done")
+    body = f'<p data-testid="result">{html.escape(text)}</p>'
+    if given is not None:
+        body += grant_given(given)
+    return _page(ctx, 200, title, body, state="done")
+
+
+# ---------------------------------------------------------------- standing grants (API 1.3)
+
+#: The approve form's grant fields: a duration (empty: no grant) and optional uses.
+_GRANT_FIELDS = ("grant_for", "grant_uses")
+
+
+def grant_fields(request: StoredRequest, rule: ToolRule) -> str:
+    """The approve form's "and allow calls like this for …" choice (HTML; none if grants are off).
+
+    Kept simple and safe: exactly the same arguments, for the same person, from
+    the same agent; the review page offers wider scopes.
+    """
+    if not rule.grants:
+        return ""
+    options = "".join(
+        f'<option value="{html.escape(one)}">{html.escape(one)}</option>'
+        for one in grant_durations(rule.max_grant)
+    )
+    words = "".join(f"<li>{html.escape(escape(line))}</li>" for line in same_scope_words(request))
+    return (
+        '<fieldset data-testid="grant"><legend>And allow calls like this?</legend>'
+        "<label>Also approve at once, for "
+        '<select name="grant_for" data-testid="grant-for">'
+        f'<option value="" selected>no: only this call</option>{options}</select>, '
+        f'the calls where:</label><ul data-testid="grant-words">{words}</ul>'
+        '<label>At most this many calls (optional) <input name="grant_uses" '
+        'inputmode="numeric" maxlength="7" data-testid="grant-uses"></label></fieldset>'
+    )
+
+
+def grant_given(grant: Grant) -> str:
+    """The result page's line about the grant just given (HTML)."""
+    uses = "" if grant.uses is None else f", for at most {grant.uses} calls"
+    waiting = (
+        f" It covers nothing until {grant.approvals_required} reviewers have approved it."
+        if grant.status == "pending"
+        else ""
+    )
+    text = (
+        f"Standing grant {grant.id} approves calls like this one until "
+        f"{format_timestamp(grant.expires_at)}{uses}.{waiting} Revoke it on the review page."
+    )
+    return f'<p data-testid="grant-given">{html.escape(text)}</p>'
+
+
+def _grant_spec(values: dict[str, str], rule: ToolRule) -> GrantSpec | None:
+    """The form's grant, or None when none was chosen; :class:`LinkRefused` for a bad one."""
+    chosen = values.get("grant_for") or ""
+    typed = (values.get("grant_uses") or "").strip()
+    if not chosen:
+        if typed:
+            raise LinkRefused(400, "choose how long to allow calls like this, or leave uses empty")
+        return None
+    try:
+        seconds = check_duration_text(chosen, "the grant's duration", 1, rule.max_grant)
+    except ValueError as exc:
+        raise LinkRefused(400, str(exc)) from None
+    uses = None
+    if typed:
+        if not typed.isascii() or not typed.isdigit() or not 1 <= int(typed) <= MAX_USES:
+            raise LinkRefused(400, f"uses must be a whole number from 1 to {MAX_USES}, or empty")
+        uses = int(typed)
+    return GrantSpec(for_seconds=seconds, uses=uses, match={}, requested_by="same")
+
+
+async def _decide_granting(
+    ctx: Context, request: Request, request_id: str, values: dict[str, str]
+) -> Response:
+    """The approve form with a grant: the link checked again, then the one decision path."""
+    token = values["token"]
+    note = values.get("note") or None
+    if note is not None and len(note) > MAX_NOTE_CHARS:
+        raise LinkRefused(400, f"a note is at most {MAX_NOTE_CHARS} characters")
+    link, reviewer, current = await run_in_threadpool(_check, ctx, request_id, token)
+    spec = _grant_spec(values, ctx.rules.for_tool(current.tool))
+    if spec is not None and link.decision != APPROVED:
+        raise LinkRefused(400, "only an approval may allow calls like this")
+    try:
+        if spec is None:
+            found = await apply_decision(
+                ctx,
+                request_id,
+                reviewer,
+                (link.decision, note, None),
+                None,
+                client_source(request),
+                channel="email",
+                channel_user=link.address,
+                use_once=link.mail_id,
+            )
+            given = None
+        else:
+            found, given = await apply_granting_decision(
+                ctx,
+                request_id,
+                reviewer,
+                (link.decision, note, None),
+                client_source(request),
+                channel="email",
+                channel_user=link.address,
+                use_once=link.mail_id,
+                grant=spec,
+            )
+    except ApiError as err:
+        return _refused(ctx, err.status, err.message)
+    if found is None:
+        return _refused(ctx, 404, "no such request")
+    return _decided_page(ctx, found, given)

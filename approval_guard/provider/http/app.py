@@ -62,6 +62,8 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/static/{name}", {"GET": review.static}),
     ("/v1/requests/{request_id}/history", {"GET": api.history}),
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
+    ("/review/grants", {"GET": review.review_grants}),
+    ("/review/requests/{request_id}/grant-offer", {"GET": review.review_grant_offer}),
     ("/slack/interactions", {"POST": slack.interactions}),
     ("/email/requests/{request_id}", {"GET": email_pages.confirm}),
     ("/email/requests/{request_id}/decision", {"POST": email_pages.decide}),

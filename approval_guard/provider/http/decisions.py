@@ -157,6 +157,40 @@ async def apply_decision(
     return found
 
 
+async def apply_granting_decision(
+    ctx: Context,
+    request_id: str,
+    credential: Credential,
+    fields: tuple[str, str | None, int | None],
+    source: str = "api",
+    *,
+    channel: str,
+    channel_user: str | None = None,
+    use_once: str | None = None,
+    grant: GrantSpec,
+) -> tuple[StoredRequest | None, Grant | None]:
+    """:func:`apply_decision` that also gives ``grant`` (API 1.3): for email, with no JSON answer.
+
+    ``(request, the grant given)``; refused exactly as :func:`apply_decision`
+    refuses, plus ``400`` for a grant the store will not give.
+    """
+    with _decision_errors():
+        return await ctx.calls(
+            lambda: _decided(
+                ctx,
+                request_id,
+                credential,
+                fields,
+                None,
+                source,
+                channel=channel,
+                channel_user=channel_user,
+                use_once=use_once,
+                grant=grant,
+            )
+        )
+
+
 def _decided(
     ctx: Context,
     request_id: str,

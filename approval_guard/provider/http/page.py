@@ -1,19 +1,22 @@
-"""The review page: sign-in by link, the page and its static files, and its decision endpoint."""
+"""The review page: sign-in by link, the page, its static files, decisions and grant endpoints."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from approval_guard._codec.display import escape, escape_lines
+from approval_guard._codec.exact_json import InvalidJSON, load_json
 from approval_guard._codec.wire import APPROVED
 from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.auth import authenticate, require_reviewer, session_of
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.decisions import decision_fields, record_decision
-from approval_guard.provider.http.grants import parse_grant
+from approval_guard.provider.http.grants import grant_json, parse_grant
 from approval_guard.provider.http.limits import (
     CONTENT_TYPES,
     CSRF_PLACEHOLDER,
@@ -22,17 +25,35 @@ from approval_guard.provider.http.limits import (
     STATIC_DIR,
     STATIC_NAME,
 )
+from approval_guard.provider.http.render import input_json
 from approval_guard.provider.http.responses import (
     ApiError,
     answer,
     bad,
     html_answer,
+    json_answer,
     json_object,
     not_found,
     read_body,
 )
+from approval_guard.provider.rules.checks import refusal
+from approval_guard.provider.rules.config import ToolRule
+from approval_guard.provider.rules.grant_words import (
+    constraint_kinds,
+    default_duration,
+    grant_durations,
+    grant_words,
+    requested_by_words,
+)
+from approval_guard.provider.rules.scope import ANY, SAME, describe
 from approval_guard.provider.store.checks import with_edits
-from approval_guard.provider.store.models import InvalidEdit
+from approval_guard.provider.store.models import Grant, InvalidEdit, StoredRequest
+from approval_guard.provider.store.sql.grants import GRANT_PENDING, GrantSpec
+
+#: The most grants ``GET /review/grants`` lists (newest first).
+MAX_PAGE_GRANTS = 200
+#: How deep a constraint the page sends as JSON text may nest (``{"in": [...]}``).
+_CONSTRAINT_DEPTH = 3
 
 
 def _static_bytes(name: str) -> bytes:
@@ -99,7 +120,7 @@ async def review_decide(ctx: Context, request: Request) -> Response:
     require_reviewer(credential)
     obj = json_object(body)
     fields = decision_fields(obj, {"edits", "grant"})
-    grant = None if obj.get("grant") is None else parse_grant(obj["grant"])
+    grant = None if obj.get("grant") is None else page_grant(obj["grant"])
     edits = obj.get("edits")
     if edits is not None and (
         not isinstance(edits, dict) or not all(isinstance(v, str) for v in edits.values())
@@ -127,3 +148,120 @@ async def review_decide(ctx: Context, request: Request) -> Response:
         channel="page",
         grant=grant,
     )
+
+
+def page_grant(value: object) -> GrantSpec:
+    """The page's ``grant``: the API's, except that ``match_texts`` may stand for ``match``.
+
+    ``{"for", "uses", "requested_by", "match_texts": {name: json_text}}``: like
+    edits, each constraint comes as the JSON text the page built from what the
+    reviewer typed (``{"min": 1, "max": 5000}``), parsed here exactly, so a
+    bound never passes through a JavaScript number. Then checked as the API's.
+    """
+    if not isinstance(value, dict) or "match_texts" not in value:
+        return parse_grant(value)
+    if "match" in value:
+        raise bad("a grant has 'match' or 'match_texts', not both")
+    texts = value["match_texts"]
+    if not isinstance(texts, dict) or not all(isinstance(one, str) for one in texts.values()):
+        raise bad("'grant.match_texts' must map argument names to JSON texts")
+    match: dict[str, Any] = {}
+    for name, text in texts.items():
+        try:
+            match[name] = load_json(text, max_depth=_CONSTRAINT_DEPTH)
+        except InvalidJSON as exc:
+            raise bad(f"the scope of {escape(name)!r} is not JSON ({exc})") from None
+    rest = {key: one for key, one in value.items() if key != "match_texts"}
+    return parse_grant({**rest, "match": match})
+
+
+def grant_display(grant: Grant) -> dict[str, Any]:
+    """Every text the page shows of a grant, escaped: made here, never in the page's JS."""
+    out: dict[str, Any] = {
+        "tool": escape(grant.tool),
+        "agent": escape(grant.agent),
+        "granted_by": escape(", ".join(grant.granted_by)),
+        "scope": [escape(line) for line in grant_words(grant)],
+        "note": None if grant.note is None else escape_lines(grant.note),
+    }
+    if grant.status == GRANT_PENDING:
+        out["approvals"] = escape(
+            f"{len(grant.granted_by)} of {grant.approvals_required} approvals: "
+            + ", ".join(grant.granted_by)
+        )
+    return out
+
+
+async def review_grants(ctx: Context, request: Request) -> Response:
+    """``GET /review/grants``: the newest live and pending grants with ``display`` texts.
+
+    At most :data:`MAX_PAGE_GRANTS` of them (``total`` says how many there are):
+    the page re-reads this on every change, and a provider may hold thousands.
+    """
+    await read_body(request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
+    require_reviewer(credential)
+    found = await ctx.calls(ctx.store.list_grants)
+    grants = [{**grant_json(one), "display": grant_display(one)} for one in found[:MAX_PAGE_GRANTS]]
+    return json_answer(ctx.store, 200, {"grants": grants, "total": len(found)})
+
+
+def grant_offer(request: StoredRequest, rule: ToolRule) -> dict[str, Any]:
+    """What the page's "Approve, and allow calls like this for …" offers (API 1.3 grants).
+
+    ``durations`` within the tool's ``max_grant`` (``default`` preselected);
+    per argument (sorted by name) ``key`` (the name to send), ``name`` (shown),
+    ``kinds`` (the constraints it may take, see :func:`constraint_kinds`),
+    ``same`` and ``any`` (those two in words) and ``text`` (its exact JSON, to
+    prefill a range, a list or a prefix; null for a redacted value); and the
+    words for ``requested_by`` ``same`` and ``any``. Every text is escaped.
+    """
+    arguments = []
+    for key in sorted(request.arguments):
+        value = request.arguments[key]
+        kinds = constraint_kinds(value)
+        arguments.append(
+            {
+                "key": key,
+                "name": escape(key),
+                "kinds": kinds,
+                "same": escape(describe({key: SAME}, request.arguments)[0]),
+                "any": escape(describe({key: ANY}, None)[0]),
+                "text": input_json(value) if len(kinds) > 2 else None,
+            }
+        )
+    return {
+        "durations": grant_durations(rule.max_grant),
+        "default": default_duration(rule.max_grant),
+        "arguments": arguments,
+        "requested_by": {
+            "same": escape(requested_by_words(SAME, request.requested_by)),
+            "any": escape(requested_by_words(ANY, None)),
+        },
+    }
+
+
+async def review_grant_offer(ctx: Context, request: Request) -> Response:
+    """``GET /review/requests/{id}/grant-offer``: what "Approve, and allow …" may offer.
+
+    ``{"offer": {...}}`` (see :func:`grant_offer`), or ``{"offer": null,
+    "reason": ...}`` when the tool's rule turns grants off; ``403`` when this
+    reviewer may not decide the request, ``409 not_pending`` once it is decided.
+    """
+    await read_body(request)
+    credential = await authenticate(ctx.store, request, calls=ctx.calls)
+    require_reviewer(credential)
+    request_id = request.path_params["request_id"]
+    current = await ctx.calls(ctx.store.get_request, request_id)
+    if current is None:
+        raise ApiError(404, "not_found", "no such request")
+    if not current.is_pending:
+        raise ApiError(409, "not_pending", f"the request is {current.status}, not pending")
+    rule = ctx.rules.for_tool(current.tool)
+    why = refusal(current, rule, credential)
+    if why is not None:
+        raise ApiError(403, "forbidden", escape(why))
+    if not rule.grants:
+        reason = f"standing grants are turned off for {current.tool} (grants = false)"
+        return json_answer(ctx.store, 200, {"offer": None, "reason": escape(reason)})
+    return json_answer(ctx.store, 200, {"offer": grant_offer(current, rule)})

@@ -11,6 +11,7 @@ from approval_guard._codec.wire import format_timestamp
 from approval_guard._codec.wire_models import ApprovalRequest, request_to_json
 from approval_guard.provider.rules.checks import refusal
 from approval_guard.provider.rules.config import ToolRule
+from approval_guard.provider.rules.grant_words import decided_through
 from approval_guard.provider.store.checks import changed_names
 from approval_guard.provider.store.models import (
     Annotation,
@@ -96,12 +97,14 @@ def listed_request_json(
     ``editable`` (``[{"name", "text"}]``, ``text`` the exact JSON to prefill
     an input with, see :func:`input_json`) and, once approved with edits,
     ``changes`` (``[{"name", "before", "after"}]``); for a request that needs
-    several approvals ``approvals`` (``"1 of 2 approvals: alice"``); and, when
+    several approvals ``approvals`` (``"1 of 2 approvals: alice"``); when
     ``viewer`` may not decide it under ``rule``, ``read_only`` (the reason).
     API 1.3: ``context`` (the agent's stated reason, hidden characters
     escaped, line breaks kept), and ``batch`` with ``batch_group`` (an opaque
     key shared by the requests of one agent's batch, so the page groups them
-    and never joins two agents' batches of the same name).
+    and never joins two agents' batches of the same name); once a standing
+    grant or a rules-file auto-decision decided it, ``decided_through``
+    (``"grant grant_1a2b of alice"``, ``"rule NAME"``).
     """
     note = request.decision.note if request.decision is not None else None
     decided_by = annotation.decided_by if annotation is not None else None
@@ -151,6 +154,9 @@ def listed_request_json(
                 why = "you have already approved this request"
             if why is not None:
                 display["read_only"] = escape(why)
+        through = decided_through(request, rule)
+        if through is not None:
+            display["decided_through"] = escape(through)
     return {**request_json(request), "display": display}
 
 

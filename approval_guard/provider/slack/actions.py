@@ -32,12 +32,14 @@ from approval_guard.provider.store.models import (
     AlreadyApproved,
     Credential,
     Forbidden,
+    GrantRefused,
     InvalidEdit,
     NotPendingError,
     StoredRequest,
     ValidityTooLong,
 )
 from approval_guard.provider.store.protocol import StoreProtocol
+from approval_guard.provider.store.sql.grants import MAX_USES, GrantSpec
 
 NOT_LINKED = (
     "Not recorded: your Slack user ({user}) is not linked to a reviewer of this provider. "
@@ -203,3 +205,89 @@ def parse_edits(
     if errors or not edits:
         return None, errors
     return with_edits(request, edits), {}
+
+
+# ---------------------------------------------------------------- standing grants (API 1.3)
+
+
+def check_may_grant(
+    store: StoreProtocol, rules: Rules, slack_user: str, request_id: str
+) -> tuple[StoredRequest | None, str | None]:
+    """Before "Approve and allow for…" opens: as :func:`check_may_open` for an approval.
+
+    Also refused at once: a tool whose rule turns grants off. The decision
+    (the store's, in its transaction) checks everything again.
+    """
+    request, why = check_may_open(store, rules, slack_user, request_id, edit=False)
+    if request is None:
+        return None, why
+    reviewer = reviewer_of(store, slack_user)
+    rule = rules.for_tool(request.tool)
+    refused = None if reviewer is None else refusal(request, rule, reviewer, APPROVED)
+    if reviewer is None or refused is not None:
+        return None, f"Not recorded: {text(refused or 'you are no longer a reviewer')}."
+    if not rule.grants:
+        return None, f"Not recorded: standing grants are turned off for {text(request.tool)}."
+    if any(one.by == reviewer.name for one in request.approvals):
+        return None, f"Not recorded: {text(reviewer.name)} has already approved this request."
+    return request, None
+
+
+def parse_uses(typed: str | None) -> tuple[int | None, str | None]:
+    """The modal's ``uses`` text: ``(None, None)`` when empty, else ``(n, None)`` or an error."""
+    if typed is None or not typed.strip():
+        return None, None
+    value = typed.strip()
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_USES:
+        return None, f"a whole number from 1 to {MAX_USES}, or empty for no limit"
+    return int(value), None
+
+
+def decide_granting(
+    store: StoreProtocol,
+    rules: Rules,
+    slack_user: str,
+    request_id: str,
+    *,
+    grant: GrantSpec,
+    note: str | None = None,
+) -> Outcome:
+    """Approve and give ``grant``, through the store's one decision path (blocking)."""
+    reviewer = reviewer_of(store, slack_user)
+    if reviewer is None:
+        return Outcome(False, NOT_LINKED.format(user=text(slack_user)))
+    try:
+        found, given = store.decide_granting(
+            request_id,
+            reviewer=reviewer,
+            status=APPROVED,
+            note=note,
+            valid_for=None,
+            rules=rules,
+            source="slack",
+            channel="slack",
+            channel_user=slack_user,
+            grant=grant,
+        )
+    except NotPendingError as exc:
+        return Outcome(False, stale(exc.request))
+    except AlreadyApproved as exc:
+        return Outcome(False, f"Not recorded: {text(str(exc))} ({approvals_line(exc.request)}).")
+    except (Forbidden, GrantRefused, ValidityTooLong) as exc:
+        return Outcome(False, f"Not recorded: {text(str(exc))}.")
+    if found is None:
+        return Outcome(False, "Not recorded: this provider has no such request.")
+    reply = confirmation(found)
+    if given is not None:
+        uses = "" if given.uses is None else f", for at most {given.uses} calls"
+        waiting = (
+            f" It needs {given.approvals_required} approvals before it covers anything."
+            if given.status == "pending"
+            else ""
+        )
+        reply += (
+            f" Standing grant {text(given.id)} approves calls like this one until "
+            f"{when(given.expires_at)}{uses}.{waiting} "
+            "Revoke it on the review page or with `approval-guard grants revoke ID`."
+        )
+    return Outcome(True, reply)

@@ -28,6 +28,12 @@ from approval_guard._codec.wire import (
     format_timestamp,
 )
 from approval_guard.provider.rules.config import ToolRule
+from approval_guard.provider.rules.grant_words import (
+    decided_through,
+    default_duration,
+    grant_durations,
+    same_scope_words,
+)
 from approval_guard.provider.store.models import StoredRequest
 from approval_guard.provider.webhooks.payloads import (
     AGENT_SAYS,
@@ -45,6 +51,8 @@ APPROVE, DENY, EDIT = "ag_approve", "ag_deny", "ag_edit"
 APPROVE_ALL, DENY_ALL = "ag_approve_all", "ag_deny_all"
 #: The most of a batch's pending requests one message lists (and its buttons decide).
 MAX_BATCH_SHOWN = 20
+#: API 1.3: "Approve and allow for…": its button's ``action_id`` and its modal's ``callback_id``.
+GRANT = "ag_grant"
 #: A modal's reason and note: the API's own limit would not fit a Slack input.
 MAX_INPUT = 3000
 #: Editable arguments a modal shows at most (a modal holds 100 blocks).
@@ -119,11 +127,14 @@ def _argument_blocks(arguments: dict[str, Any]) -> list[dict[str, Any]]:
     return blocks or [_section("_no arguments_")]
 
 
-def headline(request: StoredRequest) -> str:
-    """The message's first line (also its notification text)."""
+def headline(request: StoredRequest, rule: ToolRule | None = None) -> str:
+    """The message's first line (also its notification text); ``rule`` names rules."""
     tool = code(request.tool, 200)
     decision = request.decision
     by = text(decision.decided_by) if decision is not None and decision.decided_by else ""
+    through = decided_through(request, rule)
+    if through is not None:  # API 1.3: "by grant grant_1a2b of alice", "by rule NAME"
+        by = text(through)
     if request.status == PENDING:
         return f"*Approval needed:* {tool}"
     if request.status == APPROVED:
@@ -233,7 +244,7 @@ def message(
     if link is not None:
         context.append(f"<{link}|open on the review page>")
     blocks = [
-        _section(headline(request)),
+        _section(headline(request, rule)),
         *context_block(request),
         *_argument_blocks(request.arguments),
     ]
@@ -249,6 +260,8 @@ def message(
         ]
         if may_edit(request):
             buttons.append(_button("Edit and approve\u2026", EDIT, request.id))
+        if rule.grants:
+            buttons.append(grant_button(request, rule))
         blocks.append({"type": "actions", "block_id": "ag_actions", "elements": buttons})
         blocks += _batch_blocks(request, batch or [])
     else:
@@ -256,7 +269,9 @@ def message(
             blocks.append(_section(approvals_line(request)))
         blocks.append(_section(_outcome(request, cancel_reason)))
     fallback = (
-        f"{headline(request)} ({text(who)})" if request.status == PENDING else headline(request)
+        f"{headline(request)} ({text(who)})"
+        if request.status == PENDING
+        else headline(request, rule)
     )
     return {"text": fallback, "blocks": blocks}
 
@@ -367,4 +382,69 @@ def edit_modal(request: StoredRequest, channel: str | None) -> dict[str, Any]:
         "submit": {"type": "plain_text", "text": "Approve"},
         "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": blocks,
+    }
+
+
+def grant_button(request: StoredRequest, rule: ToolRule) -> dict[str, Any]:
+    """API 1.3: "Approve and allow for 1h…", opening :func:`grant_modal`."""
+    label = f"Approve and allow for {default_duration(rule.max_grant)}\u2026"
+    return _button(label, GRANT, request.id)
+
+
+def grant_modal(request: StoredRequest, channel: str | None, rule: ToolRule) -> dict[str, Any]:
+    """The "Approve and allow for…" modal: approve, and give a standing grant of the same calls.
+
+    Kept simple and safe: every argument ``"same"`` and only calls made for
+    the same person (the page offers wider scopes). Block ``for`` chooses the
+    duration within the tool's ``max_grant``; ``uses`` (optional) how many
+    calls it may approve; ``note`` an optional note.
+    """
+    lines = "\n".join(f"\u2022 {text(line)}" for line in same_scope_words(request))
+    options = [
+        {"text": {"type": "plain_text", "text": one}, "value": one}
+        for one in grant_durations(rule.max_grant)
+    ]
+    initial = next(o for o in options if o["value"] == default_duration(rule.max_grant))
+    return {
+        "type": "modal",
+        "callback_id": GRANT,
+        "private_metadata": _metadata(request, channel),
+        "title": {"type": "plain_text", "text": "Approve and allow"},
+        "submit": {"type": "plain_text", "text": "Approve and allow"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            _section(
+                f"Approve {code(request.tool, 200)} (request {code(request.id, 80)}), and "
+                "approve at once, for a while, the calls from the same agent where:\n" + lines
+            ),
+            {
+                "type": "input",
+                "block_id": "for",
+                "label": {"type": "plain_text", "text": "Allow for"},
+                "element": {
+                    "type": "static_select",
+                    "action_id": "for",
+                    "options": options,
+                    "initial_option": initial,
+                },
+            },
+            {
+                "type": "input",
+                "block_id": "uses",
+                "optional": True,
+                "label": {"type": "plain_text", "text": "At most this many calls (optional)"},
+                "element": {"type": "plain_text_input", "action_id": "uses", "max_length": 7},
+            },
+            {
+                "type": "input",
+                "block_id": "note",
+                "optional": True,
+                "label": {"type": "plain_text", "text": "Note (optional)"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": "note",
+                    "max_length": MAX_INPUT,
+                },
+            },
+        ],
     }

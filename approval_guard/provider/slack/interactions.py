@@ -33,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from approval_guard._codec.duration import check_duration_text
 from approval_guard._codec.wire import APPROVED, DENIED
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.responses import ApiError, bad, not_found, read_body
@@ -43,16 +44,19 @@ from approval_guard.provider.slack.blocks import (
     DENY,
     DENY_ALL,
     EDIT,
+    GRANT,
     MAX_INPUT,
     batch_ids,
     deny_all_modal,
     deny_modal,
     edit_modal,
+    grant_modal,
     text,
 )
 from approval_guard.provider.slack.client import call, make_client
 from approval_guard.provider.slack.settings import SlackSettings
 from approval_guard.provider.slack.verify import is_from_slack, replay_digest
+from approval_guard.provider.store.sql.grants import GrantSpec
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -136,13 +140,15 @@ async def _clicked(
     found = payload.get("actions")
     action = found[0] if isinstance(found, list) and found and isinstance(found[0], dict) else {}
     action_id, request_id = action.get("action_id"), _text(action.get("value"))
-    if action_id not in (APPROVE, DENY, EDIT, APPROVE_ALL, DENY_ALL) or request_id is None:
+    if action_id not in (APPROVE, DENY, EDIT, GRANT, APPROVE_ALL, DENY_ALL) or request_id is None:
         return _ack()
     channel = _text(_object(payload.get("container")).get("channel_id")) or _text(
         _object(payload.get("channel")).get("id")
     )
     if action_id in (APPROVE_ALL, DENY_ALL):
         return await _clicked_all(ctx, settings, payload, slack_user, channel, action_id)
+    if action_id == GRANT:
+        return await _open_grant(ctx, settings, payload, slack_user, request_id, channel)
     if action_id == APPROVE:
         outcome = await run_in_threadpool(
             actions.decide, ctx.store, ctx.rules, slack_user, request_id, APPROVED
@@ -212,13 +218,15 @@ async def _submitted(
         meta = json.loads(view.get("private_metadata") or "")
     except (TypeError, ValueError, RecursionError):
         meta = None
-    if callback not in (DENY, EDIT, DENY_ALL) or not isinstance(meta, dict):
+    if callback not in (DENY, EDIT, GRANT, DENY_ALL) or not isinstance(meta, dict):
         return _ack()
     channel = _text(meta.get("channel"))
     ids = batch_ids(meta.get("requests")) if callback == DENY_ALL else [meta.get("request")]
     request_id = _text(ids[0]) if ids else None
     if request_id is None:
         return _ack()
+    if callback == GRANT:
+        return await _granted(ctx, settings, view, slack_user, request_id, channel)
     values = _inputs(view)
     note = (values.get("note") or "")[:MAX_INPUT].strip() or None
     if callback in (DENY, DENY_ALL):
@@ -250,6 +258,75 @@ async def _submitted(
     outcome = await run_in_threadpool(
         lambda: actions.decide(
             ctx.store, ctx.rules, slack_user, request_id, APPROVED, note=note, arguments=arguments
+        )
+    )
+    return _ack(task=_reply(settings, channel, slack_user, outcome.reply))
+
+
+# ---------------------------------------------------------------- standing grants (API 1.3)
+
+
+async def _open_grant(
+    ctx: Context,
+    settings: SlackSettings,
+    payload: dict[str, Any],
+    slack_user: str,
+    request_id: str,
+    channel: str | None,
+) -> Response:
+    """ "Approve and allow for…": the grant modal, or the reply saying why not."""
+    shown, why = await run_in_threadpool(
+        actions.check_may_grant, ctx.store, ctx.rules, slack_user, request_id
+    )
+    trigger = _text(payload.get("trigger_id"))
+    if shown is None or trigger is None:
+        return _ack(task=_reply(settings, channel, slack_user, why or "Not recorded."))
+    view = grant_modal(shown, channel, ctx.rules.for_tool(shown.tool))
+    return _ack(task=_send_later(settings, "views.open", trigger_id=trigger, view=view))
+
+
+def _chosen(view: dict[str, Any], block_id: str) -> str | None:
+    """A submitted view's ``static_select`` choice in block ``block_id``."""
+    state = _object(view.get("state"))
+    elements = _object(_object(state.get("values")).get(block_id))
+    for element in elements.values():
+        option = _object(_object(element).get("selected_option"))
+        if isinstance(option.get("value"), str):
+            return str(option["value"])
+    return None
+
+
+async def _granted(
+    ctx: Context,
+    settings: SlackSettings,
+    view: dict[str, Any],
+    slack_user: str,
+    request_id: str,
+    channel: str | None,
+) -> Response:
+    """The grant modal's submission: approve, and give a same-scope grant for the chosen time."""
+    current = await run_in_threadpool(ctx.store.get_request, request_id)
+    if current is None:
+        return _ack(task=_reply(settings, channel, slack_user, "Not recorded: no such request."))
+    rule = ctx.rules.for_tool(current.tool)
+    errors: dict[str, str] = {}
+    chosen = _chosen(view, "for")
+    seconds = 0
+    try:
+        seconds = check_duration_text(chosen, "the duration", 1, rule.max_grant)
+    except ValueError:
+        errors["for"] = "Choose how long the grant lasts."
+    values = _inputs(view)
+    uses, why = actions.parse_uses(values.get("uses"))
+    if why is not None:
+        errors["uses"] = why
+    if errors:
+        return _ack({"response_action": "errors", "errors": errors})
+    note = (values.get("note") or "")[:MAX_INPUT].strip() or None
+    grant = GrantSpec(for_seconds=seconds, uses=uses, match={}, requested_by="same")
+    outcome = await run_in_threadpool(
+        lambda: actions.decide_granting(
+            ctx.store, ctx.rules, slack_user, request_id, grant=grant, note=note
         )
     )
     return _ack(task=_reply(settings, channel, slack_user, outcome.reply))

@@ -369,6 +369,7 @@
     const approvals = make("p", { className: "approvals", "data-testid": "approvals" });
     const readOnly = make("p", { className: "read-only", role: "note", "data-testid": "read-only" });
     const audit = auditTrail(request.id);
+    const grantOffer = texts === null ? null : buildGrantOffer(request);
 
     const form = make("form", { className: "decide", novalidate: true },
       make("div", { className: "field field-note" },
@@ -378,6 +379,7 @@
       make("div", { className: "field valid-for" },
         make("label", { for: validId, text: "Approval stays valid for" }), select),
       make("div", { className: "buttons" }, deny, approve),
+      grantOffer ? grantOffer.node : null,
       error);
 
     const card = make("li", {
@@ -415,6 +417,10 @@
       decide(entry, "approved", select.value);
     });
     deny.addEventListener("click", () => decide(entry, "denied", null));
+    if (grantOffer) {
+      entry.buttons.push(grantOffer.button);
+      grantOffer.button.addEventListener("click", () => decideWithGrant(entry, select.value, grantOffer));
+    }
     updateCountdown(entry);
     return entry;
   }
@@ -720,7 +726,7 @@
   // ---------------------------------------------------------------- closed cards
 
   function outcomeLine(request, texts) {
-    const decider = texts ? texts.decidedBy : "";
+    const decider = decidedThroughText(request) || (texts ? texts.decidedBy : "");
     const d = request.decision;
     if ((request.status === "approved" || request.status === "denied") && d) {
       const edited = request.status === "approved" && texts && texts.changes.length > 0;
@@ -789,6 +795,448 @@
     doneSignature = signature;
   }
 
+  // ---------------------------------------------------------------- standing grants (API 1.3)
+  //
+  // "Approve, and allow calls like this for …" beside Approve, the follow-up offer
+  // to decide the other pending requests a new grant covers, and the "Standing
+  // grants" list. As everywhere on this page, every provider text shown is a
+  // display form the server escaped (request.display.grant_offer, /review/grants'
+  // display); constraints go back as JSON texts the server parses exactly
+  // (grant.match_texts), so a bound never passes through a JavaScript number.
+
+  const GRANT_KIND_WORDS = { range: "is a number in a range…", in: "is one of…", prefix: "starts with…" };
+  const JSON_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
+  const USES_TEXT = /^[1-9][0-9]{0,6}$/;
+  const grantsList = el("grants");
+  let grantsSignature = null;
+
+  /** The offer's texts (GET /review/requests/{id}/grant-offer), checked; null: none offered. */
+  function grantOfferTexts(offer) {
+    const str = (value) => typeof value === "string";
+    if (!offer || typeof offer !== "object") return null;
+    if (!Array.isArray(offer.durations) || !offer.durations.every(str) || !str(offer.default)) return null;
+    const argsOk = Array.isArray(offer.arguments) && offer.arguments.every((arg) => arg
+      && str(arg.key) && str(arg.name) && str(arg.same) && str(arg.any)
+      && Array.isArray(arg.kinds) && arg.kinds.every(str) && (arg.text === null || str(arg.text)));
+    const by = offer.requested_by;
+    if (!argsOk || !by || !str(by.same) || !str(by.any)) return null;
+    return offer;
+  }
+
+  function grantInput(testid, label) {
+    return make("input", {
+      type: "text", className: "mono grant-input", "data-testid": testid, "aria-label": label,
+      spellcheck: false, autocomplete: "off",
+    });
+  }
+
+  /** One argument's constraint: a choice of same / any / range / one of / starts with. */
+  function buildGrantArgument(arg) {
+    const kindId = freshId("grant-kind");
+    const kind = make("select", { id: kindId, "data-testid": "grant-kind", "data-name": arg.name });
+    for (const value of arg.kinds) {
+      const label = value === "same" ? arg.same
+        : value === "any" ? arg.any : `${arg.name} ${GRANT_KIND_WORDS[value] || value}`;
+      kind.append(make("option", { value, text: label }));
+    }
+    const min = grantInput("grant-min", `lowest ${arg.name}`);
+    const max = grantInput("grant-max", `highest ${arg.name}`);
+    const list = grantInput("grant-in", `values ${arg.name} may take, as a JSON list`);
+    const prefix = grantInput("grant-prefix", `what ${arg.name} starts with, as a JSON string`);
+    if (arg.text !== null) {
+      min.value = arg.text;
+      max.value = arg.text;
+      list.value = `[${arg.text}]`;
+      prefix.value = arg.text;
+    }
+    const details = {
+      range: make("span", { className: "grant-detail" }, "from ", min, " to ", max,
+        make("span", { className: "hint", text: " (leave one empty for no bound)" })),
+      in: make("span", { className: "grant-detail" }, list,
+        make("span", { className: "hint", text: " a JSON list, e.g. [\"GBP\", \"EUR\"]" })),
+      prefix: make("span", { className: "grant-detail" }, prefix,
+        make("span", { className: "hint", text: " a JSON string, in double quotes" })),
+    };
+    const sync = () => {
+      for (const [name, node] of Object.entries(details)) node.hidden = kind.value !== name;
+    };
+    kind.addEventListener("change", sync);
+    sync();
+
+    /** {text, words} of the chosen constraint; throws an Error saying what is wrong. */
+    function read() {
+      const choice = kind.value;
+      if (choice === "same") return { text: "\"same\"", words: arg.same };
+      if (choice === "any") return { text: "\"any\"", words: arg.any };
+      if (choice === "range") {
+        const low = min.value.trim();
+        const high = max.value.trim();
+        if (!low && !high) throw new Error(`Give ${arg.name} a lowest or a highest value.`);
+        for (const bound of [low, high]) {
+          if (bound && !JSON_NUMBER.test(bound)) {
+            throw new Error(`${arg.name}: ${bound} is not a number (write it as JSON, e.g. 1000 or 12.50).`);
+          }
+        }
+        const parts = [];
+        if (low) parts.push(`"min": ${low}`);
+        if (high) parts.push(`"max": ${high}`);
+        const words = low && high ? `from ${low} to ${high}` : (low ? `of at least ${low}` : `of at most ${high}`);
+        return { text: `{${parts.join(", ")}}`, words: `${arg.name} is a number ${words}` };
+      }
+      if (choice === "in") {
+        const text = list.value.trim();
+        if (!text.startsWith("[") || !text.endsWith("]")) {
+          throw new Error(`${arg.name}: write the values as a JSON list, e.g. ["GBP", "EUR"].`);
+        }
+        return { text: `{"in": ${text}}`, words: `${arg.name} is one of ${text.slice(1, -1)}` };
+      }
+      if (choice === "prefix") {
+        const text = prefix.value.trim();
+        if (text.length < 3 || !text.startsWith("\"") || !text.endsWith("\"")) {
+          throw new Error(`${arg.name}: write the start as a JSON string in double quotes.`);
+        }
+        return { text: `{"prefix": ${text}}`, words: `${arg.name} starts with ${text}` };
+      }
+      throw new Error(`${arg.name}: choose what calls may pass for it.`);
+    }
+
+    const row = make("li", { className: "grant-arg", "data-testid": "grant-arg", "data-name": arg.name },
+      make("label", { for: kindId, className: "mono grant-arg-name", text: arg.name }),
+      kind, details.range, details.in, details.prefix);
+    return { row, key: arg.key, read };
+  }
+
+  /**
+   * "Approve, and allow calls like this for …" beside Approve. Its choices are
+   * fetched when the reviewer opens it: a duration within the tool's max_grant,
+   * optional uses, the scope per argument (in words, kept current) and whose calls.
+   */
+  function buildGrantOffer(request) {
+    const body = make("div", { className: "grant-body" },
+      make("p", { className: "hint", text: "Loading the choices…" }));
+    const button = make("button", {
+      type: "button", className: "btn btn-approve", "data-testid": "approve-grant",
+      text: "Approve and allow", hidden: true,
+    });
+    // A button, not a <details>: a linked card opens its first <details> (the audit trail).
+    const bodyId = freshId("grant-body");
+    const toggle = make("button", {
+      type: "button", className: "grant-toggle", "data-testid": "grant-offer-toggle",
+      "aria-expanded": "false", "aria-controls": bodyId,
+      text: "Approve, and allow calls like this for …",
+    });
+    const panel = make("div", { id: bodyId, className: "grant-panel", hidden: true },
+      body, make("div", { className: "buttons" }, button));
+    const node = make("div", { className: "grant-offer", "data-testid": "grant-offer" }, toggle, panel);
+    let fields = null;
+    let loading = false;
+    toggle.addEventListener("click", async () => {
+      const open = panel.hidden;
+      panel.hidden = !open;
+      toggle.setAttribute("aria-expanded", String(open));
+      if (!open || fields !== null || loading) return;
+      loading = true;
+      try {
+        const data = await api("GET",
+          `/review/requests/${encodeURIComponent(request.id)}/grant-offer`);
+        const offer = grantOfferTexts(data && data.offer);
+        if (offer === null) {
+          const why = data && typeof data.reason === "string" ? data.reason : "the provider offers none";
+          body.replaceChildren(make("p", { className: "hint", "data-testid": "grant-unavailable",
+            text: `No standing grant here: ${why}.` }));
+          return;
+        }
+        fields = buildGrantFields(offer);
+        body.replaceChildren(fields.node);
+        button.hidden = false;
+      } catch (err) {
+        body.replaceChildren(make("p", { className: "card-error",
+          text: `Could not load the choices: ${err.message}` }));
+      } finally {
+        loading = false;
+      }
+    });
+    function read() {
+      if (fields === null) throw new Error("Open the grant's choices first.");
+      return fields.read();
+    }
+    return { node, button, read };
+  }
+
+  /** The grant's fields, built from the provider's offer; read() gives the grant to send. */
+  function buildGrantFields(offer) {
+    const forId = freshId("grant-for");
+    const usesId = freshId("grant-uses");
+    const byId = freshId("grant-by");
+    const duration = make("select", { id: forId, "data-testid": "grant-for" });
+    for (const value of offer.durations) {
+      duration.append(make("option", { value, text: value, selected: value === offer.default }));
+    }
+    const uses = make("input", {
+      id: usesId, type: "text", inputmode: "numeric", className: "grant-input",
+      "data-testid": "grant-uses", placeholder: "no limit", autocomplete: "off",
+    });
+    const requestedBy = make("select", { id: byId, "data-testid": "grant-requested-by" },
+      make("option", { value: "same", text: offer.requested_by.same }),
+      make("option", { value: "any", text: offer.requested_by.any }));
+    const args = offer.arguments.map(buildGrantArgument);
+    const words = make("ul", { className: "grant-words", "data-testid": "grant-words" });
+
+    /** The grant to send: {for, uses, requested_by, match_texts}; throws on a bad field. */
+    function read() {
+      const usesText = uses.value.trim();
+      if (usesText && !USES_TEXT.test(usesText)) {
+        throw new Error("Uses must be a whole number from 1, or empty for no limit.");
+      }
+      const matchTexts = Object.create(null); // "__proto__" is an argument like any other
+      for (const arg of args) matchTexts[arg.key] = arg.read().text;
+      return {
+        for: duration.value,
+        uses: usesText ? Number(usesText) : null,
+        requested_by: requestedBy.value,
+        match_texts: matchTexts,
+      };
+    }
+
+    function describeNow() {
+      const lines = [];
+      for (const arg of args) {
+        try {
+          lines.push(arg.read().words);
+        } catch (err) {
+          lines.push(err.message);
+        }
+      }
+      const usesText = uses.value.trim();
+      lines.push(requestedBy.selectedOptions[0] ? requestedBy.selectedOptions[0].textContent : "");
+      lines.push(`for ${duration.value}${usesText ? `, at most ${usesText} calls` : ", any number of calls"}`);
+      words.replaceChildren(...lines.map((line) => make("li", { text: line })));
+    }
+
+    const node = make("div", { className: "grant-choices" },
+      make("div", { className: "grant-fields" },
+        make("div", { className: "field" }, make("label", { for: forId, text: "Allow for" }), duration),
+        make("div", { className: "field" },
+          make("label", { for: usesId, text: "Uses (optional)" }), uses),
+        make("div", { className: "field" },
+          make("label", { for: byId, text: "Whose calls" }), requestedBy)),
+      make("p", { className: "args-label",
+        text: "Calls like this: this tool, from the same agent, and for each argument" }),
+      make("ul", { className: "grant-args" }, ...args.map((arg) => arg.row)),
+      make("p", { className: "args-label", text: "Covered in words" }),
+      words);
+    node.addEventListener("input", describeNow);
+    node.addEventListener("change", describeNow);
+    describeNow();
+    return { node, read };
+  }
+
+  /** Approve with a grant; then, if it covers other pending requests, offer to decide them. */
+  async function decideWithGrant(entry, validFor, offer) {
+    if (entry.busy || entry.unshown) return;
+    let grant;
+    try {
+      grant = offer.read();
+    } catch (err) {
+      showCardError(entry, err.message);
+      return;
+    }
+    showCardError(entry, "");
+    setBusy(entry, true);
+    const note = entry.note.value.trim();
+    const body = { status: "approved", note: note || null, valid_for: validFor || DEFAULT_VALID_FOR, grant };
+    if (entry.edits.length > 0 && entry.editsAllowed) {
+      const edits = Object.create(null);
+      for (const field of entry.edits) edits[field.name] = field.input.value;
+      body.edits = edits;
+    }
+    let answer = null;
+    try {
+      answer = await api("POST", `/review/requests/${encodeURIComponent(entry.request.id)}/decision`, body);
+    } catch (err) {
+      if (err.type !== "not_pending") {
+        showCardError(entry, `Could not record the decision: ${err.message}`);
+        setBusy(entry, false);
+        return;
+      }
+      showCardError(entry, "This request is no longer pending; refreshing.");
+    }
+    const given = answer && answer.grant;
+    await refreshSafely();
+    if (pendingCards.get(entry.request.id) === entry) setBusy(entry, false);
+    if (given && typeof given.id === "string" && given.status === "live") await offerPendingCovered(given.id);
+  }
+
+  /** "This grant also covers N pending requests: decide them too?": applied only on a click. */
+  async function offerPendingCovered(grantId) {
+    const box = el("grant-followup");
+    let ids;
+    try {
+      const shownGrant = await api("GET", `/v1/grants/${encodeURIComponent(grantId)}`);
+      ids = Array.isArray(shownGrant && shownGrant.covers_pending)
+        ? shownGrant.covers_pending.filter((id) => typeof id === "string") : [];
+    } catch (_err) {
+      return;
+    }
+    if (ids.length === 0) return;
+    const count = ids.length === 1 ? "1 pending request" : `${ids.length} pending requests`;
+    const result = make("p", { className: "hint", "data-testid": "grant-apply-result" });
+    const yes = make("button", {
+      type: "button", className: "btn btn-approve", "data-testid": "grant-apply",
+      text: `Decide ${ids.length === 1 ? "it" : `all ${ids.length}`} too`,
+    });
+    const no = make("button", {
+      type: "button", className: "btn btn-secondary", "data-testid": "grant-apply-dismiss", text: "Not now",
+    });
+    no.addEventListener("click", () => { box.hidden = true; box.replaceChildren(); });
+    yes.addEventListener("click", async () => {
+      yes.disabled = true;
+      no.disabled = true;
+      try {
+        const data = await api("POST", `/v1/grants/${encodeURIComponent(grantId)}/apply`, { ids });
+        const results = asList(data, "results");
+        const done = results.filter((one) => one && typeof one.status === "string").length;
+        const failed = results.filter((one) => one && one.error && typeof one.error.message === "string");
+        result.textContent = `Decided ${done} of ${ids.length}.`
+          + failed.map((one) => ` ${one.error.message}`).join("");
+      } catch (err) {
+        result.textContent = `Could not decide them: ${err.message}`;
+      }
+      no.disabled = false;
+      no.textContent = "Close";
+      await refreshSafely();
+    });
+    box.replaceChildren(
+      make("p", { "data-testid": "grant-covers-pending",
+        text: `This grant also covers ${count}: decide them too?` }),
+      make("div", { className: "buttons" }, no, yes),
+      result);
+    box.hidden = false;
+  }
+
+  /** The grants' display texts, checked; null for one the page cannot show. */
+  function grantTexts(grant) {
+    const d = grant && grant.display;
+    const str = (value) => typeof value === "string";
+    if (!d || !str(grant.id) || !str(grant.status) || !str(d.tool) || !str(d.granted_by)
+      || !Array.isArray(d.scope) || !d.scope.every(str)) return null;
+    return d;
+  }
+
+  function grantUsesText(grant) {
+    if (!Number.isInteger(grant.uses_left)) return "No limit on uses";
+    const of = Number.isInteger(grant.uses) ? ` of ${grant.uses}` : "";
+    return `${grant.uses_left}${of} ${grant.uses === 1 ? "use" : "uses"} left`;
+  }
+
+  function buildGrantCard(grant, texts) {
+    const error = make("p", { className: "card-error", role: "alert", "data-testid": "grant-error", hidden: true });
+    const noteId = freshId("grant-note");
+    const note = make("input", {
+      id: noteId, type: "text", maxlength: 2000, className: "grant-input", "data-testid": "grant-revoke-note",
+      placeholder: "Why you revoke it (optional)", autocomplete: "off",
+    });
+    const revoke = make("button", { type: "button", className: "btn btn-deny", "data-testid": "grant-revoke", text: "Revoke" });
+    const left = make("span", {
+      className: "countdown", role: "timer", "data-testid": "grant-time-left",
+      "data-expires-at": grant.expires_at, "aria-label": "Time left on this grant",
+    });
+    const id = encodeURIComponent(grant.id);
+    async function act(button, path, body) {
+      button.disabled = true;
+      error.hidden = true;
+      try {
+        await api("POST", path, body);
+      } catch (err) {
+        error.textContent = err.message;
+        error.hidden = false;
+        button.disabled = false;
+        return;
+      }
+      grantsSignature = null;
+      await refreshGrants();
+    }
+    revoke.addEventListener("click", () => act(revoke, `/v1/grants/${id}/revoke`, { note: note.value.trim() || null }));
+    let approve = null;
+    if (grant.status === "pending") {
+      approve = make("button", { type: "button", className: "btn btn-approve", "data-testid": "grant-approve", text: "Approve this grant" });
+      approve.addEventListener("click", () => act(approve, `/v1/grants/${id}/approve`, {}));
+    }
+    const verb = grant.decision === "denied" ? "Standing denial" : "Standing approval";
+    const card = make("li", {
+      className: "card grant-card", "data-testid": `grant-${grant.id}`, "data-grant-id": grant.id,
+      "data-status": grant.status,
+    },
+    make("div", { className: "card-head" },
+      make("h3", { className: "tool", "data-testid": "grant-tool", text: texts.tool }), left, badge(grant.status)),
+    make("p", { className: "meta", "data-testid": "grant-by" },
+      `${verb} given by ${texts.granted_by} at ${formatTime(grant.granted_at)} · id `,
+      make("span", { className: "mono", text: grant.id })),
+    make("ul", { className: "grant-words", "data-testid": "grant-scope" },
+      ...texts.scope.map((line) => make("li", { text: line }))),
+    make("p", { className: "meta", "data-testid": "grant-uses-left", text: grantUsesText(grant) }),
+    typeof texts.note === "string" && texts.note
+      ? make("p", { className: "outcome-note", "data-testid": "grant-note", text: texts.note }) : null,
+    typeof texts.approvals === "string"
+      ? make("p", { className: "approvals", "data-testid": "grant-approvals", text: texts.approvals }) : null,
+    make("div", { className: "buttons grant-buttons" },
+      make("label", { for: noteId, className: "visually-hidden", text: "Note for revoking" }), note, revoke, approve),
+    error);
+    updateGrantTime(left);
+    return card;
+  }
+
+  function updateGrantTime(node) {
+    const expires = Date.parse(node.dataset.expiresAt);
+    const ms = Number.isNaN(expires) ? 0 : expires - now();
+    node.textContent = ms > 0 ? formatLeft(ms) : "expired";
+    node.dataset.urgent = String(ms < URGENT_MS);
+    if (ms <= 0 && node.dataset.ended !== "true") {
+      node.dataset.ended = "true";
+      grantsSignature = null;
+      scheduleRefresh(1200);
+    }
+  }
+
+  /** Reload the "Standing grants" list (live and pending); rebuilt only when it changed. */
+  async function refreshGrants() {
+    const count = el("grants-count");
+    let grants;
+    let total = 0;
+    try {
+      const data = await api("GET", "/review/grants");
+      grants = asList(data, "grants");
+      total = data && Number.isInteger(data.total) ? data.total : grants.length;
+    } catch (err) {
+      el("grants-error").textContent = `Could not load standing grants: ${err.message}`;
+      el("grants-error").hidden = false;
+      return;
+    }
+    el("grants-error").hidden = true;
+    const shownGrants = grants.map((grant) => [grant, grantTexts(grant)]).filter(([, texts]) => texts !== null);
+    const signature = shownGrants.map(([g]) => `${g.id}:${g.status}:${g.uses_left}:${g.granted_by}`).join("|");
+    count.textContent = String(Math.max(total, shownGrants.length));
+    el("grants-empty").hidden = shownGrants.length > 0;
+    const more = el("grants-more");
+    more.textContent = total > grants.length
+      ? `The newest ${grants.length} of ${total} are shown; GET /v1/grants lists them all.`
+      : "";
+    more.hidden = !more.textContent;
+    if (signature === grantsSignature) return;
+    grantsSignature = signature;
+    grantsList.replaceChildren(...shownGrants.map(([grant, texts]) => buildGrantCard(grant, texts)));
+  }
+
+  function tickGrants() {
+    for (const node of grantsList.querySelectorAll("[data-expires-at]")) updateGrantTime(node);
+  }
+
+  /** "grant grant_1a2b of alice" / "rule small refunds": the server's words for what decided it. */
+  function decidedThroughText(request) {
+    const d = request.display;
+    return d && typeof d.decided_through === "string" ? d.decided_through : "";
+  }
+
   // ---------------------------------------------------------------- refresh loop
 
   /**
@@ -821,6 +1269,7 @@
     const closed = await listRequests(CLOSED, doneWanted);
     renderDone(closed.requests.filter((r) => r.status !== "pending"), closed.more);
     highlightWanted();
+    await refreshGrants();
   }
 
   function highlightWanted() {
@@ -906,6 +1355,7 @@
 
   function tick() {
     for (const entry of pendingCards.values()) updateCountdown(entry);
+    tickGrants();
   }
 
   function start() {

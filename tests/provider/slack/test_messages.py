@@ -54,14 +54,14 @@ def test_a_new_request_posts_a_block_kit_message(team: SlackTeam) -> None:
         assert part in text
     assert "2 approvals from: payments" in text
     assert "left (until <!date^" in text
-    assert ["ag_approve", "ag_deny"] == _buttons(call.body)
+    assert ["ag_approve", "ag_deny", "ag_grant"] == _buttons(call.body)
 
 
 def test_edit_and_approve_is_offered_only_where_edits_are_allowed(team: SlackTeam) -> None:
     """A request with editable arguments and one approval shows "Edit and approve…"."""
     team.new(editable=["amount"])
     call = team.slack.wait_calls("chat.postMessage")[0]
-    assert ["ag_approve", "ag_deny", "ag_edit"] == _buttons(call.body)
+    assert ["ag_approve", "ag_deny", "ag_edit", "ag_grant"] == _buttons(call.body)
 
 
 def test_arguments_keep_markers_are_cut_and_escape_slack_markup(team: SlackTeam) -> None:
@@ -85,7 +85,7 @@ def test_the_message_follows_each_approval_and_the_decision(team: SlackTeam) -> 
     team.slack.wait_calls("chat.postMessage")
     post(team.url, block_action("U0ALICE", "ag_approve", made["id"]))
     first = _message_says(team.slack, "1 of 2: alice")
-    assert ["ag_approve", "ag_deny"] == _buttons(first)
+    assert ["ag_approve", "ag_deny", "ag_grant"] == _buttons(first)
     assert 200 == team.reviewer("bob").decide(made["id"], {"status": "approved"}).status_code
     done = _message_says(team.slack, "Approved")
     assert [] == _buttons(done)
