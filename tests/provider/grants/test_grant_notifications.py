@@ -27,7 +27,7 @@ def test_a_grants_use_is_a_request_decided_webhook_naming_the_grant(tmp_path: Pa
             grant_id = answer.json()["grant"]["id"]
             covered = agent.new()
             assert covered["status"] == "approved"
-            events = receiver.wait_count(5)
+            events = receiver.wait_count(4)
     about = [one.json for one in events if one.json["data"]["id"] == covered["id"]]
     assert [one["type"] for one in about] == ["request.created", "request.decided"]
     decided = about[1]["data"]
