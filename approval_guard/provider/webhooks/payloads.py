@@ -68,6 +68,9 @@ def event_json(
             shown["decided_by"] = decided_by
         if decision.arguments is not None:
             shown["arguments"] = decision.arguments
+        if request.decision_grant is not None:
+            # API 1.3: the standing grant that decided it as it was made.
+            shown["grant"] = request.decision_grant
         data["decision"] = shown
     if request.cancelled_at is not None:
         data["cancelled_at"] = format_timestamp(request.cancelled_at)
