@@ -35,7 +35,7 @@ RATIO_GOAL = 1.2
 def _serve(conn: multiprocessing.connection.Connection, path: str, grants: int) -> None:
     """The provider in a child: serve ``path``, with ``grants`` live grants on issue_refund."""
     from approval_guard.provider import ProviderServer, Store
-    from approval_guard.provider.store.sql.grants import GrantSpec
+    from approval_guard.provider.store.sql.grant_tables import GrantSpec
 
     store = Store(path)
     server = ProviderServer(store)

@@ -39,7 +39,7 @@ from approval_guard.provider.rules.grant_words import (
     same_scope_words,
 )
 from approval_guard.provider.store.models import Credential, Grant, StoredRequest
-from approval_guard.provider.store.sql.grants import MAX_USES, GrantSpec
+from approval_guard.provider.store.sql.grant_tables import MAX_USES, GrantSpec
 from approval_guard.provider.webhooks.payloads import AGENT_SAYS
 
 _CSP = (

@@ -52,7 +52,7 @@ from approval_guard.provider.store.models import (
     StoredRequest,
     ValidityTooLong,
 )
-from approval_guard.provider.store.sql.grants import GrantSpec
+from approval_guard.provider.store.sql.grant_tables import GrantSpec
 
 #: The most ids one ``POST /v1/decisions`` may list (a turn's calls, not a backlog).
 MAX_DECISION_IDS = 100

@@ -39,7 +39,7 @@ from approval_guard.provider.store.models import (
     NotPendingError,
     UnknownGrant,
 )
-from approval_guard.provider.store.sql.grants import MAX_USES, GrantSpec
+from approval_guard.provider.store.sql.grant_tables import MAX_USES, GrantSpec
 
 #: The longest a grant's ``for`` may ask (a tool's ``max_grant`` is the real limit).
 MAX_GRANT_SECONDS = 7 * 24 * 3600

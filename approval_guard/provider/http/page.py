@@ -48,7 +48,7 @@ from approval_guard.provider.rules.grant_words import (
 from approval_guard.provider.rules.scope import ANY, SAME, describe
 from approval_guard.provider.store.checks import with_edits
 from approval_guard.provider.store.models import Grant, InvalidEdit, StoredRequest
-from approval_guard.provider.store.sql.grants import GRANT_PENDING, GrantSpec
+from approval_guard.provider.store.sql.grant_tables import GRANT_PENDING, GrantSpec
 
 #: The most grants ``GET /review/grants`` lists (newest first).
 MAX_PAGE_GRANTS = 200

@@ -38,7 +38,8 @@ from typing import Any
 import attrs
 
 from approval_guard._codec.duration import parse_duration_string
-from approval_guard.provider.rules.scope import ScopeError, check_match
+from approval_guard.provider.rules.auto import AutoRule, parse_auto
+from approval_guard.provider.rules.toml_lines import Lines
 from approval_guard.provider.webhooks.signing import check_url, parse_secret
 
 if sys.version_info >= (3, 11):
@@ -63,7 +64,6 @@ _KEYS = (
     "max_grant",
     "auto",
 )
-_AUTO_KEYS = ("name", "decision", "match", "requested_by")
 #: The default (and the ceiling of) how long a standing grant may last.
 DEFAULT_MAX_GRANT = 3600
 #: The longest ``max_grant`` a rules file may set.
@@ -84,19 +84,6 @@ def _hide(_: object) -> str:
 
 #: A webhook as the rule keeps it: ``(url, secret or None, format)``.
 Webhook = tuple[str, str | None, str]
-
-
-@attrs.frozen
-class AutoRule:
-    """One ``[[tools.NAME.auto]]`` entry: a scope decided at once, by the rule."""
-
-    name: str
-    #: ``"approved"`` or ``"denied"`` (the file says ``approve`` / ``deny``).
-    decision: str
-    #: Argument name -> checked constraint (see :mod:`~approval_guard.provider.rules.scope`).
-    match: Mapping[str, Any] = attrs.field(factory=dict)
-    #: Only calls on behalf of one of these (exactly as sent); None: anyone's, or nobody's.
-    requested_by: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -146,53 +133,6 @@ class Rules:
 NO_RULES = Rules()
 
 
-class _Lines:
-    """Finds the line of a table header or a key in the text (tomllib does not say)."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-
-    def of_table(self, *path: str) -> int:
-        for number, line in enumerate(self.lines, 1):
-            stripped = line.strip()
-            if stripped.startswith("[") and _header_path(stripped) == path:
-                return number
-        # No header of its own: `name = {...}` in its parent table, or a dotted key.
-        if path:
-            name = re.escape(path[-1])
-            dotted = r"\.".join(rf"[\"']?{re.escape(part)}[\"']?" for part in path)
-            inline = re.compile(rf"^\s*[\"']?{name}[\"']?\s*(=|\.)")
-            anywhere = re.compile(rf"^\s*{dotted}\s*(=|\.)")
-            parent = self.of_table(*path[:-1]) if len(path) > 1 else 1
-            for number, line in enumerate(self.lines, 1):
-                if anywhere.match(line) or (number >= parent and inline.match(line)):
-                    return number
-        return 1
-
-    def of_key(self, path: tuple[str, ...], key: str) -> int:
-        start = self.of_table(*path) if path else 1
-        word = rf"(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})"
-        pattern = re.compile(rf"^\s*{word}\s*=")
-        # On the table's own line (an inline table), or a dotted key below it.
-        same_line = re.compile(rf"[{{,]\s*{word}\s*=")
-        if start <= len(self.lines) and same_line.search(self.lines[start - 1]):
-            return start
-        dotted = re.compile(rf"\.{word}\s*=")
-        for number in range(start, len(self.lines) + 1):
-            line = self.lines[number - 1]
-            if number > start and line.strip().startswith("["):
-                break
-            if pattern.match(line) or (number > start and dotted.search(line)):
-                return number
-        return start
-
-
-def _header_path(header: str) -> tuple[str, ...]:
-    inner = header.strip("[]").split("#")[0].strip()
-    parts = re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([A-Za-z0-9_-]+)', inner)
-    return tuple(a or b or c for a, b, c in parts)
-
-
 def load_rules(path: str | Path) -> Rules:
     """Read a rules file; :class:`RulesError` (file and line) for anything wrong in it."""
     name = str(path)
@@ -212,7 +152,7 @@ def parse_rules(text: str, filename: str = "rules.toml") -> Rules:
         # tomllib says "at end of document" for what runs off the end: the last line.
         line = found.group(1) if found else str(max(1, len(text.splitlines())))
         raise RulesError(f"{filename}:{line}: not valid TOML: {exc}") from None
-    lines = _Lines(text)
+    lines = Lines(text)
 
     def fail(line: int, message: str) -> RulesError:
         return RulesError(f"{filename}:{line}: {message}")
@@ -241,7 +181,7 @@ def _check_one_setting_per_url(
     data: dict[str, Any],
     defaults: ToolRule,
     tools: Mapping[str, ToolRule],
-    lines: _Lines,
+    lines: Lines,
     fail: Any,
 ) -> None:
     """A webhook URL listed in several tables must have one secret and one format.
@@ -273,7 +213,7 @@ def _rule(
     table: dict[str, Any],
     path: tuple[str, ...],
     base: ToolRule,
-    lines: _Lines,
+    lines: Lines,
     fail: Any,
 ) -> ToolRule:
     where = ".".join(path)
@@ -364,86 +304,8 @@ def _rule(
     if "auto" in table:
         if path[0] != "tools":
             raise fail(at("auto"), "auto rules belong to a tool: [[tools.NAME.auto]]")
-        changes["auto"] = _auto(table["auto"], path, lines, fail)
+        changes["auto"] = parse_auto(table["auto"], path, lines, fail)
     return attrs.evolve(base, **changes)
-
-
-def _auto(value: object, path: tuple[str, ...], lines: _Lines, fail: Any) -> tuple[AutoRule, ...]:
-    where = ".".join(path) + ".auto"
-    line = lines.of_table(*path, "auto")
-    if not isinstance(value, list) or not all(isinstance(one, dict) for one in value):
-        raise fail(line, f"{where} must be [[{where}]] tables")
-    starts = _array_lines(lines, (*path, "auto"))
-    rules: list[AutoRule] = []
-    names: set[str] = set()
-    for n, entry in enumerate(value):
-        at = starts[n] if n < len(starts) else line
-        label = f"{where}[{n + 1}]"
-
-        def key_line(key: str, at: int = at) -> int:
-            return _key_after(lines, at, key)
-
-        for key in entry:
-            if key not in _AUTO_KEYS:
-                raise fail(
-                    key_line(key), f"unknown key {key!r} in {label} ({', '.join(_AUTO_KEYS)})"
-                )
-        name = entry.get("name")
-        if not isinstance(name, str) or not 1 <= len(name) <= 100 or not name.isprintable():
-            raise fail(key_line("name"), f"{label}.name must be 1 to 100 printable characters")
-        if name in names:
-            raise fail(key_line("name"), f"{label}.name {name!r} is used twice in {where}")
-        names.add(name)
-        decision = entry.get("decision")
-        if decision not in ("approve", "deny"):
-            raise fail(key_line("decision"), f'{label}.decision must be "approve" or "deny"')
-        if "match" not in entry:
-            raise fail(at, f"{label} needs a match (use {{}} to cover every call of the tool)")
-        try:
-            match = check_match(entry["match"], arguments=None, allow_same=False)
-        except ScopeError as exc:
-            raise fail(key_line("match"), f"{label}.match: {exc}") from None
-        requested_by = entry.get("requested_by")
-        if requested_by is not None and (
-            not isinstance(requested_by, list)
-            or not requested_by
-            or not all(isinstance(one, str) and one for one in requested_by)
-        ):
-            raise fail(
-                key_line("requested_by"), f"{label}.requested_by must be a non-empty list of names"
-            )
-        rules.append(
-            AutoRule(
-                name=name,
-                decision="approved" if decision == "approve" else "denied",
-                match=match,
-                requested_by=None if requested_by is None else tuple(requested_by),
-            )
-        )
-    # Deny rules first: of two that cover a call, the denial wins.
-    return tuple(sorted(rules, key=lambda rule: rule.decision != "denied"))
-
-
-def _array_lines(lines: _Lines, path: tuple[str, ...]) -> list[int]:
-    """The line of each ``[[a.b.c]]`` header of this array of tables, in order."""
-    out = []
-    for number, line in enumerate(lines.lines, 1):
-        stripped = line.strip()
-        if stripped.startswith("[[") and _header_path(stripped) == path:
-            out.append(number)
-    return out
-
-
-def _key_after(lines: _Lines, start: int, key: str) -> int:
-    """The line of ``key = ...`` in the table starting at ``start`` (else ``start``)."""
-    pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
-    for number in range(start + 1, len(lines.lines) + 1):
-        text = lines.lines[number - 1]
-        if text.strip().startswith("["):
-            break
-        if pattern.match(text):
-            return number
-    return start
 
 
 def _email_to(value: object, where: str, line: int, fail: Any) -> tuple[str, ...]:

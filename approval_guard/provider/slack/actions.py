@@ -39,7 +39,7 @@ from approval_guard.provider.store.models import (
     ValidityTooLong,
 )
 from approval_guard.provider.store.protocol import StoreProtocol
-from approval_guard.provider.store.sql.grants import MAX_USES, GrantSpec
+from approval_guard.provider.store.sql.grant_tables import MAX_USES, GrantSpec
 
 NOT_LINKED = (
     "Not recorded: your Slack user ({user}) is not linked to a reviewer of this provider. "

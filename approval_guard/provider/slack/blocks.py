@@ -1,4 +1,4 @@
-"""A request as Slack Block Kit: the channel message, and the Deny and Edit modals.
+"""A request as Slack Block Kit: the channel message with its buttons (the modals: modals.py).
 
 Pure functions of the request as it is now (never of an old event), so an
 update delivered late, twice or after a restart shows the current state.
@@ -11,7 +11,6 @@ JSON in code spans (a redaction marker as the page shows it), each cut to
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -31,8 +30,6 @@ from approval_guard.provider.rules.config import ToolRule
 from approval_guard.provider.rules.grant_words import (
     decided_through,
     default_duration,
-    grant_durations,
-    same_scope_words,
 )
 from approval_guard.provider.store.models import StoredRequest
 from approval_guard.provider.webhooks.payloads import (
@@ -88,7 +85,7 @@ def when(moment: datetime) -> str:
     return f"<!date^{epoch_second(moment)}^{{date_short_pretty}} {{time_secs}}|{stamp}>"
 
 
-def _section(markdown: str) -> dict[str, Any]:
+def section(markdown: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": markdown[:3000]}}
 
 
@@ -115,16 +112,16 @@ def context_block(request: StoredRequest) -> list[dict[str, Any]]:
     """The labelled section of the agent's stated reason (API 1.3), if it gave one."""
     if not request.context:
         return []
-    return [_section(f"*{AGENT_SAYS}*\n{said(request.context)}")]
+    return [section(f"*{AGENT_SAYS}*\n{said(request.context)}")]
 
 
 def _argument_blocks(arguments: dict[str, Any]) -> list[dict[str, Any]]:
     items = list(arguments.items())
     shown = items[:MAX_ARGUMENTS]
-    blocks = [_section(f"{code(str(name), 80)}: {code(json_text(value))}") for name, value in shown]
+    blocks = [section(f"{code(str(name), 80)}: {code(json_text(value))}") for name, value in shown]
     if len(items) > len(shown):
-        blocks.append(_section(f"\u2026 and {len(items) - len(shown)} more arguments"))
-    return blocks or [_section("_no arguments_")]
+        blocks.append(section(f"\u2026 and {len(items) - len(shown)} more arguments"))
+    return blocks or [section("_no arguments_")]
 
 
 def headline(request: StoredRequest, rule: ToolRule | None = None) -> str:
@@ -206,7 +203,7 @@ def _batch_blocks(request: StoredRequest, batch: list[StoredRequest]) -> list[di
         _button(f"Deny all {count}\u2026", DENY_ALL, value, "danger"),
     ]
     return [
-        _section("\n".join(lines)),
+        section("\n".join(lines)),
         {"type": "actions", "block_id": "ag_batch", "elements": buttons},
     ]
 
@@ -244,7 +241,7 @@ def message(
     if link is not None:
         context.append(f"<{link}|open on the review page>")
     blocks = [
-        _section(headline(request, rule)),
+        section(headline(request, rule)),
         *context_block(request),
         *_argument_blocks(request.arguments),
     ]
@@ -252,7 +249,7 @@ def message(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": " \u00b7 ".join(context)}]}
     )
     if request.approvals and request.status == PENDING:
-        blocks.append(_section(approvals_line(request)))
+        blocks.append(section(approvals_line(request)))
     if request.status == PENDING:
         buttons: list[dict[str, Any]] = [
             _button("Approve", APPROVE, request.id, "primary"),
@@ -266,8 +263,8 @@ def message(
         blocks += _batch_blocks(request, batch or [])
     else:
         if request.approvals and request.approvals_required > 1:
-            blocks.append(_section(approvals_line(request)))
-        blocks.append(_section(_outcome(request, cancel_reason)))
+            blocks.append(section(approvals_line(request)))
+        blocks.append(section(_outcome(request, cancel_reason)))
     fallback = (
         f"{headline(request)} ({text(who)})"
         if request.status == PENDING
@@ -288,163 +285,7 @@ def _button(label: str, action: str, value: str, style: str | None = None) -> di
     return button
 
 
-def _metadata(request: StoredRequest, channel: str | None) -> str:
-    return json.dumps({"request": request.id, "channel": channel}, separators=(",", ":"))
-
-
-def deny_modal(request: StoredRequest, channel: str | None) -> dict[str, Any]:
-    """The "Deny…" modal: one required input for the reason (the agent receives it)."""
-    return _deny_view(
-        DENY,
-        _metadata(request, channel),
-        "Deny the request",
-        f"Deny {code(request.tool, 200)} (request {code(request.id, 80)})?",
-    )
-
-
-def deny_all_modal(ids: list[str], channel: str | None) -> dict[str, Any]:
-    """The "Deny all N…" modal: one reason, for exactly these ids (each denied as if alone)."""
-    listed = ", ".join(code(one, 80) for one in ids)
-    metadata = json.dumps({"requests": ",".join(ids), "channel": channel}, separators=(",", ":"))
-    return _deny_view(
-        DENY_ALL, metadata, f"Deny all {len(ids)}", f"Deny these {len(ids)} requests? {listed}"
-    )
-
-
-def _deny_view(callback: str, metadata: str, title: str, question: str) -> dict[str, Any]:
-    return {
-        "type": "modal",
-        "callback_id": callback,
-        "private_metadata": metadata,
-        "title": {"type": "plain_text", "text": title},
-        "submit": {"type": "plain_text", "text": "Deny"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            _section(question),
-            {
-                "type": "input",
-                "block_id": "reason",
-                "label": {"type": "plain_text", "text": "Why not? The agent receives it."},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": "reason",
-                    "multiline": True,
-                    "max_length": MAX_INPUT,
-                },
-            },
-        ],
-    }
-
-
-def edit_modal(request: StoredRequest, channel: str | None) -> dict[str, Any]:
-    """The "Edit and approve…" modal: one input per editable argument, its JSON text filled in.
-
-    Block ``arg<i>`` is the ``i``-th of the request's (sorted) editable names;
-    what is typed is parsed as the page and the CLI parse it (exact JSON).
-    """
-    blocks: list[dict[str, Any]] = [
-        _section(f"Approve {code(request.tool, 200)} with these values (JSON: text in quotes).")
-    ]
-    for index, name in enumerate(request.editable[:MAX_EDIT_INPUTS]):
-        current = dump_json(request.arguments[name])
-        element: dict[str, Any] = {
-            "type": "plain_text_input",
-            "action_id": "value",
-            "multiline": len(current) > 60,
-            "max_length": MAX_INPUT,
-        }
-        if len(current) <= MAX_INPUT:
-            element["initial_value"] = current
-        blocks.append(
-            {
-                "type": "input",
-                "block_id": f"arg{index}",
-                # Optional: an input left empty keeps the value (one too long to fill in, too).
-                "optional": True,
-                "label": {"type": "plain_text", "text": plain(name, 200)},
-                "element": element,
-            }
-        )
-    blocks.append(
-        {
-            "type": "input",
-            "block_id": "note",
-            "optional": True,
-            "label": {"type": "plain_text", "text": "Note (optional)"},
-            "element": {"type": "plain_text_input", "action_id": "note", "max_length": MAX_INPUT},
-        }
-    )
-    return {
-        "type": "modal",
-        "callback_id": EDIT,
-        "private_metadata": _metadata(request, channel),
-        "title": {"type": "plain_text", "text": "Edit and approve"},
-        "submit": {"type": "plain_text", "text": "Approve"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": blocks,
-    }
-
-
 def grant_button(request: StoredRequest, rule: ToolRule) -> dict[str, Any]:
     """API 1.3: "Approve and allow for 1h…", opening :func:`grant_modal`."""
     label = f"Approve and allow for {default_duration(rule.max_grant)}\u2026"
     return _button(label, GRANT, request.id)
-
-
-def grant_modal(request: StoredRequest, channel: str | None, rule: ToolRule) -> dict[str, Any]:
-    """The "Approve and allow for…" modal: approve, and give a standing grant of the same calls.
-
-    Kept simple and safe: every argument ``"same"`` and only calls made for
-    the same person (the page offers wider scopes). Block ``for`` chooses the
-    duration within the tool's ``max_grant``; ``uses`` (optional) how many
-    calls it may approve; ``note`` an optional note.
-    """
-    lines = "\n".join(f"\u2022 {text(line)}" for line in same_scope_words(request))
-    options = [
-        {"text": {"type": "plain_text", "text": one}, "value": one}
-        for one in grant_durations(rule.max_grant)
-    ]
-    initial = next(o for o in options if o["value"] == default_duration(rule.max_grant))
-    return {
-        "type": "modal",
-        "callback_id": GRANT,
-        "private_metadata": _metadata(request, channel),
-        "title": {"type": "plain_text", "text": "Approve and allow"},
-        "submit": {"type": "plain_text", "text": "Approve and allow"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            _section(
-                f"Approve {code(request.tool, 200)} (request {code(request.id, 80)}), and "
-                "approve at once, for a while, the calls from the same agent where:\n" + lines
-            ),
-            {
-                "type": "input",
-                "block_id": "for",
-                "label": {"type": "plain_text", "text": "Allow for"},
-                "element": {
-                    "type": "static_select",
-                    "action_id": "for",
-                    "options": options,
-                    "initial_option": initial,
-                },
-            },
-            {
-                "type": "input",
-                "block_id": "uses",
-                "optional": True,
-                "label": {"type": "plain_text", "text": "At most this many calls (optional)"},
-                "element": {"type": "plain_text_input", "action_id": "uses", "max_length": 7},
-            },
-            {
-                "type": "input",
-                "block_id": "note",
-                "optional": True,
-                "label": {"type": "plain_text", "text": "Note (optional)"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": "note",
-                    "max_length": MAX_INPUT,
-                },
-            },
-        ],
-    }

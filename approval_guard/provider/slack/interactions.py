@@ -47,16 +47,13 @@ from approval_guard.provider.slack.blocks import (
     GRANT,
     MAX_INPUT,
     batch_ids,
-    deny_all_modal,
-    deny_modal,
-    edit_modal,
-    grant_modal,
     text,
 )
 from approval_guard.provider.slack.client import call, make_client
+from approval_guard.provider.slack.modals import deny_all_modal, deny_modal, edit_modal, grant_modal
 from approval_guard.provider.slack.settings import SlackSettings
 from approval_guard.provider.slack.verify import is_from_slack, replay_digest
-from approval_guard.provider.store.sql.grants import GrantSpec
+from approval_guard.provider.store.sql.grant_tables import GrantSpec
 
 logger = logging.getLogger("approval_guard.provider")
 

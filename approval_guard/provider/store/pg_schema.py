@@ -15,8 +15,7 @@ import re
 from typing import Any
 
 from approval_guard.provider.store.pg_group import BATCH_LOCK
-from approval_guard.provider.store.sql import email_tables
-from approval_guard.provider.store.sql import grants as grant_tables
+from approval_guard.provider.store.sql import email_tables, grant_tables
 from approval_guard.provider.store.sql.slack import POSTGRES_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sql.slack import SLACK_TABLES
 

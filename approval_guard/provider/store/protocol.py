@@ -26,7 +26,7 @@ from approval_guard.provider.store.models import (
     Session,
     StoredRequest,
 )
-from approval_guard.provider.store.sql.grants import GrantSpec
+from approval_guard.provider.store.sql.grant_tables import GrantSpec
 from approval_guard.provider.store.sql.mail import MailItem
 from approval_guard.provider.store.sql.outbox import OutboxItem
 from approval_guard.provider.store.sql.waiting import WaitState

@@ -30,8 +30,7 @@ from approval_guard.provider.store.at_once import AtOnce, Outcome
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.group_commit import GroupCommit
 from approval_guard.provider.store.models import Clock
-from approval_guard.provider.store.sql import email_tables
-from approval_guard.provider.store.sql import grants as grant_tables
+from approval_guard.provider.store.sql import email_tables, grant_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
 from approval_guard.provider.store.sql.slack import SQLITE_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sqlite_checkpoint import Checkpointer

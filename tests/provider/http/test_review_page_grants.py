@@ -199,20 +199,14 @@ def test_decided_through_names_a_grant_or_a_rule_never_a_look_alike_reviewer(
     assert "decided_through" not in listed[first["id"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store: a reviewer may be named rule:NAME, and a request keeps only decided_by's "
-    "name, so a person's decision reads as the rule's (reported for the lead)",
-)
-def test_a_reviewer_named_like_a_rule_is_never_shown_as_the_rule(desk: LocalProvider) -> None:
-    """A reviewer named "rule:receipts" deciding by hand is not "rule receipts"."""
-    agent = Api(desk.url, desk.credential)
-    token = desk.server.store.add_reviewer("rule:receipts")
-    by_person = agent.new(tool="send_receipt", arguments={"currency": "EUR"})
-    assert 200 == Api(desk.url, token).decide(by_person["id"], {"status": "approved"}).status_code
-    reviewer = Api(desk.url, desk.reviewer_credential)
-    listed = {r["id"]: r["display"] for r in reviewer.get("/v1/requests").json()["requests"]}
-    assert "decided_through" not in listed[by_person["id"]]
+def test_a_reviewer_may_not_be_named_like_a_rule(desk: LocalProvider) -> None:
+    """ "rule:receipts" (any case, any space before it) is refused: it would read as the rule."""
+    from approval_guard.provider.store.sql.credentials import ReviewerNameError
+
+    for name in ("rule:receipts", "RULE:x", " rule:y"):
+        with pytest.raises(ReviewerNameError, match="rule:"):
+            desk.server.store.add_reviewer(name)
+    assert all(not one.name.startswith("rule") for one in desk.server.store.list_reviewers())
 
 
 def test_the_page_lists_at_most_the_newest_grants_and_says_how_many(

@@ -16,7 +16,7 @@ import pytest
 from approval_guard.provider import PostgresStore, Store
 from approval_guard.provider.rules.config import parse_rules
 from approval_guard.provider.store.models import Forbidden
-from approval_guard.provider.store.sql.grants import GrantSpec
+from approval_guard.provider.store.sql.grant_tables import GrantSpec
 from tests.support.api import REFUND
 from tests.support.grants import store_kind  # noqa: F401 (fixture)
 

@@ -31,7 +31,7 @@ from approval_guard.provider.store.sql.base import (
     sha256,
     to_us,
 )
-from approval_guard.provider.store.sql.grants import end_grants_of
+from approval_guard.provider.store.sql.grant_tables import end_grants_of
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -53,7 +53,11 @@ def _at(value: int) -> datetime:
 
 
 def check_reviewer_name(name: object) -> str:
-    """A reviewer's name: 1 to 64 printable characters, not blank."""
+    """A reviewer's name: 1 to 64 printable characters, not blank, not ``rule:...``.
+
+    ``rule:NAME`` is how a rules-file auto-decision is named as the decider: a
+    person of that name would read as the rule.
+    """
     if (
         not isinstance(name, str)
         or not 1 <= len(name) <= MAX_REVIEWER_NAME
@@ -63,6 +67,8 @@ def check_reviewer_name(name: object) -> str:
         raise ReviewerNameError(
             f"a reviewer name must be 1 to {MAX_REVIEWER_NAME} printable characters"
         )
+    if name.strip().casefold().startswith("rule:"):
+        raise ReviewerNameError("a name may not start with 'rule:' (rules are named that way)")
     return name
 
 

@@ -1,4 +1,4 @@
-"""Ending a pending request: a reviewer's decision (with edits) or its owner's cancel.
+"""Ending a pending request by a reviewer's decision (with edits, or giving a grant).
 
 Each is one transaction whose ``UPDATE ... WHERE status = 'pending'`` decides a
 race: of two deciders (threads, processes or instances) exactly one changes the
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from approval_guard._codec.exact_json import canonical_json, check_json_value
-from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, PENDING, format_timestamp
+from approval_guard._codec.wire import APPROVED, DENIED, PENDING, format_timestamp
 from approval_guard.provider.rules.checks import approval_expiry, check_may_decide
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.checks import changed_names, check_edit
@@ -36,13 +36,12 @@ from approval_guard.provider.store.sql.base import (
     returned,
     to_us,
 )
-from approval_guard.provider.store.sql.grants import GrantsMixin, GrantSpec, live_reviewer
-from approval_guard.provider.store.sql.requests import RequestsMixin
+from approval_guard.provider.store.sql.grant_reviews import GrantReviewsMixin
+from approval_guard.provider.store.sql.grant_tables import GrantSpec, live_reviewer
+from approval_guard.provider.store.sql.requests import RACE_ATTEMPTS, RequestsMixin
 
 logger = logging.getLogger("approval_guard.provider")
 
-# A race lost to a clock that moved back is retried this often before giving up.
-_ATTEMPTS = 3
 #: Where a decision may come from (the audit rows' ``channel``).
 CHANNELS = ("api", "page", "cli", "slack", "email")
 
@@ -55,7 +54,7 @@ class _Overdue(Exception):
     """Raised inside a decision's transaction: the request's deadline passed; expire it first."""
 
 
-class DecisionsMixin(GrantsMixin, RequestsMixin):
+class DecisionsMixin(GrantReviewsMixin, RequestsMixin):
     """Decide and cancel pending requests (a decision may give a standing grant)."""
 
     def decide(
@@ -159,7 +158,7 @@ class DecisionsMixin(GrantsMixin, RequestsMixin):
         if arguments is not None and status != APPROVED:
             raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")
         via = {"channel": channel, "channel_user": channel_user}
-        for _ in range(_ATTEMPTS):
+        for _ in range(RACE_ATTEMPTS):
             given: list[str] = []
             try:
                 # One transaction: the request read under its lock, every check, the write.
@@ -407,60 +406,3 @@ class DecisionsMixin(GrantsMixin, RequestsMixin):
             (link_id, current.id, to_us(now)),
         ).rowcount:
             raise LinkUsed("this link has already been used: a link decides once", current)
-
-    def cancel(
-        self,
-        request_id: str,
-        *,
-        owner: Credential,
-        reason: str | None = None,
-        source: str = "api",
-    ) -> StoredRequest | None:
-        """Cancel a pending request of ``owner``'s; None if unknown or not theirs.
-
-        Cancelling a cancelled request returns it unchanged. Raises
-        :class:`NotPendingError` if it was approved, denied or expired.
-        """
-        check_json_value(reason)
-        owner_filter = None if owner.is_reviewer else owner.id
-        for _ in range(_ATTEMPTS):
-            current = self._get(request_id, owner_filter)
-            if current is None:
-                return None
-            if current.status == CANCELLED:
-                return current
-            if current.status != PENDING:
-                raise NotPendingError(current)
-            now = self.now()
-            with self._writing() as tx:
-                row = returned(
-                    tx.execute(
-                        "UPDATE requests SET status = ?, cancelled_at = ?, cancel_reason = ? "
-                        "WHERE id = ? AND status = ? AND deadline_at > ? RETURNING *",
-                        (CANCELLED, to_us(now), reason, request_id, PENDING, to_us(now)),
-                    )
-                )
-                if row is not None:
-                    tx.event(request_id, "cancelled", now, owner.id, {"reason": reason})
-                    insert_audit(
-                        tx,
-                        at=now,
-                        actor=owner.name,
-                        source=source,
-                        action="request.cancel",
-                        request_id=request_id,
-                        detail={"reason": reason},
-                    )
-            if row is not None:
-                logger.debug("request %s cancelled", request_id)
-                return request_from_row(row)
-        current = self._get(request_id, owner_filter)
-        if current is not None and current.status == CANCELLED:
-            return current
-        return self._not_pending(request_id)
-
-    def _not_pending(self, request_id: str) -> StoredRequest | None:
-        current = self._get(request_id)
-        if current is None:
-            return None
-        raise NotPendingError(current)

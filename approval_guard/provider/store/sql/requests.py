@@ -1,4 +1,4 @@
-"""Requests' lives up to a decision: create or replay, read, expire, long-poll, key retention."""
+"""Requests' lives up to a decision: create or replay, read, expire, cancel, long-poll, keys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json, check_json_value
-from approval_guard._codec.wire import EXPIRED, PENDING
+from approval_guard._codec.wire import CANCELLED, EXPIRED, PENDING
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.store.checks import body_hash, check_editable
 from approval_guard.provider.store.ids import new_id
@@ -19,6 +19,7 @@ from approval_guard.provider.store.models import (
     CreateResult,
     Credential,
     IdempotencyKeyReused,
+    NotPendingError,
     StoredRequest,
 )
 from approval_guard.provider.store.sql.base import (
@@ -32,6 +33,9 @@ from approval_guard.provider.store.sql.base import (
 )
 
 logger = logging.getLogger("approval_guard.provider")
+
+# A race lost to a clock that moved back is retried this often before giving up.
+RACE_ATTEMPTS = 3
 
 
 class _KeyTaken(Exception):
@@ -326,6 +330,63 @@ class RequestsMixin(SQLStoreBase):
                 break
             request = current
         return request
+
+    def cancel(
+        self,
+        request_id: str,
+        *,
+        owner: Credential,
+        reason: str | None = None,
+        source: str = "api",
+    ) -> StoredRequest | None:
+        """Cancel a pending request of ``owner``'s; None if unknown or not theirs.
+
+        Cancelling a cancelled request returns it unchanged. Raises
+        :class:`NotPendingError` if it was approved, denied or expired.
+        """
+        check_json_value(reason)
+        owner_filter = None if owner.is_reviewer else owner.id
+        for _ in range(RACE_ATTEMPTS):
+            current = self._get(request_id, owner_filter)
+            if current is None:
+                return None
+            if current.status == CANCELLED:
+                return current
+            if current.status != PENDING:
+                raise NotPendingError(current)
+            now = self.now()
+            with self._writing() as tx:
+                row = returned(
+                    tx.execute(
+                        "UPDATE requests SET status = ?, cancelled_at = ?, cancel_reason = ? "
+                        "WHERE id = ? AND status = ? AND deadline_at > ? RETURNING *",
+                        (CANCELLED, to_us(now), reason, request_id, PENDING, to_us(now)),
+                    )
+                )
+                if row is not None:
+                    tx.event(request_id, "cancelled", now, owner.id, {"reason": reason})
+                    insert_audit(
+                        tx,
+                        at=now,
+                        actor=owner.name,
+                        source=source,
+                        action="request.cancel",
+                        request_id=request_id,
+                        detail={"reason": reason},
+                    )
+            if row is not None:
+                logger.debug("request %s cancelled", request_id)
+                return request_from_row(row)
+        current = self._get(request_id, owner_filter)
+        if current is not None and current.status == CANCELLED:
+            return current
+        return self._not_pending(request_id)
+
+    def _not_pending(self, request_id: str) -> StoredRequest | None:
+        current = self._get(request_id)
+        if current is None:
+            return None
+        raise NotPendingError(current)
 
 
 def _select(db: Reader, request_id: str) -> Any:
