@@ -274,6 +274,12 @@ class Guard:
     ) -> tuple[CallPlan | NotRun, threading.Event | None]:
         """This call's plan (or why nothing will be sent), and the harness's abandon event."""
         facts = _harness.current()
+        if facts.started_at is not None:
+            # A durable harness's first attempt: its limit counts from then. Only the
+            # deadlines move; the request's bytes stay those of the first attempt.
+            spent = max(0.0, (self._clock.now() - facts.started_at).total_seconds())
+            begun = self._clock.monotonic() - spent
+            started = begun if started is None else min(started, begun)
         plan = plan_call(
             spec,
             args,

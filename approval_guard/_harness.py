@@ -11,6 +11,7 @@ import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import attrs
 
@@ -28,6 +29,8 @@ class HarnessCall:
     abandon: threading.Event | None = None
     #: The person this call is made for (overrides ``Guard(requested_by=...)``).
     requested_by: str | None = None
+    #: When the harness first started this tool call (aware): the limit counts from then.
+    started_at: datetime | None = None
 
 
 _NO_HARNESS = HarnessCall()
@@ -64,6 +67,7 @@ def harness_call(
     limit: DurationLike | None = None,
     abandon: threading.Event | None = None,
     requested_by: str | None = None,
+    started_at: datetime | None = None,
 ) -> Iterator[HarnessCall]:
     """Tell guarded calls made inside the block what the harness knows about this tool call.
 
@@ -78,6 +82,11 @@ def harness_call(
     - ``requested_by``: the person the agent acts for in this call (overrides
       ``Guard(requested_by=...)``), sent with the request; a provider may refuse
       that person's own approval. 1 to 200 printable characters.
+    - ``started_at``: when the harness first started this tool call, as an aware
+      ``datetime``, if that was before now: a durable harness that runs the call
+      again after a crash passes its first attempt's time, so the ``limit`` counts
+      from then and a recovered call never waits a fresh limit (the request sent
+      is the same either way). ``approval_guard.dbos`` passes it for you.
 
     It is a context variable, so it follows threads' and asyncio tasks' own
     contexts. Inside the tool itself it is cleared, so a guarded tool that calls
@@ -96,9 +105,27 @@ def harness_call(
         raise ConfigurationError("abandon must be a threading.Event (or have is_set() and wait())")
     if requested_by is not None:
         check_requested_by(requested_by)
+    if started_at is not None and (
+        not isinstance(started_at, datetime) or started_at.utcoffset() is None
+    ):
+        raise ConfigurationError("started_at must be a datetime with a time zone")
     facts = HarnessCall(
-        idempotency_key=idempotency_key, limit=seconds, abandon=abandon, requested_by=requested_by
+        idempotency_key=idempotency_key,
+        limit=seconds,
+        abandon=abandon,
+        requested_by=requested_by,
+        started_at=started_at,
     )
+    token = _HARNESS.set(facts)
+    try:
+        yield facts
+    finally:
+        _HARNESS.reset(token)
+
+
+@contextmanager
+def using(facts: HarnessCall) -> Iterator[HarnessCall]:
+    """Make ``facts`` (checked already) the current harness facts for a block."""
     token = _HARNESS.set(facts)
     try:
         yield facts

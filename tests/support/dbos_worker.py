@@ -1,0 +1,120 @@
+"""One DBOS application process for the durable-wait tests: a script, not a test module.
+
+    AG_WORKER='{"mode": "start", ...}' python tests/support/dbos_worker.py
+
+Keys of the spec (JSON in the environment, so a DSN's password stays out of ``ps``):
+
+``mode``
+    ``"start"``: launch DBOS and start workflow ``workflow`` (id), which calls the
+    guarded tool, and wait for its result. ``"recover"``: launch DBOS (which
+    recovers this executor's pending workflows) and wait for workflow ``workflow``.
+``system``
+    DBOS's system database URL (``sqlite:///...`` or ``postgresql://...``).
+``ledger``
+    The execution record, as in ``ledger_worker.py``.
+``url``, ``credential``, ``runs``, ``marker``, ``block``, ``index``
+    The provider; a file the tool appends this worker's index to each time it
+    runs; optionally a file the tool writes once started, after which it sleeps
+    ``block`` seconds (so the test can kill it mid-call).
+``asynchronous``
+    True: an async workflow and an async guarded tool.
+``timeout``, ``limit``
+    The tool's approval timeout and the harness limit (defaults ``1m``, ``2m``).
+``barrier`` (optional)
+    As in ``ledger_worker.py``: every worker launches DBOS at one instant.
+
+Prints one JSON object: the workflow's result, ``{"index": n, "ran": bool,
+"reason": str | null, "value": str}``, where ``index`` is the worker that printed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.support.ledger_worker import make_ledger, wait_at_barrier  # noqa: E402
+
+
+def main() -> None:
+    spec: dict[str, Any] = json.loads(os.environ["AG_WORKER"])
+    from dbos import DBOS, SetWorkflowID
+
+    import approval_guard as ag
+    from approval_guard.dbos import durable
+
+    index = spec["index"]
+    guard = ag.Guard(
+        base_url=spec["url"],
+        credential=spec["credential"],
+        harness_limit=spec.get("limit", "2m"),
+        poll_wait="5s",
+        return_margin="1s",
+        deadline_margin="1s",
+        ledger=make_ledger(spec["ledger"]),
+    )
+
+    def record_run() -> None:
+        with open(spec["runs"], "a") as runs:
+            runs.write(f"{index}\n")
+            runs.flush()
+            os.fsync(runs.fileno())
+
+    def answer(out: Any) -> dict[str, Any]:
+        if isinstance(out, ag.NotRun):
+            return {"ran": False, "reason": out.reason.value, "value": out.message}
+        return {"ran": True, "reason": None, "value": out}
+
+    timeout = spec.get("timeout", "1m")
+
+    @durable
+    @guard.requires_approval(timeout=timeout)
+    def issue_refund(payment_id: str, amount: int) -> str:
+        record_run()
+        if spec.get("marker"):
+            Path(spec["marker"]).write_text(str(index))
+            time.sleep(float(spec.get("block", 60)))
+        return f"refunded {payment_id} by worker {index}"
+
+    @durable
+    @guard.requires_approval(timeout=timeout)
+    async def issue_refund_async(payment_id: str, amount: int) -> str:
+        record_run()
+        if spec.get("marker"):
+            Path(spec["marker"]).write_text(str(index))
+            time.sleep(float(spec.get("block", 60)))
+        return f"refunded {payment_id} by worker {index}"
+
+    @DBOS.workflow(name="refund_flow")
+    def refund_flow(payment_id: str) -> dict[str, Any]:
+        return answer(issue_refund(payment_id, 4900))
+
+    @DBOS.workflow(name="refund_flow_async")
+    async def refund_flow_async(payment_id: str) -> dict[str, Any]:
+        return answer(await issue_refund_async(payment_id, 4900))
+
+    DBOS(config={"name": "approval-guard-test", "system_database_url": spec["system"]})
+    wait_at_barrier(spec.get("barrier"), index)
+    DBOS.launch()
+    try:
+        if spec["mode"] == "start":
+            flow: Any = refund_flow_async if spec.get("asynchronous") else refund_flow
+            with SetWorkflowID(spec["workflow"]):
+                handle = DBOS.start_workflow(flow, "payment_123")
+        else:
+            handle = DBOS.retrieve_workflow(spec["workflow"])
+        result = handle.get_result()
+    finally:
+        guard.close()
+    sys.stdout.write(json.dumps({"index": index, **result}) + "\n")
+    sys.stdout.flush()
+    DBOS.destroy()
+
+
+if __name__ == "__main__":
+    main()
