@@ -1,0 +1,214 @@
+"""approval_guard.dbos in one process: the key a workflow step sends, cancellation, the checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dbos import DBOS, SetWorkflowID
+
+import approval_guard as ag
+from approval_guard.dbos import durable, step_key
+from approval_guard.testing import LocalProvider, approve_after
+from tests.support.durable import sent_keys
+
+#: The tools of the running test, by name (a workflow's inputs must be serializable).
+TOOLS: dict[str, Callable[..., Any]] = {}
+
+
+@DBOS.workflow(name="ag_test_one_call")
+def one_call(tool: str, amount: int) -> Any:
+    return TOOLS[tool]("payment_123", amount)
+
+
+@DBOS.workflow(name="ag_test_two_calls")
+def two_calls(tool: str) -> list[Any]:
+    return [TOOLS[tool]("payment_123", 1), TOOLS[tool]("payment_123", 1)]
+
+
+@DBOS.workflow(name="ag_test_explicit_key")
+def explicit_key(tool: str, key: str) -> Any:
+    with ag.harness_call(idempotency_key=key):
+        return TOOLS[tool]("payment_123", 1)
+
+
+@DBOS.workflow(name="ag_test_one_call_async")
+async def one_call_async(tool: str, amount: int) -> Any:
+    return await TOOLS[tool]("payment_123", amount)
+
+
+@pytest.fixture
+def file_provider(tmp_path: Path) -> Iterator[LocalProvider]:
+    """A local provider on a SQLite file, so a test can read the keys it was sent."""
+    with LocalProvider(str(tmp_path / "provider.sqlite")) as provider:
+        yield provider
+
+
+@pytest.fixture
+def tools(file_provider: LocalProvider) -> Iterator[dict[str, Callable[..., Any]]]:
+    """``refund`` and ``refund_async``: guarded and durable, counting their runs in ``runs``."""
+    guard = ag.Guard(
+        base_url=file_provider.url,
+        credential=file_provider.credential,
+        harness_limit="2m",
+        poll_wait="5s",
+        return_margin="1s",
+        deadline_margin="1s",
+    )
+    runs: list[int] = []
+
+    @durable
+    @guard.requires_approval(timeout="1m")
+    def refund(payment_id: str, amount: int) -> str:
+        runs.append(amount)
+        return f"refunded {amount}"
+
+    @durable
+    @guard.requires_approval(timeout="1m")
+    async def refund_async(payment_id: str, amount: int) -> str:
+        runs.append(amount)
+        return f"refunded {amount}"
+
+    TOOLS.update(refund=refund, refund_async=refund_async, runs=runs.copy)
+    yield TOOLS
+    TOOLS.clear()
+    guard.close()
+
+
+def test_step_key_is_the_workflow_id_and_the_step_position() -> None:
+    """The key is dbos:<workflow id>:<step id>."""
+    assert step_key("refund-42", 3) == "dbos:refund-42:3"
+
+
+def test_step_key_too_long_or_unsendable_is_a_digest_never_cut() -> None:
+    """A key over 255 characters, or with a space, uses the workflow id's SHA-256 whole."""
+    long_id = "w" * 300
+    long_key = step_key(long_id, 7)
+    assert long_key.startswith("dbos~") and long_key.endswith(":7")
+    assert len(long_key) == len("dbos~") + 64 + len(":7")
+    assert step_key("w" * 301, 7) != long_key
+    assert step_key("with space", 1).startswith("dbos~")
+    assert step_key("x" * 245, 1) == "dbos:" + "x" * 245 + ":1"  # 251 characters: as is
+
+
+def test_a_guarded_call_in_a_workflow_sends_the_workflows_key(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """No harness code: the request's key is the workflow id and the guarded step's position."""
+    file_provider.policy = approve_after(0)
+    with SetWorkflowID("wf-key"):
+        out = one_call("refund", 7)
+    assert out == "refunded 7"
+    steps = DBOS.list_workflow_steps("wf-key")
+    guarded = [s for s in steps if s["function_name"] == "approval_guard:refund"]
+    assert len(guarded) == 1 and guarded[0]["output"] == "refunded 7"
+    assert sent_keys(file_provider.db) == [step_key("wf-key", guarded[0]["function_id"])]
+
+
+def test_an_explicit_harness_key_wins_in_a_workflow(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """harness_call(idempotency_key=...) around the call is the key sent."""
+    file_provider.policy = approve_after(0)
+    with SetWorkflowID("wf-explicit"):
+        assert explicit_key("refund", "toolcall_abc") == "refunded 1"
+    assert sent_keys(file_provider.db) == ["toolcall_abc"]
+
+
+def test_two_calls_with_the_same_arguments_in_one_workflow_are_two_requests(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """Each call is its own step, so its own key and its own request."""
+    file_provider.policy = approve_after(0)
+    with SetWorkflowID("wf-twice"):
+        assert two_calls("refund") == ["refunded 1", "refunded 1"]
+    keys = sent_keys(file_provider.db)
+    assert len(keys) == 2 and len(set(keys)) == 2
+    assert len(file_provider.requests()) == 2 and tools["runs"]() == [1, 1]
+
+
+def test_a_finished_step_is_not_asked_again_when_the_workflow_runs_again(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """A denial is checkpointed: running the workflow's id again returns it, with no request."""
+    file_provider.policy = lambda provider, request: provider.deny(request.id, note="no")
+    with SetWorkflowID("wf-denied"):
+        first = one_call("refund", 5)
+    assert isinstance(first, ag.NotRun) and first.reason is ag.Reason.DENIED
+    with SetWorkflowID("wf-denied"):
+        again = one_call("refund", 5)
+    assert again == first
+    assert len(file_provider.requests()) == 1 and tools["runs"]() == []
+
+
+def test_outside_a_workflow_the_durable_tool_is_the_guarded_tool(
+    tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """No DBOS at all: each call is its own request with a random key, as without durable()."""
+    file_provider.policy = approve_after(0)
+    assert tools["refund"]("payment_123", 2) == "refunded 2"
+    assert tools["refund"]("payment_123", 2) == "refunded 2"
+    keys = sent_keys(file_provider.db)
+    assert len(set(keys)) == 2 and not any(key.startswith("dbos") for key in keys)
+
+
+def test_async_workflow_sends_the_workflows_key(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """An async workflow and async guarded tool: the same key scheme, the same checkpoint."""
+    file_provider.policy = approve_after(0)
+
+    async def run() -> Any:
+        with SetWorkflowID("wf-async"):
+            handle = await DBOS.start_workflow_async(one_call_async, "refund_async", 3)
+        return await handle.get_result()
+
+    assert asyncio.run(run()) == "refunded 3"
+    (key,) = sent_keys(file_provider.db)
+    assert key.startswith("dbos:wf-async:")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_cancelling_the_workflow_withdraws_the_pending_request(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider, asynchronous: bool
+) -> None:
+    """DBOS.cancel_workflow while the step waits: the request is cancelled at the provider."""
+    if asynchronous:
+        done = threading.Event()
+
+        def run_async() -> None:
+            async def start() -> None:
+                with SetWorkflowID("wf-cancel"):
+                    await DBOS.start_workflow_async(one_call_async, "refund_async", 9)
+                await asyncio.get_running_loop().run_in_executor(None, done.wait)
+
+            asyncio.run(start())
+
+        runner = threading.Thread(target=run_async)
+        runner.start()
+    else:
+        with SetWorkflowID("wf-cancel"):
+            DBOS.start_workflow(one_call, "refund", 9)
+    try:
+        request = file_provider.next_request(timeout=30)
+        DBOS.cancel_workflow("wf-cancel")
+        assert _wait_until(lambda: file_provider.get(request.id).status == "cancelled", 15)
+    finally:
+        if asynchronous:
+            done.set()
+            runner.join(30)
+    assert tools["runs"]() == []
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    """Wait for ``condition`` on an event's timed wait (nothing sets it)."""
+    pause = threading.Event()
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return True
+        pause.wait(0.05)
+    return condition()
