@@ -20,11 +20,15 @@ Keys of the spec (JSON in the environment, so a DSN's password stays out of ``ps
     True: an async workflow and an async guarded tool.
 ``timeout``, ``limit``
     The tool's approval timeout and the harness limit (defaults ``1m``, ``2m``).
+``after`` (optional)
+    A file the workflow writes once the guarded step has returned, after which it
+    sleeps ``block`` seconds (so the test can kill it with the step checkpointed).
 ``barrier`` (optional)
     As in ``ledger_worker.py``: every worker launches DBOS at one instant.
 
 Prints one JSON object: the workflow's result, ``{"index": n, "ran": bool,
-"reason": str | null, "value": str}``, where ``index`` is the worker that printed it.
+"reason": str | null, "value": str}``, where ``index`` is the worker that printed it,
+or ``{"index": n, "error": "<exception type>"}`` when waiting for it raised.
 """
 
 from __future__ import annotations
@@ -90,13 +94,19 @@ def main() -> None:
             time.sleep(float(spec.get("block", 60)))
         return f"refunded {payment_id} by worker {index}"
 
+    def then(out: Any) -> dict[str, Any]:
+        if spec.get("after"):
+            Path(spec["after"]).write_text(str(index))
+            time.sleep(float(spec.get("block", 60)))
+        return answer(out)
+
     @DBOS.workflow(name="refund_flow")
     def refund_flow(payment_id: str) -> dict[str, Any]:
-        return answer(issue_refund(payment_id, 4900))
+        return then(issue_refund(payment_id, 4900))
 
     @DBOS.workflow(name="refund_flow_async")
     async def refund_flow_async(payment_id: str) -> dict[str, Any]:
-        return answer(await issue_refund_async(payment_id, 4900))
+        return then(await issue_refund_async(payment_id, 4900))
 
     DBOS(config={"name": "approval-guard-test", "system_database_url": spec["system"]})
     wait_at_barrier(spec.get("barrier"), index)
@@ -108,7 +118,10 @@ def main() -> None:
                 handle = DBOS.start_workflow(flow, "payment_123")
         else:
             handle = DBOS.retrieve_workflow(spec["workflow"])
-        result = handle.get_result()
+        try:
+            result = handle.get_result()
+        except Exception as exc:
+            result = {"error": type(exc).__name__}
     finally:
         guard.close()
     sys.stdout.write(json.dumps({"index": index, **result}) + "\n")
