@@ -53,14 +53,16 @@ def step_key(workflow_id: str, step_id: int) -> str:
 
 
 @overload
-def durable(fn: Callable[P, Awaitable[R]], /) -> Callable[P, Awaitable[R]]: ...
+def durable(
+    fn: Callable[P, Awaitable[R]], /, *, name: str | None = None
+) -> Callable[P, Awaitable[R]]: ...
 
 
 @overload
-def durable(fn: Callable[P, R], /) -> Callable[P, R]: ...
+def durable(fn: Callable[P, R], /, *, name: str | None = None) -> Callable[P, R]: ...
 
 
-def durable(fn: Callable[..., Any], /) -> Callable[..., Any]:
+def durable(fn: Callable[..., Any], /, *, name: str | None = None) -> Callable[..., Any]:
     """Make a guarded tool a durable DBOS step when it is called inside a DBOS workflow.
 
     ::
@@ -82,11 +84,16 @@ def durable(fn: Callable[..., Any], /) -> Callable[..., Any]:
 
     ``fn``: the guarded tool (``@guard.requires_approval``), sync or async. It
     should make one guarded call: every guarded call it makes shares the step's key.
+    ``name``: the step's name in DBOS (default ``approval_guard:<tool name>``).
     """
     if not callable(fn):
         raise ConfigurationError(f"durable() takes a guarded tool, not {type(fn).__name__}")
-    spec = getattr(fn, "__approval_guard__", None)
-    name = f"approval_guard:{spec.name if spec is not None else fn.__qualname__}"
+    if name is None:
+        spec = getattr(fn, "__approval_guard__", None)
+        name = f"approval_guard:{spec.name if spec is not None else fn.__qualname__}"
+    elif not isinstance(name, str) or not name:
+        raise ConfigurationError("name must be a non-empty string")
+    step_name = name
     if inspect.iscoroutinefunction(fn):
         afn = cast("Callable[..., Awaitable[Any]]", fn)
 
@@ -99,7 +106,9 @@ def durable(fn: Callable[..., Any], /) -> Callable[..., Any]:
             if not _in_workflow():
                 return await afn(*args, **kwargs)
             started = await DBOS.run_step_async({"name": STARTED_STEP}, time.time)
-            return await DBOS.run_step_async({"name": name}, in_step_async, started, args, kwargs)
+            return await DBOS.run_step_async(
+                {"name": step_name}, in_step_async, started, args, kwargs
+            )
 
         return async_durable
 
@@ -112,7 +121,7 @@ def durable(fn: Callable[..., Any], /) -> Callable[..., Any]:
         if not _in_workflow():
             return fn(*args, **kwargs)
         started = DBOS.run_step({"name": STARTED_STEP}, time.time)
-        return DBOS.run_step({"name": name}, in_step, started, args, kwargs)
+        return DBOS.run_step({"name": step_name}, in_step, started, args, kwargs)
 
     return sync_durable
 

@@ -9,21 +9,20 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
 import pytest
 
-pytest.importorskip("dbos")
-
-from dbos import DBOS  # noqa: E402
-
-from tests.support.durable import DBOS_WORKER  # noqa: E402
-from tests.support.ledger import Backend, Workers, postgres_backend, sqlite_backend  # noqa: E402
+from tests.support.durable import DBOS_WORKER
+from tests.support.ledger import Backend, Workers, postgres_backend, sqlite_backend
 
 @pytest.fixture
 def dbos_app(tmp_path: Path) -> Iterator[str]:
     """DBOS launched in this process on a SQLite system database; its URL. Destroyed after."""
+    from dbos import DBOS
+
     url = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
     DBOS(config={"name": "approval-guard-test", "system_database_url": url})
     DBOS.launch()
@@ -31,6 +30,15 @@ def dbos_app(tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         DBOS.destroy()
+
+
+@pytest.fixture
+def file_provider(tmp_path: Path) -> Iterator[Any]:
+    """A local provider on a SQLite file, so a test can read the keys it was sent."""
+    from approval_guard.testing import LocalProvider
+
+    with LocalProvider(str(tmp_path / "provider.sqlite")) as provider:
+        yield provider
 
 
 @attrs.frozen

@@ -16,11 +16,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from approval_guard._ledger.protocol import FINISHED, STARTED
+from tests.support.frameworks import require_framework
 from tests.support.ledger import provider_rows, tool_runs
 
 if TYPE_CHECKING:
     from tests.dbos.conftest import Durable
     from tests.support.ledger import Workers
+
+require_framework("dbos")
 
 pytestmark = [
     pytest.mark.slow,

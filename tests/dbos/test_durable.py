@@ -9,12 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dbos import DBOS, SetWorkflowID
 
-import approval_guard as ag
-from approval_guard.dbos import durable, step_key
-from approval_guard.testing import LocalProvider, approve_after
-from tests.support.durable import sent_keys
+from tests.support.frameworks import require_framework
+
+require_framework("dbos")
+
+from dbos import DBOS, SetWorkflowID  # noqa: E402
+
+import approval_guard as ag  # noqa: E402
+from approval_guard.dbos import durable, step_key  # noqa: E402
+from approval_guard.testing import LocalProvider, approve_after  # noqa: E402
+from tests.support.durable import sent_keys  # noqa: E402
 
 #: The tools of the running test, by name (a workflow's inputs must be serializable).
 TOOLS: dict[str, Callable[..., Any]] = {}
@@ -39,13 +44,6 @@ def explicit_key(tool: str, key: str) -> Any:
 @DBOS.workflow(name="ag_test_one_call_async")
 async def one_call_async(tool: str, amount: int) -> Any:
     return await TOOLS[tool]("payment_123", amount)
-
-
-@pytest.fixture
-def file_provider(tmp_path: Path) -> Iterator[LocalProvider]:
-    """A local provider on a SQLite file, so a test can read the keys it was sent."""
-    with LocalProvider(str(tmp_path / "provider.sqlite")) as provider:
-        yield provider
 
 
 @pytest.fixture
