@@ -11,7 +11,7 @@ same approval request and runs the tool at most once. Wrap a
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from approval_guard.exceptions import ConfigurationError
 
 @dataclass
 class DurableToolset(WrapperToolset[AgentDepsT]):
-    """A toolset whose tool calls run as durable DBOS steps (make it with :func:`durable_toolset`)."""
+    """A toolset whose tool calls are durable DBOS steps (made by :func:`durable_toolset`)."""
 
     #: The tools whose calls are steps; None: every tool of the toolset.
     tools: frozenset[str] | None = field(default=None, kw_only=True)
@@ -44,7 +44,8 @@ class DurableToolset(WrapperToolset[AgentDepsT]):
         async def call() -> Any:
             return await wrapped.call_tool(name, tool_args, ctx, tool)
 
-        return await durable(call, name=f"approval_guard:{name}")()
+        step: Callable[[], Awaitable[Any]] = durable(call, name=f"approval_guard:{name}")
+        return await step()
 
 
 def durable_toolset(

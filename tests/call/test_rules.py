@@ -611,7 +611,8 @@ def test_started_at_leaves_the_rest_of_the_limit_and_the_same_request(
 
 def test_started_at_must_have_a_time_zone() -> None:
     """A naive datetime is refused when harness_call is entered."""
-    with pytest.raises(ag.ConfigurationError, match="started_at"), ag.harness_call(
-        started_at=datetime(2026, 1, 1)  # noqa: DTZ001 - naive on purpose
+    with (
+        pytest.raises(ag.ConfigurationError, match="started_at"),
+        ag.harness_call(started_at=datetime(2026, 1, 1)),
     ):
         pass

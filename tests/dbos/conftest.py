@@ -18,6 +18,7 @@ import pytest
 from tests.support.durable import DBOS_WORKER
 from tests.support.ledger import Backend, Workers, postgres_backend, sqlite_backend
 
+
 @pytest.fixture
 def dbos_app(tmp_path: Path) -> Iterator[str]:
     """DBOS launched in this process on a SQLite system database; its URL. Destroyed after."""
@@ -85,4 +86,3 @@ def dbos_workers(tmp_path: Path) -> Iterator[Workers]:
         yield pool
     finally:
         pool.kill_all()
-

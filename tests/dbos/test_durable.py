@@ -1,11 +1,10 @@
-"""approval_guard.dbos in one process: the key a workflow step sends, cancellation, the checkpoint."""
+"""approval_guard.dbos in one process: the key a step sends, cancellation, the checkpoint."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from dbos import DBOS, SetWorkflowID  # noqa: E402
 
 import approval_guard as ag  # noqa: E402
 from approval_guard.dbos import durable, step_key  # noqa: E402
-from approval_guard.testing import LocalProvider, approve_after  # noqa: E402
+from approval_guard.testing import LocalProvider, approve_after, deny_after  # noqa: E402
 from tests.support.durable import sent_keys  # noqa: E402
 
 #: The tools of the running test, by name (a workflow's inputs must be serializable).
@@ -133,7 +132,7 @@ def test_a_finished_step_is_not_asked_again_when_the_workflow_runs_again(
     dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
 ) -> None:
     """A denial is checkpointed: running the workflow's id again returns it, with no request."""
-    file_provider.policy = lambda provider, request: provider.deny(request.id, note="no")
+    file_provider.policy = deny_after(0, "no")
     with SetWorkflowID("wf-denied"):
         first = one_call("refund", 5)
     assert isinstance(first, ag.NotRun) and first.reason is ag.Reason.DENIED
@@ -141,6 +140,7 @@ def test_a_finished_step_is_not_asked_again_when_the_workflow_runs_again(
         again = one_call("refund", 5)
     assert again == first
     assert len(file_provider.requests()) == 1 and tools["runs"]() == []
+    assert file_provider.stats.creates == 1
 
 
 def test_outside_a_workflow_the_durable_tool_is_the_guarded_tool(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,8 +60,6 @@ def guard(file_provider: Any) -> Any:
     made.close()
 
 
-
-
 #: The agent of the running test (a workflow's inputs must be serializable).
 AGENTS: dict[str, Agent[Any, str]] = {}
 
@@ -86,9 +83,13 @@ def test_a_guarded_toolset_in_a_dbos_agent_sends_the_workflows_key(
     guard: ag.Guard, file_provider: Any, dbos_app: str
 ) -> None:
     """durable_toolset(guarded(...)): the tool call is a step keyed by the agent's workflow."""
-    toolset = durable_toolset(guarded(FunctionToolset([issue_refund]), guard, tools=["issue_refund"]))
+    toolset = durable_toolset(
+        guarded(FunctionToolset([issue_refund]), guard, tools=["issue_refund"])
+    )
     agent = Agent(
-        FunctionModel(_model), name="ag_toolset_agent", toolsets=[toolset],
+        FunctionModel(_model),
+        name="ag_toolset_agent",
+        toolsets=[toolset],
         capabilities=[DBOSDurability()],
     )
     assert _run_in_workflow(agent, "agent-wf-1") == "refunded 4900 of payment_123"
@@ -103,7 +104,9 @@ def test_a_durable_guarded_function_tool_in_a_dbos_agent_sends_the_workflows_key
     """@durable over @guard.requires_approval as a plain function tool: the same key scheme."""
     tool = durable(guard.requires_approval(on_not_run=str)(issue_refund))
     agent = Agent(
-        FunctionModel(_model), name="ag_function_agent", tools=[tool],
+        FunctionModel(_model),
+        name="ag_function_agent",
+        tools=[tool],
         capabilities=[DBOSDurability()],
     )
     assert _run_in_workflow(agent, "agent-wf-2") == "refunded 4900 of payment_123"
@@ -131,7 +134,9 @@ def test_the_dbos_agent_example_survives_a_kill_mid_wait() -> None:
 
 def test_outside_a_workflow_a_durable_toolset_calls_as_it_is(guard: ag.Guard) -> None:
     """A plain Agent with the same toolset: the guarded call as today, a random key."""
-    toolset = durable_toolset(guarded(FunctionToolset([issue_refund]), guard, tools=["issue_refund"]))
+    toolset = durable_toolset(
+        guarded(FunctionToolset([issue_refund]), guard, tools=["issue_refund"])
+    )
     agent = Agent(FunctionModel(_model), toolsets=[toolset])
     assert agent.run_sync("refund it").output == "refunded 4900 of payment_123"
     assert RUNS == ["payment_123"]
@@ -141,5 +146,3 @@ def test_durable_toolset_refuses_a_string_of_names(guard: ag.Guard) -> None:
     """tools="issue_refund" would be a set of letters: refused when made."""
     with pytest.raises(ag.ConfigurationError, match="collection of names"):
         durable_toolset(FunctionToolset([issue_refund]), tools="issue_refund")
-
-

@@ -27,7 +27,8 @@ Keys of the spec (JSON in the environment, so a DSN's password stays out of ``ps
     As in ``ledger_worker.py``: every worker launches DBOS at one instant.
 
 Prints one JSON object: the workflow's result, ``{"index": n, "ran": bool,
-"reason": str | null, "value": str}``, where ``index`` is the worker that printed it,
+"reason": str | null, "value": str, "at": <time.time() when it came>}``, where ``index``
+is the worker that printed it,
 or ``{"index": n, "error": "<exception type>"}`` when waiting for it raised.
 """
 
@@ -42,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.ledger_worker import make_ledger, wait_at_barrier  # noqa: E402
+from tests.support.ledger_worker import make_ledger, wait_at_barrier
 
 
 def main() -> None:
@@ -119,7 +120,7 @@ def main() -> None:
         else:
             handle = DBOS.retrieve_workflow(spec["workflow"])
         try:
-            result = handle.get_result()
+            result = {**handle.get_result(), "at": time.time()}
         except Exception as exc:
             result = {"error": type(exc).__name__}
     finally:
