@@ -1,9 +1,9 @@
 """A Pydantic AI agent on DBOS whose refund survives the agent's process being killed mid-wait.
 
 Pydantic AI's ``DBOSDurability`` capability (``pydantic_ai.durable_exec.dbos``)
-makes the agent's run, called inside a ``@DBOS.workflow``, durable; ``durable_toolset``
-makes each call of the guarded refund tool a DBOS step whose approval request is
-keyed by the workflow's id and the step's position. This script plays the whole
+makes the agent's run, called inside a ``@DBOS.workflow``, durable; with a
+``DurableGuard``, each call of the guarded refund tool is a DBOS step whose
+approval request is keyed by the workflow's id and the step's position. This script plays the whole
 story with real processes: an agent process asks for the refund and waits; it is
 SIGKILLed while it waits; a new agent process launches DBOS, which recovers the
 workflow; its step adopts the same request (the reviewer sees one); a person
@@ -54,7 +54,7 @@ def agent_process(mode: str) -> None:
     from pydantic_ai.toolsets import FunctionToolset
 
     import approval_guard as ag
-    from approval_guard.dbos import durable_toolset
+    from approval_guard.dbos import DurableGuard
     from approval_guard.pydantic_ai import guarded
 
     def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -69,7 +69,7 @@ def agent_process(mode: str) -> None:
         return ModelResponse(parts=[TextPart("I have nothing to do.")])
 
     state = Path(os.environ["AGENT_STATE"])
-    guard = ag.Guard(
+    guard = DurableGuard(  # a Guard whose calls are durable steps inside a workflow
         base_url=os.environ["APPROVAL_GUARD_URL"],
         credential=os.environ["APPROVAL_GUARD_CREDENTIAL"],
         ledger=ag.SQLiteLedger(state / "executions.sqlite"),  # did the tool start? (crashes)
@@ -78,7 +78,7 @@ def agent_process(mode: str) -> None:
     agent = Agent(
         FunctionModel(scripted_model),
         name="refunds",
-        toolsets=[durable_toolset(toolset)],
+        toolsets=[toolset],
         capabilities=[DBOSDurability()],
     )
 

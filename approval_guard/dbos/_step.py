@@ -97,33 +97,45 @@ def durable(fn: Callable[..., Any], /, *, name: str | None = None) -> Callable[.
     if inspect.iscoroutinefunction(fn):
         afn = cast("Callable[..., Awaitable[Any]]", fn)
 
-        async def in_step_async(started: float, args: Any, kwargs: Any) -> Any:
-            with _step_facts(started):
-                return await afn(*args, **kwargs)
-
         @functools.wraps(fn)
         async def async_durable(*args: Any, **kwargs: Any) -> Any:
-            if not _in_workflow():
-                return await afn(*args, **kwargs)
-            started = await DBOS.run_step_async({"name": STARTED_STEP}, time.time)
-            return await DBOS.run_step_async(
-                {"name": step_name}, in_step_async, started, args, kwargs
-            )
+            return await as_step_async(step_name, afn, args, kwargs)
 
         return async_durable
 
-    def in_step(started: float, args: Any, kwargs: Any) -> Any:
-        with _step_facts(started):
-            return fn(*args, **kwargs)
-
     @functools.wraps(fn)
     def sync_durable(*args: Any, **kwargs: Any) -> Any:
-        if not _in_workflow():
-            return fn(*args, **kwargs)
-        started = DBOS.run_step({"name": STARTED_STEP}, time.time)
-        return DBOS.run_step({"name": step_name}, in_step, started, args, kwargs)
+        return as_step(step_name, fn, args, kwargs)
 
     return sync_durable
+
+
+def as_step(name: str, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
+    """``fn(*args, **kwargs)``: in workflow code, as the durable step ``name``; else as it is."""
+    if not _in_workflow():
+        return fn(*args, **kwargs)
+    started = DBOS.run_step({"name": STARTED_STEP}, time.time)
+    return DBOS.run_step({"name": name}, _in_step, started, fn, args, kwargs)
+
+
+async def as_step_async(name: str, fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any) -> R:
+    """``await fn(*args, **kwargs)``, as the durable step ``name`` in async workflow code."""
+    if not _in_workflow():
+        return await fn(*args, **kwargs)
+    started = await DBOS.run_step_async({"name": STARTED_STEP}, time.time)
+    return await DBOS.run_step_async({"name": name}, _in_step_async, started, fn, args, kwargs)
+
+
+def _in_step(started: float, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
+    with _step_facts(started):
+        return fn(*args, **kwargs)
+
+
+async def _in_step_async(
+    started: float, fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any
+) -> R:
+    with _step_facts(started):
+        return await fn(*args, **kwargs)
 
 
 def _in_workflow() -> bool:

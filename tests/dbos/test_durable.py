@@ -16,7 +16,7 @@ require_framework("dbos")
 from dbos import DBOS, SetWorkflowID  # noqa: E402
 
 import approval_guard as ag  # noqa: E402
-from approval_guard.dbos import durable, step_key  # noqa: E402
+from approval_guard.dbos import DurableGuard, durable, step_key  # noqa: E402
 from approval_guard.testing import LocalProvider, approve_after, deny_after  # noqa: E402
 from tests.support.durable import sent_keys  # noqa: E402
 
@@ -70,10 +70,36 @@ def tools(file_provider: LocalProvider) -> Iterator[dict[str, Callable[..., Any]
         runs.append(amount)
         return f"refunded {amount}"
 
-    TOOLS.update(refund=refund, refund_async=refund_async, runs=runs.copy)
+    durable_guard = DurableGuard(
+        base_url=file_provider.url,
+        credential=file_provider.credential,
+        harness_limit="2m",
+        poll_wait="5s",
+        return_margin="1s",
+        deadline_margin="1s",
+    )
+
+    @durable_guard.requires_approval(timeout="1m")
+    def refund_by_guard(payment_id: str, amount: int) -> str:
+        runs.append(amount)
+        return f"refunded {amount}"
+
+    @durable_guard.requires_approval(timeout="1m")
+    async def refund_by_guard_async(payment_id: str, amount: int) -> str:
+        runs.append(amount)
+        return f"refunded {amount}"
+
+    TOOLS.update(
+        refund=refund,
+        refund_async=refund_async,
+        refund_by_guard=refund_by_guard,
+        refund_by_guard_async=refund_by_guard_async,
+        runs=runs.copy,
+    )
     yield TOOLS
     TOOLS.clear()
     guard.close()
+    durable_guard.close()
 
 
 def test_step_key_is_the_workflow_id_and_the_step_position() -> None:
@@ -104,6 +130,53 @@ def test_a_guarded_call_in_a_workflow_sends_the_workflows_key(
     guarded = [s for s in steps if s["function_name"] == "approval_guard:refund"]
     assert len(guarded) == 1 and guarded[0]["output"] == "refunded 7"
     assert sent_keys(file_provider.db) == [step_key("wf-key", guarded[0]["function_id"])]
+
+
+def test_a_durable_guards_tool_in_a_workflow_is_a_step_with_the_workflows_key(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """DurableGuard: a plain @requires_approval tool is the durable step, no decorator needed."""
+    file_provider.policy = approve_after(0)
+    with SetWorkflowID("wf-guard"):
+        assert one_call("refund_by_guard", 4) == "refunded 4"
+    (step,) = [
+        s
+        for s in DBOS.list_workflow_steps("wf-guard")
+        if s["function_name"] == "approval_guard:refund_by_guard"
+    ]
+    assert step["output"] == "refunded 4"
+    assert sent_keys(file_provider.db) == [step_key("wf-guard", step["function_id"])]
+    assert tools["refund_by_guard"]("payment_123", 4) == "refunded 4"  # outside: as a Guard
+    assert len(set(sent_keys(file_provider.db))) == 2
+
+
+def test_a_durable_guards_async_tool_in_an_async_workflow_sends_the_workflows_key(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """DurableGuard with an async tool in an async workflow: the same key scheme."""
+    file_provider.policy = approve_after(0)
+
+    async def run() -> Any:
+        with SetWorkflowID("wf-guard-async"):
+            handle = await DBOS.start_workflow_async(one_call_async, "refund_by_guard_async", 6)
+        return await handle.get_result()
+
+    assert asyncio.run(run()) == "refunded 6"
+    (key,) = sent_keys(file_provider.db)
+    assert key.startswith("dbos:wf-guard-async:")
+
+
+def test_a_workflow_id_too_long_for_a_key_sends_its_digest(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """A 300-character workflow id: the key sent is dbos~<sha256>:<step>, within 255."""
+    file_provider.policy = approve_after(0)
+    long_id = "refund-" + "x" * 293
+    with SetWorkflowID(long_id):
+        assert one_call("refund", 1) == "refunded 1"
+    (key,) = sent_keys(file_provider.db)
+    assert key.startswith("dbos~") and len(key) <= 255
+    assert key in {step_key(long_id, step) for step in range(10)}
 
 
 def test_an_explicit_harness_key_wins_in_a_workflow(

@@ -27,7 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
 
 import approval_guard as ag  # noqa: E402
-from approval_guard.dbos import durable, durable_toolset  # noqa: E402
+from approval_guard.dbos import DurableGuard, durable  # noqa: E402
 from approval_guard.pydantic_ai import guarded  # noqa: E402
 from approval_guard.testing import approve_after  # noqa: E402
 from tests.support.durable import sent_keys  # noqa: E402
@@ -53,7 +53,7 @@ def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 @pytest.fixture
 def guard(file_provider: Any) -> Any:
-    made = ag.Guard(base_url=file_provider.url, credential=file_provider.credential)
+    made = DurableGuard(base_url=file_provider.url, credential=file_provider.credential)
     file_provider.policy = approve_after(0)
     RUNS.clear()
     yield made
@@ -82,10 +82,8 @@ def _run_in_workflow(agent: Agent[Any, str], workflow_id: str) -> str:
 def test_a_guarded_toolset_in_a_dbos_agent_sends_the_workflows_key(
     guard: ag.Guard, file_provider: Any, dbos_app: str
 ) -> None:
-    """durable_toolset(guarded(...)): the tool call is a step keyed by the agent's workflow."""
-    toolset = durable_toolset(
-        guarded(FunctionToolset([issue_refund]), guard, tools=["issue_refund"])
-    )
+    """guarded(toolset, DurableGuard(...)): the call is a step keyed by the agent's workflow."""
+    toolset = guarded(FunctionToolset([issue_refund]), guard, tools=["issue_refund"])
     agent = Agent(
         FunctionModel(_model),
         name="ag_toolset_agent",
@@ -99,17 +97,22 @@ def test_a_guarded_toolset_in_a_dbos_agent_sends_the_workflows_key(
 
 
 def test_a_durable_guarded_function_tool_in_a_dbos_agent_sends_the_workflows_key(
-    guard: ag.Guard, file_provider: Any, dbos_app: str
+    file_provider: Any, dbos_app: str
 ) -> None:
-    """@durable over @guard.requires_approval as a plain function tool: the same key scheme."""
-    tool = durable(guard.requires_approval(on_not_run=str)(issue_refund))
+    """@durable over a plain Guard's @requires_approval, as a function tool: the same key scheme."""
+    file_provider.policy = approve_after(0)
+    plain = ag.Guard(base_url=file_provider.url, credential=file_provider.credential)
+    tool = durable(plain.requires_approval(on_not_run=str)(issue_refund))
     agent = Agent(
         FunctionModel(_model),
         name="ag_function_agent",
         tools=[tool],
         capabilities=[DBOSDurability()],
     )
-    assert _run_in_workflow(agent, "agent-wf-2") == "refunded 4900 of payment_123"
+    try:
+        assert _run_in_workflow(agent, "agent-wf-2") == "refunded 4900 of payment_123"
+    finally:
+        plain.close()
     (key,) = sent_keys(file_provider.db)
     assert key.startswith("dbos:agent-wf-2:")
 
@@ -132,17 +135,9 @@ def test_the_dbos_agent_example_survives_a_kill_mid_wait() -> None:
     ]
 
 
-def test_outside_a_workflow_a_durable_toolset_calls_as_it_is(guard: ag.Guard) -> None:
+def test_outside_a_workflow_a_durable_guards_toolset_calls_as_it_is(guard: ag.Guard) -> None:
     """A plain Agent with the same toolset: the guarded call as today, a random key."""
-    toolset = durable_toolset(
-        guarded(FunctionToolset([issue_refund]), guard, tools=["issue_refund"])
-    )
+    toolset = guarded(FunctionToolset([issue_refund]), guard, tools=["issue_refund"])
     agent = Agent(FunctionModel(_model), toolsets=[toolset])
     assert agent.run_sync("refund it").output == "refunded 4900 of payment_123"
     assert RUNS == ["payment_123"]
-
-
-def test_durable_toolset_refuses_a_string_of_names(guard: ag.Guard) -> None:
-    """tools="issue_refund" would be a set of letters: refused when made."""
-    with pytest.raises(ag.ConfigurationError, match="collection of names"):
-        durable_toolset(FunctionToolset([issue_refund]), tools="issue_refund")
