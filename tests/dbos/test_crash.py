@@ -70,16 +70,21 @@ def _recover(spec: dict[str, Any], index: int = 2) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("asynchronous", "via"),
+    [(False, "durable"), (True, "durable"), (False, "guard"), (True, "guard")],
+    ids=["sync", "async", "sync-DurableGuard", "async-DurableGuard"],
+)
 def test_killed_mid_wait_the_recovered_workflow_runs_the_approved_tool_once(
     durable: Durable,
     provider: Any,
     dbos_workers: Workers,
     tmp_path: Path,
     asynchronous: bool,
+    via: str,
 ) -> None:
     """SIGKILL while waiting; a new process adopts the one request; approved, the tool runs once."""
-    spec = _spec(durable, provider, tmp_path, asynchronous=asynchronous)
+    spec = _spec(durable, provider, tmp_path, asynchronous=asynchronous, via=via)
     crashed = dbos_workers.start(spec)
     request = provider.next_request(timeout=60)
 

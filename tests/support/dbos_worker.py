@@ -18,6 +18,9 @@ Keys of the spec (JSON in the environment, so a DSN's password stays out of ``ps
     ``block`` seconds (so the test can kill it mid-call).
 ``asynchronous``
     True: an async workflow and an async guarded tool.
+``via``
+    ``"durable"`` (default): the tools are wrapped in ``durable``; ``"guard"``: they
+    are plain tools of a ``DurableGuard``.
 ``timeout``, ``limit``
     The tool's approval timeout and the harness limit (defaults ``1m``, ``2m``).
 ``after`` (optional)
@@ -51,10 +54,11 @@ def main() -> None:
     from dbos import DBOS, SetWorkflowID
 
     import approval_guard as ag
-    from approval_guard.dbos import durable
+    from approval_guard.dbos import DurableGuard, durable
 
     index = spec["index"]
-    guard = ag.Guard(
+    by_guard = spec.get("via") == "guard"
+    guard = (DurableGuard if by_guard else ag.Guard)(
         base_url=spec["url"],
         credential=spec["credential"],
         harness_limit=spec.get("limit", "2m"),
@@ -76,8 +80,9 @@ def main() -> None:
         return {"ran": True, "reason": None, "value": out}
 
     timeout = spec.get("timeout", "1m")
+    wrap: Any = (lambda fn: fn) if by_guard else durable
 
-    @durable
+    @wrap
     @guard.requires_approval(timeout=timeout)
     def issue_refund(payment_id: str, amount: int) -> str:
         record_run()
@@ -86,7 +91,7 @@ def main() -> None:
             time.sleep(float(spec.get("block", 60)))
         return f"refunded {payment_id} by worker {index}"
 
-    @durable
+    @wrap
     @guard.requires_approval(timeout=timeout)
     async def issue_refund_async(payment_id: str, amount: int) -> str:
         record_run()
