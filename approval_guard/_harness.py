@@ -15,6 +15,7 @@ from datetime import datetime
 
 import attrs
 
+from approval_guard._codec.clock import Clock
 from approval_guard._codec.duration import DurationLike
 from approval_guard._options.spec import check_key, check_requested_by, seconds_option
 from approval_guard.exceptions import ConfigurationError
@@ -131,3 +132,14 @@ def using(facts: HarnessCall) -> Iterator[HarnessCall]:
         yield facts
     finally:
         _HARNESS.reset(token)
+
+
+def first_start(started_at: datetime, clock: Clock, started: float | None) -> float:
+    """When the call began on ``clock``'s monotonic scale, counting from ``started_at``.
+
+    A durable harness's first attempt: the limit counts from then. Only the
+    deadlines move; the request's bytes stay those of the first attempt.
+    """
+    spent = max(0.0, (clock.now() - started_at).total_seconds())
+    begun = clock.monotonic() - spent
+    return begun if started is None else min(started, begun)

@@ -11,7 +11,7 @@ from typing import Any
 
 from approval_guard._guard import Guard
 from approval_guard._options.spec import ToolSpec
-from approval_guard.dbos._step import as_step, as_step_async
+from approval_guard.dbos._step import as_step, as_step_async, check_record
 
 
 class DurableGuard(Guard):
@@ -29,11 +29,18 @@ class DurableGuard(Guard):
         def refund_flow(payment_id: str) -> object:
             return issue_refund(payment_id, 4900)  # a durable step, keyed by the workflow
 
-    Takes exactly :class:`~approval_guard.Guard`'s options. Inside DBOS workflow code
+    Takes exactly :class:`~approval_guard.Guard`'s options, and ``ledger`` must be
+    an execution record every process that may recover the workflow shares
+    (``SQLiteLedger`` or ``PostgresLedger``): without one, a crash between the claim
+    and the tool's end could run the tool twice, so it raises
+    :class:`~approval_guard.exceptions.ConfigurationError`. Inside DBOS workflow code
     each guarded call runs as :func:`~approval_guard.dbos.durable` runs it (the
     step ``approval_guard:<tool name>``); outside a workflow, or inside another
     step, it is a Guard's call, unchanged.
     """
+
+    def _check(self) -> None:
+        check_record(self)
 
     def _call_sync(self, spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         plain = super()._call_sync

@@ -26,6 +26,9 @@ import attrs
 from dbos import DBOS
 
 from approval_guard import _harness
+from approval_guard._guard import Guard
+from approval_guard._ledger.memory import MemoryLedger
+from approval_guard._ledger.scoped import ProviderLedger
 from approval_guard.dbos._cancel import watching
 from approval_guard.exceptions import ConfigurationError
 
@@ -94,17 +97,22 @@ def durable(fn: Callable[..., Any], /, *, name: str | None = None) -> Callable[.
     elif not isinstance(name, str) or not name:
         raise ConfigurationError("name must be a non-empty string")
     step_name = name
+    guard_of: Callable[[], Guard] | None = getattr(fn, "__approval_guard_of__", None)
     if inspect.iscoroutinefunction(fn):
         afn = cast("Callable[..., Awaitable[Any]]", fn)
 
         @functools.wraps(fn)
         async def async_durable(*args: Any, **kwargs: Any) -> Any:
+            if guard_of is not None and _in_workflow():
+                check_record(guard_of())
             return await as_step_async(step_name, afn, args, kwargs)
 
         return async_durable
 
     @functools.wraps(fn)
     def sync_durable(*args: Any, **kwargs: Any) -> Any:
+        if guard_of is not None and _in_workflow():
+            check_record(guard_of())
         return as_step(step_name, fn, args, kwargs)
 
     return sync_durable
@@ -136,6 +144,23 @@ async def _in_step_async(
 ) -> R:
     with _step_facts(started):
         return await fn(*args, **kwargs)
+
+
+def check_record(guard: Guard) -> None:
+    """Refuse a Guard whose execution record dies with its process: a recovery could not see it.
+
+    With it, a crash between the claim and the tool's end would let the recovered
+    step claim again, in a new process's empty record, and run the tool twice.
+    """
+    ledger = guard.ledger
+    record = ledger.record if isinstance(ledger, ProviderLedger) else ledger
+    if isinstance(record, MemoryLedger):
+        raise ConfigurationError(
+            "a durable guarded call needs an execution record that outlives its process, "
+            "shared by every process that may recover the workflow: "
+            "Guard(ledger=ag.SQLiteLedger(path)) on one machine, "
+            "Guard(ledger=ag.PostgresLedger(dsn)) on several"
+        )
 
 
 def _in_workflow() -> bool:

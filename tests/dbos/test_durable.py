@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,7 +47,7 @@ async def one_call_async(tool: str, amount: int) -> Any:
 
 
 @pytest.fixture
-def tools(file_provider: LocalProvider) -> Iterator[dict[str, Callable[..., Any]]]:
+def tools(file_provider: LocalProvider, tmp_path: Path) -> Iterator[dict[str, Callable[..., Any]]]:
     """``refund`` and ``refund_async``: guarded and durable, counting their runs in ``runs``."""
     guard = ag.Guard(
         base_url=file_provider.url,
@@ -55,6 +56,7 @@ def tools(file_provider: LocalProvider) -> Iterator[dict[str, Callable[..., Any]
         poll_wait="5s",
         return_margin="1s",
         deadline_margin="1s",
+        ledger=ag.SQLiteLedger(tmp_path / "executions.sqlite"),
     )
     runs: list[int] = []
 
@@ -77,6 +79,7 @@ def tools(file_provider: LocalProvider) -> Iterator[dict[str, Callable[..., Any]
         poll_wait="5s",
         return_margin="1s",
         deadline_margin="1s",
+        ledger=ag.SQLiteLedger(tmp_path / "executions.sqlite"),
     )
 
     @durable_guard.requires_approval(timeout="1m")
@@ -177,6 +180,43 @@ def test_a_workflow_id_too_long_for_a_key_sends_its_digest(
     (key,) = sent_keys(file_provider.db)
     assert key.startswith("dbos~") and len(key) <= 255
     assert key in {step_key(long_id, step) for step in range(10)}
+
+
+@pytest.mark.parametrize("ledger", [None, "memory"])
+def test_a_durable_guard_without_a_shared_record_is_refused(
+    file_provider: LocalProvider, ledger: str | None
+) -> None:
+    """No ledger, or one in memory: a recovered step could run the tool twice, so it raises."""
+    with pytest.raises(ag.ConfigurationError, match="outlives its process"):
+        DurableGuard(
+            base_url=file_provider.url,
+            credential=file_provider.credential,
+            ledger=None if ledger is None else ag.MemoryLedger(),
+        )
+
+
+def test_durable_refuses_a_guard_with_a_process_record_in_a_workflow(
+    dbos_app: str, file_provider: LocalProvider
+) -> None:
+    """durable() over a Guard with this process's record: refused in a workflow, nothing sent."""
+    guard = ag.Guard(base_url=file_provider.url, credential=file_provider.credential)
+    file_provider.policy = approve_after(0)
+
+    def refund(payment_id: str, amount: int) -> int:
+        return amount
+
+    TOOLS["refund"] = durable(guard.requires_approval(timeout="1m")(refund))
+    try:
+        with (
+            pytest.raises(ag.ConfigurationError, match="outlives its process"),
+            SetWorkflowID("wf-memory"),
+        ):
+            one_call("refund", 1)
+        assert TOOLS["refund"]("payment_123", 1) == 1  # outside a workflow: as today
+        assert file_provider.stats.creates == 1
+    finally:
+        TOOLS.clear()
+        guard.close()
 
 
 def test_an_explicit_harness_key_wins_in_a_workflow(

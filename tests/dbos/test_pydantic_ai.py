@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,8 +53,12 @@ def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 @pytest.fixture
-def guard(file_provider: Any) -> Any:
-    made = DurableGuard(base_url=file_provider.url, credential=file_provider.credential)
+def guard(file_provider: Any, tmp_path: Path) -> Any:
+    made = DurableGuard(
+        base_url=file_provider.url,
+        credential=file_provider.credential,
+        ledger=ag.SQLiteLedger(tmp_path / "executions.sqlite"),
+    )
     file_provider.policy = approve_after(0)
     RUNS.clear()
     yield made
@@ -97,11 +102,15 @@ def test_a_guarded_toolset_in_a_dbos_agent_sends_the_workflows_key(
 
 
 def test_a_durable_guarded_function_tool_in_a_dbos_agent_sends_the_workflows_key(
-    file_provider: Any, dbos_app: str
+    file_provider: Any, dbos_app: str, tmp_path: Path
 ) -> None:
     """@durable over a plain Guard's @requires_approval, as a function tool: the same key scheme."""
     file_provider.policy = approve_after(0)
-    plain = ag.Guard(base_url=file_provider.url, credential=file_provider.credential)
+    plain = ag.Guard(
+        base_url=file_provider.url,
+        credential=file_provider.credential,
+        ledger=ag.SQLiteLedger(tmp_path / "plain.sqlite"),
+    )
     tool = durable(plain.requires_approval(on_not_run=str)(issue_refund))
     agent = Agent(
         FunctionModel(_model),
