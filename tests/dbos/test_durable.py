@@ -41,6 +41,16 @@ def explicit_key(tool: str, key: str) -> Any:
         return TOOLS[tool]("payment_123", 1)
 
 
+#: Events a workflow's harness_call(abandon=...) takes, by name (not serializable inputs).
+EVENTS: dict[str, threading.Event] = {}
+
+
+@DBOS.workflow(name="ag_test_abandoned")
+def abandoned_call(tool: str, event: str) -> Any:
+    with ag.harness_call(abandon=EVENTS[event]):
+        return TOOLS[tool]("payment_123", 1)
+
+
 @DBOS.workflow(name="ag_test_one_call_async")
 async def one_call_async(tool: str, amount: int) -> Any:
     return await TOOLS[tool]("payment_123", amount)
@@ -312,6 +322,24 @@ def test_cancelling_the_workflow_withdraws_the_pending_request(
         if asynchronous:
             done.set()
             runner.join(30)
+    assert tools["runs"]() == []
+
+
+def test_the_harness_abandon_event_still_withdraws_inside_a_workflow(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """harness_call(abandon=event) around the durable call: setting it withdraws the request."""
+    EVENTS["stop"] = threading.Event()
+    try:
+        with SetWorkflowID("wf-abandon"):
+            handle = DBOS.start_workflow(abandoned_call, "refund", "stop")
+        request = file_provider.next_request(timeout=30)
+        EVENTS["stop"].set()
+        out = handle.get_result()
+    finally:
+        EVENTS.clear()
+    assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.CANCELLED
+    assert file_provider.get(request.id).status == "cancelled"
     assert tools["runs"]() == []
 
 

@@ -111,7 +111,7 @@ def postgres_backend(dsn: str) -> Iterator[Backend]:
 
 @attrs.define
 class Workers:
-    """Starts ``ledger_worker.py`` processes and collects their one-line JSON answers."""
+    """Starts worker processes (``ledger_worker.py`` by default) and collects their JSON answers."""
 
     tmp_path: Path
     running: list[subprocess.Popen[str]] = attrs.field(factory=list)
