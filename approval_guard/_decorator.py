@@ -87,6 +87,8 @@ class Decorator(Generic[N]):
         # No __signature__ of our own: inspect.signature() follows __wrapped__ to
         # fn, so eval_str=True (MCP) resolves string annotations in fn's module.
         wrapper.__approval_guard__ = spec
+        # Which Guard the tool calls through (looked up at call time: the default one may change).
+        wrapper.__approval_guard_of__ = get_guard
         return wrapper
 
 

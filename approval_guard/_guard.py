@@ -147,6 +147,10 @@ class Guard:
         self._redaction_key = new_key() if redaction_key is None else check_key(redaction_key)
         # The person every call is made for, unless harness_call(requested_by=...) says.
         self._requested_by = None if requested_by is None else check_requested_by(requested_by)
+        self._check()
+
+    def _check(self) -> None:
+        """A subclass's own checks of the options, once they are set (raise ConfigurationError)."""
 
     def __repr__(self) -> str:
         return (
@@ -275,6 +279,8 @@ class Guard:
     ) -> tuple[CallPlan | NotRun, threading.Event | None]:
         """This call's plan (or why nothing will be sent), and the harness's abandon event."""
         facts = _harness.current()
+        if facts.started_at is not None:
+            started = _harness.first_start(facts.started_at, self._clock, started)
         plan = plan_call(
             spec,
             args,

@@ -11,9 +11,11 @@ import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import attrs
 
+from approval_guard._codec.clock import Clock
 from approval_guard._codec.duration import DurationLike
 from approval_guard._options.spec import (
     check_batch,
@@ -38,6 +40,8 @@ class HarnessCall:
     batch: str | None = None
     #: The agent's stated reason for this call (sent as API 1.3 ``context``).
     reason: str | None = None
+    #: When the harness first started this tool call (aware): the limit counts from then.
+    started_at: datetime | None = None
 
 
 _NO_HARNESS = HarnessCall()
@@ -107,6 +111,7 @@ def harness_call(
     requested_by: str | None = None,
     batch: str | None = None,
     reason: str | None = None,
+    started_at: datetime | None = None,
 ) -> Iterator[HarnessCall]:
     """Tell guarded calls made inside the block what the harness knows about this tool call.
 
@@ -130,6 +135,11 @@ def harness_call(
       words; nothing is decided from it. At most 1,000 characters are sent: a
       longer one is cut to fit and ends with ``" [… cut]"``. It takes the place
       of the tool's ``describe=`` sentence.
+    - ``started_at``: when the harness first started this tool call, as an aware
+      ``datetime``, if that was before now: a durable harness that runs the call
+      again after a crash passes its first attempt's time, so the ``limit`` counts
+      from then and a recovered call never waits a fresh limit (the request sent
+      is the same either way). ``approval_guard.dbos`` passes it for you.
 
     ``batch`` and ``reason`` need a provider that serves API 1.3: an older one
     refuses the create (400), and the call returns ``NotRun(NOT_OBTAINED)`` without
@@ -156,6 +166,10 @@ def harness_call(
         check_batch(batch)
     if reason is not None:
         check_reason(reason)
+    if started_at is not None and (
+        not isinstance(started_at, datetime) or started_at.utcoffset() is None
+    ):
+        raise ConfigurationError("started_at must be a datetime with a time zone")
     facts = HarnessCall(
         idempotency_key=idempotency_key,
         limit=seconds,
@@ -163,9 +177,31 @@ def harness_call(
         requested_by=requested_by,
         batch=batch,
         reason=reason,
+        started_at=started_at,
     )
     token = _HARNESS.set(facts)
     try:
         yield facts
     finally:
         _HARNESS.reset(token)
+
+
+@contextmanager
+def using(facts: HarnessCall) -> Iterator[HarnessCall]:
+    """Make ``facts`` (checked already) the current harness facts for a block."""
+    token = _HARNESS.set(facts)
+    try:
+        yield facts
+    finally:
+        _HARNESS.reset(token)
+
+
+def first_start(started_at: datetime, clock: Clock, started: float | None) -> float:
+    """When the call began on ``clock``'s monotonic scale, counting from ``started_at``.
+
+    A durable harness's first attempt: the limit counts from then. Only the
+    deadlines move; the request's bytes stay those of the first attempt.
+    """
+    spent = max(0.0, (clock.now() - started_at).total_seconds())
+    begun = clock.monotonic() - spent
+    return begun if started is None else min(started, begun)

@@ -30,6 +30,7 @@ INTEGRATIONS = (
     "approval_guard.adk",
     "approval_guard.claude",
     "approval_guard.crewai",
+    "approval_guard.dbos",
     "approval_guard.langchain",
     "approval_guard.pydantic_ai",
 )

@@ -87,6 +87,7 @@ def test_every_public_name_is_there(module: ModuleType, names: list[str]) -> Non
 
 #: The integrations' surfaces: (module, the framework it needs, its __all__).
 INTEGRATIONS = [
+    ("approval_guard.dbos", "dbos", ["DurableGuard", "durable", "step_key"]),
     (
         "approval_guard.pydantic_ai",
         "pydantic_ai",

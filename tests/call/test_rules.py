@@ -7,7 +7,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -581,3 +581,38 @@ def test_on_not_run_must_be_callable(unit_guard: ag.Guard) -> None:
     """A bad on_not_run raises at decoration."""
     with pytest.raises(ValueError, match="on_not_run"):
         unit_guard.requires_approval(on_not_run="str")  # type: ignore[call-overload]
+
+
+def test_started_at_counts_the_harness_limit_from_the_first_attempt(
+    clock: ManualClock, fake: FakeProvider, unit_guard: ag.Guard
+) -> None:
+    """A call first started longer ago than its limit is NOT_OBTAINED at once: nothing is sent."""
+    first = clock.now() - timedelta(minutes=4)
+    with ag.harness_call(limit="3m", started_at=first, idempotency_key="toolcall_late"):
+        out = make_tool(unit_guard, [])("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    assert [] == fake.creates and [] == fake.cancels
+
+
+def test_started_at_leaves_the_rest_of_the_limit_and_the_same_request(
+    clock: ManualClock, fake: FakeProvider, unit_guard: ag.Guard
+) -> None:
+    """Started 2 minutes ago with a 3-minute limit: the same body, and the wait ends a minute on."""
+    with ag.harness_call(limit="3m", idempotency_key="toolcall_fresh"):
+        make_tool(unit_guard, [])("p", 1)
+    start = clock.monotonic()
+    first = clock.now() - timedelta(minutes=2)
+    with ag.harness_call(limit="3m", started_at=first, idempotency_key="toolcall_again"):
+        out = make_tool(unit_guard, [])("p", 1)
+    assert isinstance(out, ag.NotRun) and ag.Reason.NOT_OBTAINED == out.reason
+    assert fake.creates[0][3] == fake.creates[-1][3]  # the same bytes as a first attempt
+    assert 50 <= clock.monotonic() - start <= 60
+
+
+def test_started_at_must_have_a_time_zone() -> None:
+    """A naive datetime is refused when harness_call is entered."""
+    with (
+        pytest.raises(ag.ConfigurationError, match="started_at"),
+        ag.harness_call(started_at=datetime(2026, 1, 1)),
+    ):
+        pass

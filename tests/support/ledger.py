@@ -111,15 +111,17 @@ def postgres_backend(dsn: str) -> Iterator[Backend]:
 
 @attrs.define
 class Workers:
-    """Starts ``ledger_worker.py`` processes and collects their one-line JSON answers."""
+    """Starts worker processes (``ledger_worker.py`` by default) and collects their JSON answers."""
 
     tmp_path: Path
     running: list[subprocess.Popen[str]] = attrs.field(factory=list)
+    #: The worker script: ``ledger_worker.py``, or ``dbos_worker.py`` for DBOS applications.
+    script: Path = WORKER_SCRIPT
 
     def start(self, spec: dict[str, Any]) -> subprocess.Popen[str]:
         """Start one worker on ``spec`` (see ledger_worker.py)."""
         process = subprocess.Popen(
-            [sys.executable, str(WORKER_SCRIPT)],
+            [sys.executable, str(self.script)],
             env={**os.environ, "AG_WORKER": json.dumps(spec)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
