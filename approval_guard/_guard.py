@@ -341,8 +341,7 @@ class Guard:
             report.finished_unasked(None)
             return value
         plan, abandon = self._plan(spec, args, kwargs, bound, started)
-        if spec.describe is not None and isinstance(plan, CallPlan) and plan.context is None:
-            plan = described(spec, plan)
+        plan = described(spec, plan)
         gen = self._rules(plan, abandon, report.emit)
         if isinstance(gen, NotRun):
             return report.result(gen)
@@ -400,12 +399,8 @@ class Guard:
                 return value
         perform = self._async_transport()
         plan, abandon = self._plan(spec, args, kwargs, bound, started)
-        if spec.describe is not None and isinstance(plan, CallPlan) and plan.context is None:
-            # The harness's reason (plan.context) takes the place of the tool's sentence.
-            if spec.describe_async:
-                plan = await described_async(spec, plan)
-            else:
-                plan = described(spec, plan)
+        if spec.describe is not None:
+            plan = await described_async(spec, plan)
         gen = self._rules(plan, abandon, report.emit)
         if isinstance(gen, NotRun):
             return report.result(gen)

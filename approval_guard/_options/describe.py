@@ -27,10 +27,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("approval_guard")
 
 
-def described(spec: ToolSpec, plan: CallPlan) -> CallPlan | NotRun:
-    """``plan`` with ``describe``'s sentence as its context, or why nothing is sent."""
+def described(spec: ToolSpec, plan: CallPlan | NotRun) -> CallPlan | NotRun:
+    """``plan`` with ``describe``'s sentence as its context, or why nothing is sent.
+
+    Unchanged when there is nothing to describe: no plan, no ``describe``, or a
+    harness's own reason already (it takes the place of the tool's sentence).
+    """
     describe = spec.describe
-    assert describe is not None
+    if describe is None or isinstance(plan, NotRun) or plan.context is not None:
+        return plan
     try:
         sentence = describe(MappingProxyType(copy.deepcopy(plan.arguments)))
     except Exception as exc:
@@ -38,10 +43,11 @@ def described(spec: ToolSpec, plan: CallPlan) -> CallPlan | NotRun:
     return _sentence(spec, plan, sentence)
 
 
-async def described_async(spec: ToolSpec, plan: CallPlan) -> CallPlan | NotRun:
-    """:func:`described` for an async ``describe`` (or one that returns an awaitable)."""
+async def described_async(spec: ToolSpec, plan: CallPlan | NotRun) -> CallPlan | NotRun:
+    """:func:`described` for an async tool: ``describe`` may be async (or return an awaitable)."""
     describe = spec.describe
-    assert describe is not None
+    if describe is None or isinstance(plan, NotRun) or plan.context is not None:
+        return plan
     try:
         sentence = describe(MappingProxyType(copy.deepcopy(plan.arguments)))
         if inspect.isawaitable(sentence):
