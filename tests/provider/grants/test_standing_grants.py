@@ -428,3 +428,18 @@ def test_a_grant_may_decide_the_pending_requests_it_covers_when_asked(desk: Desk
     assert results[1]["error"]["type"] == "invalid_request"
     assert desk.agent.poll(waiting[1]).json()["status"] == "pending"
     assert desk.agent.poll(outside).json()["status"] == "pending"
+
+
+def test_a_self_grant_is_refused_where_self_approval_is_off(desk: Desk) -> None:
+    """carol may not approve her own request, so she may not give a grant on it: 403, nothing."""
+    body = {
+        "tool": "wire_money",
+        "arguments": {"to": "acct_1", "amount": 10},
+        "timeout": "30m",
+        "requested_by": "carol",
+    }
+    first = desk.agent.new(body=body)
+    answer = desk.grant(first["id"], "carol", {"for": "1h", "requested_by": "any"})
+    assert answer.status_code == 403 and error_type(answer) == "forbidden"
+    assert desk.as_("bob").get("/v1/grants?all=1").json()["grants"] == []
+    assert desk.agent.poll(first["id"]).json()["approvals"] == []
