@@ -134,6 +134,10 @@ class CallPlan:
     requested_by: str | None = None
     #: ``arguments`` as canonical JSON, as they are in ``body`` (None: not kept).
     arguments_json: bytes | None = None
+    #: ``body`` without API 1.3's ``redacted`` (None: the body has none), sent after
+    #: a provider refused the body with 400, as an older one refuses a field it
+    #: does not know.
+    plain_body: bytes | None = None
 
 
 @attrs.frozen

@@ -18,6 +18,7 @@ import attrs
 from approval_guard._call.ops import CallPlan
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._codec.clock import Clock
+from approval_guard._codec.display import markers_at
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.marker import REDACTED_KEY, holds_marker_key
 from approval_guard._codec.serialize import dumps, to_json_value
@@ -134,9 +135,18 @@ def plan_call(
     # already spent: a harness that replays the key after a crash must send
     # the same bytes, or the provider rejects it as a different request.
     arguments_json = dumps(arguments)
-    body = (
+    plain_body = (
         b'{"arguments":' + arguments_json + _body_tail(spec.name, timeout, editable, requested_by)
     )
+    body: bytes = plain_body
+    sent_plain: bytes | None = None
+    if how is not None:
+        # API 1.3: where the markers are, so a provider shows only these as redactions.
+        # (Every marker is the guard's: arguments holding one were refused above.)
+        places = markers_at(arguments)
+        if places:
+            rest = {**body_rest(spec.name, timeout, editable, requested_by), "redacted": places}
+            body, sent_plain = request_body(arguments_json, rest), plain_body
     if started is None:
         started = clock.monotonic()
 
@@ -160,6 +170,7 @@ def plan_call(
         messages=spec.messages,
         requested_by=requested_by,
         arguments_json=arguments_json,
+        plain_body=sent_plain,
     )
 
 

@@ -60,6 +60,9 @@ class ApprovalRequest:
     requested_by: str | None = None
     #: API 1.1: ``(approvals so far, approvals required)`` while a request needs several.
     quorum: tuple[int, int] | None = None
+    #: API 1.3: the JSON Pointers of the arguments the guard redacted (only these
+    #: markers are shown as redactions; see ``_codec.display.with_markers_shown``).
+    redacted: tuple[str, ...] = ()
 
     @property
     def is_pending(self) -> bool:
@@ -134,6 +137,13 @@ def _editable(value: object) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _redacted(value: object) -> tuple[str, ...]:
+    """An echoed ``redacted``: a list of strings, else nothing (no marker is shown as one)."""
+    if not isinstance(value, list) or not all(isinstance(path, str) for path in value):
+        return ()
+    return tuple(value)
+
+
 def parse_request(obj: object) -> ApprovalRequest:
     """Build an :class:`ApprovalRequest` from decoded JSON, or raise :class:`WireError`."""
     if not isinstance(obj, dict):
@@ -142,6 +152,7 @@ def parse_request(obj: object) -> ApprovalRequest:
     cancelled_raw = obj.get("cancelled_at")
     editable_raw = obj.get("editable")
     requested_by = obj.get("requested_by")
+    redacted_raw = obj.get("redacted")
     # Each field as JSON decodes it is taken at once; anything else goes through _require,
     # which says what is wrong with it (in the same order: id, status, tool, ...).
     request_id = obj.get("id")
@@ -184,6 +195,7 @@ def parse_request(obj: object) -> ApprovalRequest:
         editable=None if editable_raw is None else _editable(editable_raw),
         requested_by=None if requested_by is None else _requested_by(requested_by),
         quorum=None if "approvals" not in obj else _quorum(obj),
+        redacted=() if redacted_raw is None else _redacted(redacted_raw),
     )
 
 
@@ -221,6 +233,8 @@ def request_to_json(request: ApprovalRequest) -> dict[str, Any]:
         out["editable"] = list(request.editable)
     if request.requested_by is not None:
         out["requested_by"] = request.requested_by
+    if request.redacted:
+        out["redacted"] = list(request.redacted)
     return out
 
 

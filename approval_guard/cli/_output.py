@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -56,15 +56,19 @@ def safe(text: str) -> str:
     return escape(text)
 
 
-def pretty_json(value: Any, *, indent: str = "") -> str:
-    """Readable JSON, numbers exact, markers shown as redacted, each line terminal-safe."""
-    text = escape_lines(dump_json(with_markers_shown(value), indent=2))
+def pretty_json(value: Any, *, indent: str = "", redacted: Collection[str] = ()) -> str:
+    """Readable JSON, numbers exact, each line terminal-safe.
+
+    The markers at the JSON Pointers in ``redacted`` (the request's API 1.3
+    ``redacted``) are shown as redacted; any other is the JSON it is.
+    """
+    text = escape_lines(dump_json(with_markers_shown(value, redacted), indent=2))
     return "\n".join(indent + line for line in text.splitlines())
 
 
-def compact_json(value: Any, *, width: int) -> str:
-    """One terminal-safe line of JSON (markers shown as redacted), cut to ``width`` with "…"."""
-    text = safe(dump_json(with_markers_shown(value)))
+def compact_json(value: Any, *, width: int, redacted: Collection[str] = ()) -> str:
+    """One terminal-safe line of JSON cut to ``width`` with "…" (``redacted``: see pretty_json)."""
+    text = safe(dump_json(with_markers_shown(value, redacted)))
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 

@@ -34,6 +34,7 @@ class Api:
         timeout: str = "30m",
         key: str | None = None,
         body: Any = None,
+        redacted: list[str] | None = None,
         **kwargs: Any,
     ) -> requests.Response:
         payload = (
@@ -45,6 +46,8 @@ class Api:
                 "timeout": timeout,
             }
         )
+        if redacted is not None:
+            payload = {**payload, "redacted": redacted}  # API 1.3
         headers = self.headers(**{"Idempotency-Key": key or str(uuid.uuid4())})
         return self.session.post(
             f"{self.url}/v1/requests", json=payload, headers=headers, timeout=10, **kwargs

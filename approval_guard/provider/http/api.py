@@ -126,7 +126,7 @@ def _create_now(
     """Blocking: check the credential again and the body, then create (or find) the request."""
     credential = authenticated_again(ctx.store, ctx.hints, request, early)
     obj = json_object(body)
-    no_unknown(obj, {"tool", "arguments", "timeout", "editable", "requested_by"})
+    no_unknown(obj, {"tool", "arguments", "timeout", "editable", "requested_by", "redacted"})
     tool = obj.get("tool")
     if not isinstance(tool, str) or not 1 <= len(tool) <= MAX_TOOL_CHARS:
         raise bad(f"'tool' must be a string of 1 to {MAX_TOOL_CHARS} characters")
@@ -161,6 +161,7 @@ def _create_now(
             requested_by=requested_by,
             approvals_required=required,
             source=source,
+            redacted=obj.get("redacted"),  # API 1.3: checked by the store
         )
     except IdempotencyKeyReused as exc:
         # Keys are per credential, so this is the request its own creator made.

@@ -15,7 +15,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from approval_guard._codec.display import escape, with_markers_shown
+from approval_guard._codec.display import escape, pointer, with_markers_shown
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import (
@@ -64,9 +64,13 @@ def plain(value: str, limit: int) -> str:
     return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
 
 
-def json_text(value: Any) -> str:
-    """An argument's value as a reviewer reads it: exact JSON, markers as markers."""
-    return dump_json(with_markers_shown(value))
+def json_text(value: Any, redacted: tuple[str, ...] = (), *, at: str = "") -> str:
+    """An argument's value as a reviewer reads it: exact JSON, redactions as markers.
+
+    ``redacted`` and ``at``: which markers the create said are redactions (see
+    :func:`~approval_guard._codec.display.with_markers_shown`).
+    """
+    return dump_json(with_markers_shown(value, redacted, at=at))
 
 
 def when(moment: datetime) -> str:
@@ -79,10 +83,16 @@ def _section(markdown: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": markdown[:3000]}}
 
 
-def _argument_blocks(arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    items = list(arguments.items())
+def _argument_blocks(request: StoredRequest) -> list[dict[str, Any]]:
+    items = list(request.arguments.items())
     shown = items[:MAX_ARGUMENTS]
-    blocks = [_section(f"{code(str(name), 80)}: {code(json_text(value))}") for name, value in shown]
+    blocks = [
+        _section(
+            f"{code(str(name), 80)}: "
+            f"{code(json_text(value, request.redacted, at=pointer((name,))))}"
+        )
+        for name, value in shown
+    ]
     if len(items) > len(shown):
         blocks.append(_section(f"\u2026 and {len(items) - len(shown)} more arguments"))
     return blocks or [_section("_no arguments_")]
@@ -161,7 +171,7 @@ def message(
     link = request_link(public_url, request.id)
     if link is not None:
         context.append(f"<{link}|open on the review page>")
-    blocks = [_section(headline(request)), *_argument_blocks(request.arguments)]
+    blocks = [_section(headline(request)), *_argument_blocks(request)]
     blocks.append(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": " \u00b7 ".join(context)}]}
     )

@@ -122,6 +122,7 @@ _SCHEMA = (
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approvals_required integer",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS approval_list text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decided_by_name text",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS redacted text",
     """CREATE TABLE IF NOT EXISTS ag_webhook_outbox (
         id              text PRIMARY KEY,
         seq             bigint NOT NULL,

@@ -105,6 +105,7 @@ class StoreProtocol(Protocol):
         requested_by: str | None = None,
         approvals_required: int = 1,
         source: str = "api",
+        redacted: Sequence[str] | None = None,
     ) -> CreateResult: ...
 
     def get_request(

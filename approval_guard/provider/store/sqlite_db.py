@@ -79,7 +79,8 @@ CREATE TABLE IF NOT EXISTS requests (
     requested_by    TEXT,
     approvals_required INTEGER,
     approval_list   TEXT,
-    decided_by_name TEXT
+    decided_by_name TEXT,
+    redacted        TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_by_status ON requests (status, deadline_at);
 CREATE INDEX IF NOT EXISTS requests_by_created ON requests (created_at);
@@ -163,6 +164,7 @@ _ADDED_COLUMNS = (
     ("requests", "approvals_required", "INTEGER"),
     ("requests", "approval_list", "TEXT"),
     ("requests", "decided_by_name", "TEXT"),
+    ("requests", "redacted", "TEXT"),
 )
 
 

@@ -494,7 +494,7 @@ def test_redaction_markers_are_displayed_as_redacted(api: Api, reviewer: Api) ->
         "card": {"number": {"$redacted": "00ff00ff00ff"}, "expiry": "12/30"},
         "lookalike": "\u2039redacted 1a2b3c4d5e6f\u203a",
     }
-    created = api.new(arguments=arguments)
+    created = api.new(arguments=arguments, redacted=["/api_key", "/card/number"])
 
     display = listed(reviewer, created["id"])["display"]
 

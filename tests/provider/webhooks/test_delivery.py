@@ -56,7 +56,7 @@ def test_created_then_decided_arrive_signed_and_verify(tmp_path: Path, receiver:
     with _serve(tmp_path / "a.db", target, public_url="https://review.example/") as server:
         api, reviewer = _clients(server)
         arguments = {"payment_id": "p_1", "amount": 4900, "token": {"$redacted": "0123456789ab"}}
-        request = api.new(arguments=arguments)
+        request = api.new(arguments=arguments, redacted=["/token"])
         first = receiver.wait_count(1)[0]
         reviewer.decide(request["id"], {"status": "approved", "note": "fine"}).raise_for_status()
         got = receiver.wait_count(2)
@@ -72,6 +72,7 @@ def test_created_then_decided_arrive_signed_and_verify(tmp_path: Path, receiver:
         data = delivery.json["data"]
         assert request["id"] == data["id"]
         assert arguments == data["arguments"]  # the marker exactly as the adapter sent it
+        assert ["/token"] == data["redacted"]  # API 1.3: which markers are redactions
         assert f"https://review.example/?request={request['id']}" == data["url"]
         assert request["deadline_at"] == data["deadline_at"]
     decision = got[1].json["data"]["decision"]
@@ -260,7 +261,10 @@ def test_a_store_without_targets_queues_nothing(tmp_path: Path) -> None:
 def test_the_slack_message_shows_markers_not_secrets_and_links_the_request(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    """A guarded call with a redacted key: the Slack text has the marker, the link, no secret."""
+    """A guarded call with a redacted key: the Slack text has the marker, the link, no secret.
+
+    The guard lists the marker's place (API 1.3 ``redacted``): only so is it shown as one.
+    """
     secret_value = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
     target = WebhookTarget(receiver.url, None, "slack")
     with _serve(tmp_path / "a.db", target, public_url="https://review.example") as server:

@@ -171,6 +171,7 @@ def request_from_row(row: Any) -> StoredRequest:
         requested_by=row["requested_by"],
         approvals_required=row["approvals_required"] or 1,
         approvals=_approvals(row["approval_list"]),
+        redacted=() if row["redacted"] is None else tuple(load_stored(row["redacted"])),
     )
 
 

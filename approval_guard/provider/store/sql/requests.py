@@ -11,7 +11,7 @@ from typing import Any
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json, check_json_value
 from approval_guard._codec.wire import EXPIRED, PENDING
-from approval_guard.provider.store.checks import body_hash, check_editable
+from approval_guard.provider.store.checks import body_hash, check_editable, check_redacted
 from approval_guard.provider.store.ids import new_id
 from approval_guard.provider.store.models import (
     KEY_RETENTION,
@@ -85,6 +85,7 @@ class RequestsMixin(SQLStoreBase):
         requested_by: str | None = None,
         approvals_required: int = 1,
         source: str = "api",
+        redacted: Sequence[str] | None = None,
     ) -> CreateResult:
         """Create a pending request, or replay the one this key already made.
 
@@ -106,11 +107,12 @@ class RequestsMixin(SQLStoreBase):
             raise InvalidJSON("the arguments must be a JSON object")
         check_json_value(arguments)
         names = check_editable(arguments, editable)
+        hidden = check_redacted(arguments, redacted)
         if requested_by is not None:
             check_json_value(requested_by)
         if not 1 <= approvals_required <= 10:
             raise ValueError(f"approvals_required must be 1 to 10, not {approvals_required!r}")
-        digest = body_hash(tool, arguments, timeout_seconds, names, requested_by)
+        digest = body_hash(tool, arguments, timeout_seconds, names, requested_by, hidden)
         existing = self.replay(owner, idempotency_key, digest)
         if existing is not None:
             return CreateResult(request=existing, created=False)
@@ -130,8 +132,8 @@ class RequestsMixin(SQLStoreBase):
                     tx.execute(
                         "INSERT INTO requests (id, owner_id, idempotency_key, body_sha256, tool, "
                         "arguments, timeout, status, created_at, deadline_at, editable, "
-                        "requested_by, approvals_required) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                        "requested_by, approvals_required, redacted) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
                         (
                             request_id,
                             owner.id,
@@ -146,6 +148,7 @@ class RequestsMixin(SQLStoreBase):
                             canonical_json(list(names)) if names else None,
                             requested_by,
                             approvals_required,
+                            canonical_json(list(hidden)) if hidden else None,
                         ),
                     )
                 )
