@@ -19,6 +19,7 @@ from approval_guard._codec.exact_json import (
     canonical_json,
     check_json_value,
     load_json,
+    unreadable_number,
 )
 from approval_guard._codec.marker import holds_marker_key as contains_redacted
 from approval_guard._codec.wire import APPROVED
@@ -197,7 +198,8 @@ def check_edit(request: StoredRequest, status: str, arguments: object) -> dict[s
 
     Refused: arguments on a denial, on a request without editable names, that
     are not an object, that add, remove or change a name not listed as
-    editable, or that put something redacted into an edited value. Arguments
+    editable, that put something redacted into an edited value, or a number
+    no reader holds (:func:`~approval_guard._codec.exact_json.unreadable_number`). Arguments
     equal to the request's own are no edit (None).
     """
     if arguments is None:
@@ -219,6 +221,13 @@ def check_edit(request: StoredRequest, status: str, arguments: object) -> dict[s
             raise InvalidEdit(f"{_quoted(name)} is not editable on this request")
         if contains_redacted(arguments[name]):
             raise InvalidEdit(f"the new value of {_quoted(name)} holds a redaction marker")
+        number = unreadable_number(arguments[name])
+        if number is not None:
+            raise InvalidEdit(
+                f"the new value of {_quoted(name)} holds {number}, a number no JSON reader "
+                "holds as written (past a double's range, or too long to read), so the tool "
+                "could not get it"
+            )
     return arguments if changed else None
 
 
