@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -92,6 +93,41 @@ class Api:
         return self.session.post(
             f"{self.url}{path}", data=data, headers=self.headers(**headers), timeout=10
         )
+
+
+def sign_in(
+    url: str,
+    token: str,
+    *,
+    session: requests.Session | None = None,
+    request: str | None = None,
+    **headers: str,
+) -> requests.Response:
+    """The review page's sign-in: the token posted as the provider's own form does (not followed).
+
+    ``headers`` stand for what a browser adds (``Origin``, ``Sec-Fetch-Site``);
+    by default the provider's own origin.
+    """
+    fields = {"token": token} if request is None else {"token": token, "request": request}
+    return (session or requests.Session()).post(
+        f"{url}/",
+        data=fields,
+        headers={"Origin": url, **headers},
+        allow_redirects=False,
+        timeout=10,
+    )
+
+
+def signed_in(provider: Any) -> tuple[requests.Session, str]:
+    """A browser-like session after the token sign-in, and the page's CSRF token."""
+    session = requests.Session()
+    answer = sign_in(provider.url, provider.reviewer_credential, session=session)
+    assert 303 == answer.status_code, answer.text
+    response = session.get(f"{provider.url}/", timeout=10)
+    assert 200 == response.status_code
+    match = re.search(r'<meta name="csrf-token" content="([^"]+)">', response.text)
+    assert match is not None
+    return session, match.group(1)
 
 
 def error_type(response: requests.Response) -> str:

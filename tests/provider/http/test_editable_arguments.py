@@ -11,7 +11,6 @@ display form of a guard's redaction markers.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import uuid
 from pathlib import Path
@@ -24,7 +23,7 @@ from approval_guard._codec.exact_json import load_json
 from approval_guard.provider.serving.lifecycle import ProviderServer
 from approval_guard.provider.store.checks import MAX_EDITABLE
 from approval_guard.testing import LocalProvider
-from tests.support.api import REFUND, Api, create_from_text, error_type
+from tests.support.api import REFUND, Api, create_from_text, error_type, signed_in
 
 MARKER = {"$redacted": "1a2b3c4d5e6f"}
 SHOWN_MARKER = "\u2039redacted 1a2b3c4d5e6f\u203a"
@@ -67,16 +66,6 @@ def listed(reviewer: Api, request_id: str) -> dict[str, Any]:
     [entry] = [r for r in response.json()["requests"] if r["id"] == request_id]
     result: dict[str, Any] = entry
     return result
-
-
-def signed_in(provider: LocalProvider) -> tuple[requests.Session, str]:
-    """A browser-like session after the token login, and the page's CSRF token."""
-    session = requests.Session()
-    response = session.get(f"{provider.url}/", params={"token": provider.reviewer_credential})
-    assert 200 == response.status_code
-    match = re.search(r'<meta name="csrf-token" content="([^"]+)">', response.text)
-    assert match is not None
-    return session, match.group(1)
 
 
 def page_decide(provider: LocalProvider, request_id: str, body: Any) -> requests.Response:

@@ -22,7 +22,7 @@ from approval_guard.provider.webhooks.signing import (
     parse_secret,
     verify,
 )
-from tests.support.api import Api
+from tests.support.api import Api, sign_in
 from tests.support.guards import finish, in_thread
 from tests.support.webhook_receiver import Delivery, Receiver
 
@@ -334,18 +334,11 @@ def test_slack_names_the_approvers_and_escapes_markup() -> None:
 
 
 def test_signing_in_from_a_request_link_keeps_the_request(tmp_path: Path) -> None:
-    """``/?token=...&request=ID`` redirects to ``/?request=ID``, the token gone."""
-    import requests
-
+    """``/?token=...&request=ID``'s button signs in to ``/?request=ID``, the token gone."""
     with ProviderServer(str(tmp_path / "a.db")) as server:
         tokens = server.first_start_tokens
         assert tokens is not None
-        answer = requests.get(
-            f"{server.url}/",
-            params={"token": tokens.reviewer, "request": "a/b c"},
-            allow_redirects=False,
-            timeout=10,
-        )
+        answer = sign_in(server.url, tokens.reviewer, request="a/b c")
     assert 303 == answer.status_code
     assert "/?request=a%2Fb%20c" == answer.headers["Location"]
 
