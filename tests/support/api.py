@@ -101,7 +101,7 @@ def sign_in(
     *,
     session: requests.Session | None = None,
     request: str | None = None,
-    **headers: str,
+    headers: dict[str, str] | None = None,
 ) -> requests.Response:
     """The review page's sign-in: the token posted as the provider's own form does (not followed).
 
@@ -112,7 +112,7 @@ def sign_in(
     return (session or requests.Session()).post(
         f"{url}/",
         data=fields,
-        headers={"Origin": url, **headers},
+        headers={"Origin": url, **(headers or {})},
         allow_redirects=False,
         timeout=10,
     )

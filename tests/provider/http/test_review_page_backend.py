@@ -76,7 +76,7 @@ def test_a_sign_in_posted_from_another_site_is_refused(
     provider: LocalProvider, headers: dict[str, str]
 ) -> None:
     """A cross-site form post of a valid token is 403 and starts no session."""
-    response = sign_in(provider.url, provider.reviewer_credential, **headers)
+    response = sign_in(provider.url, provider.reviewer_credential, headers=headers)
     assert 403 == response.status_code
     assert "Set-Cookie" not in response.headers
     assert_html_security_headers(response)
