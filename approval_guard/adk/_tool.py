@@ -38,6 +38,9 @@ def not_run_response(not_run: NotRun) -> dict[str, Any]:
 
     ``error`` is the ``NotRun``'s sentence (what the model reads); ``reason`` its
     stable code.
+
+    Args:
+        not_run: The call that did not run.
     """
     return {"error": str(not_run), "reason": not_run.reason.value}
 
@@ -65,6 +68,14 @@ def guarded_tool(
     thread (``asyncio.to_thread``). A call that did not run returns
     ``on_not_run(not_run)`` (default :func:`not_run_response`). Bad options raise
     ``ConfigurationError`` here; ADK is imported here.
+
+    Args:
+        tool: A function, or ADK's ``FunctionTool`` over one.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        on_not_run: Made from the :class:`~approval_guard.NotRun` of a call that did not run, and
+            returned in its place. Default: :func:`not_run_response`.
+        **options: ``requires_approval``'s options (``timeout``, ``redact``, ``editable``,
+            ``messages``, ...), checked now.
     """
     tools = adk_tools()
     require_confirmation: Any = False

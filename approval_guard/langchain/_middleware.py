@@ -74,6 +74,14 @@ class ApprovalMiddleware(AgentMiddleware):
     needed: the agent does not pause, the tool call waits. ``edit_notice`` is
     put before the result of a call that ran with changed arguments (``None``:
     nothing).
+
+    Args:
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        interrupt_on: Each reviewed tool's name -> ``True``, ``False`` or a config dict
+            (``allowed_decisions``, ``when`` and ``requires_approval``'s options), as
+            ``HumanInTheLoopMiddleware`` takes it.
+        edit_notice: What the model is told when a reviewer changed the arguments (None: nothing).
+        **options: ``requires_approval``'s options shared by every reviewed tool.
     """
 
     def __init__(
@@ -101,7 +109,12 @@ class ApprovalMiddleware(AgentMiddleware):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Result]
     ) -> Result:
-        """Run the call once a person approves it at the provider; else say why it did not run."""
+        """Run the call once a person approves it at the provider; else say why it did not run.
+
+        Args:
+            request: LangChain's tool call request.
+            handler: Runs the call (LangChain's next step).
+        """
         review = self._review(request)
         if review is None:
             return handler(request)
@@ -119,7 +132,12 @@ class ApprovalMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[Result]],
     ) -> Result:
-        """``wrap_tool_call`` for an async agent: the wait is on the event loop."""
+        """``wrap_tool_call`` for an async agent: the wait is on the event loop.
+
+        Args:
+            request: LangChain's tool call request.
+            handler: Runs the call (LangChain's next step), awaited.
+        """
         review = self._review(request)
         if review is None:
             return await handler(request)

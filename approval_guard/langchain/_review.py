@@ -29,7 +29,13 @@ _OWN = frozenset({"allowed_decisions", "when"})
 
 @attrs.frozen
 class Review:
-    """How one tool's calls are reviewed: its options, whether edits are offered, when to ask."""
+    """How one tool's calls are reviewed: its options, whether edits are offered, when to ask.
+
+    Attributes:
+        options: The tool's ``requires_approval`` options.
+        edit: Whether a reviewer may edit the call's arguments.
+        when: Ask only when it returns True, given the call's arguments; None: always.
+    """
 
     options: Mapping[str, Any]
     edit: bool

@@ -56,6 +56,13 @@ def run_proxy(
     stopping a child that does not answer ``initialize`` within
     ``start_timeout`` seconds. A tool list the proxy cannot read is one
     logged line: no tool is passed on until the child lists them properly.
+
+    Args:
+        command: The child MCP server's command and arguments.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        rules: What is guarded, and how.
+        listen: ``(host, port)`` to serve streamable HTTP on (loopback only); None: stdio.
+        start_timeout: Seconds the child may take to answer ``initialize``.
     """
     import anyio
 

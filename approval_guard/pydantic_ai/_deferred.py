@@ -57,6 +57,13 @@ async def resolve_deferred(
     in the next run: start it at once, since the approval's expiry was checked
     when the answer was made, not when the tool starts (``guarded()`` checks it
     then).
+
+    Args:
+        requests: Pydantic AI's ``DeferredToolRequests`` from an agent run.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        tools: Which tools' calls are asked about, and their options: names, or each name ->
+            ``True`` or options; None: every approval.
+        **options: Options shared by every call.
     """
     if not isinstance(requests, DeferredToolRequests):
         raise ConfigurationError(

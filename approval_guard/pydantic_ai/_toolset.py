@@ -34,7 +34,15 @@ from approval_guard.exceptions import ConfigurationError
 
 @dataclass
 class GuardedToolset(WrapperToolset[AgentDepsT]):
-    """A toolset whose listed tools wait for a person's approval (make it with :func:`guarded`)."""
+    """A toolset whose listed tools wait for a person's approval (make it with :func:`guarded`).
+
+    Attributes:
+        wrapped: The toolset whose tools are guarded.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        tool_options: Each guarded tool's name -> its options (checked when the toolset is made).
+        on_not_run: Made from the :class:`~approval_guard.NotRun` of a call that did not run, and
+            returned in its place. Default: ``str``.
+    """
 
     guard: Guard = field(kw_only=True)
     #: Each guarded tool's name -> its options (checked when the toolset is made).
@@ -55,6 +63,11 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
                 _check_names(name, schema_arguments(tool.function_schema.json_schema), options)
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        """The wrapped toolset's tools, each guarded one checked against its options.
+
+        Args:
+            ctx: Pydantic AI's run context.
+        """
         tools = await self.wrapped.get_tools(ctx)
         for name, options in self.tool_options.items():
             tool = tools.get(name)
@@ -169,6 +182,14 @@ def guarded(
     ``ModelRetry`` instead. A name that the toolset does not offer, or an option
     that does not fit a tool's schema, raises ``ConfigurationError`` (when the
     toolset is made for a ``FunctionToolset``, else when its tools are listed).
+
+    Args:
+        toolset: Any Pydantic AI toolset (a ``FunctionToolset``, an MCP server, ...).
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        tools: The tools to guard: names, or each name -> ``True`` or its options.
+        on_not_run: Made from the :class:`~approval_guard.NotRun` of a call that did not run, and
+            returned in its place. Default: ``str``.
+        **options: Options shared by every listed tool.
     """
     if not isinstance(toolset, AbstractToolset):
         raise ConfigurationError(
