@@ -24,9 +24,10 @@ from approval_guard._call.outcome import NotRun
 from approval_guard._codec.serialize import dumps
 from approval_guard._guard import Guard
 from approval_guard._options.converters import EditError
-from approval_guard._options.dict_spec import dict_spec
 from approval_guard._options.redact import redacted_names
 from approval_guard._options.schema_check import refused_edit
+from approval_guard._options.shape import from_names
+from approval_guard._options.spec import build_spec
 from approval_guard._options.tool_table import schema_arguments
 from approval_guard.exceptions import ConfigurationError
 from approval_guard.langchain._review import Review, reviews
@@ -181,13 +182,13 @@ class ApprovalMiddleware(AgentMiddleware):
                 status="error",
             )
 
-        return dict_spec(
-            tool_call["name"],
-            run,
-            arguments=declared | set(args),
+        name = tool_call["name"]
+        return build_spec(
+            from_names(run, options.get("tool") or name, declared | set(args)),
             options=options,
             on_not_run=not_run,
             check_edit=_revalidate(request) if review.edit else None,
+            name=name,
         )
 
     def _noticed(self, result: Result, edited: bool) -> Result:

@@ -19,7 +19,8 @@ from typing import Any
 
 import attrs
 
-from approval_guard._options.dict_spec import check_dict_options
+from approval_guard._options.shape import unknown_tool
+from approval_guard._options.spec import build_spec
 from approval_guard.exceptions import ConfigurationError
 
 DECISIONS = ("approve", "edit", "reject")
@@ -110,5 +111,5 @@ def _review(name: str, config: Mapping[str, Any], shared: Mapping[str, Any]) -> 
     if when is not None and not callable(when):
         raise ConfigurationError(f"{where}: when must be a callable taking a ToolCallRequest")
     options = {**shared, **{key: value for key, value in config.items() if key not in _OWN}}
-    check_dict_options(options, tool=name)
+    build_spec(unknown_tool(), options=options, name=name)  # names: once the call's are known
     return Review(options=options, edit="edit" in allowed, when=when)

@@ -23,7 +23,8 @@ from pydantic_ai.messages import ToolCallPart
 from approval_guard._call.outcome import NotRun
 from approval_guard._codec.serialize import dumps
 from approval_guard._guard import Guard
-from approval_guard._options.dict_spec import dict_spec
+from approval_guard._options.shape import from_names
+from approval_guard._options.spec import build_spec
 from approval_guard._options.tool_table import ToolOptions, tool_options
 from approval_guard.exceptions import ConfigurationError
 
@@ -105,12 +106,11 @@ async def _answer(
     # Without the tool's schema, only the call's own names are known: an option may
     # name an argument the model left out, which is then not offered for editing.
     fitted = {**options, "editable": [n for n in options.get("editable", ()) if n in arguments]}
-    spec = dict_spec(
-        call.tool_name,
-        approve,
-        arguments=set(arguments) | _named(options),
+    spec = build_spec(
+        from_names(approve, fitted.get("tool") or call.tool_name, set(arguments) | _named(options)),
         options=fitted,
         on_not_run=_denied,
+        name=call.tool_name,
     )
     answer: ToolApproved | ToolDenied = await guard._call_async(spec, (), dict(arguments))
     return answer

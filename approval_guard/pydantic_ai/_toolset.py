@@ -26,8 +26,9 @@ from approval_guard._call.outcome import NotRun
 from approval_guard._codec.serialize import dumps, to_json_value
 from approval_guard._guard import Guard
 from approval_guard._options.converters import EditError
-from approval_guard._options.dict_spec import dict_spec
 from approval_guard._options.schema_check import refused_edit
+from approval_guard._options.shape import from_names
+from approval_guard._options.spec import build_spec
 from approval_guard._options.tool_table import ToolOptions, schema_arguments, tool_options
 from approval_guard.exceptions import ConfigurationError
 
@@ -91,13 +92,13 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
         async def run(**arguments: Any) -> Any:
             return await wrapped.call_tool(name, arguments, ctx, tool)
 
-        spec = dict_spec(
-            name,
-            run,
-            arguments=schema_arguments(tool.tool_def.parameters_json_schema) | set(tool_args),
+        declared = schema_arguments(tool.tool_def.parameters_json_schema) | set(tool_args)
+        spec = build_spec(
+            from_names(run, options.get("tool") or name, declared),
             options=options,
             on_not_run=self.on_not_run,
             check_edit=_revalidate(tool_args, ctx, tool),
+            name=name,
         )
         return await self.guard._call_async(spec, (), dict(tool_args))
 
@@ -141,7 +142,9 @@ def _check_names(tool: str, declared: frozenset[str], options: Mapping[str, Any]
     """The tool's options against its schema's argument names (when it declares any)."""
     if not declared:
         return
-    dict_spec(tool, _unused, arguments=declared, options=options)
+    build_spec(
+        from_names(_unused, options.get("tool") or tool, declared), options=options, name=tool
+    )
 
 
 async def _unused(**arguments: Any) -> None:
