@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 
 import approval_guard as ag
 from approval_guard.provider import ProviderServer, Store
+from approval_guard.provider.store.protocol import StoreProtocol
 from approval_guard.provider.webhooks.signing import (
     WebhookSignatureError,
     WebhookTarget,
@@ -23,6 +25,8 @@ from approval_guard.provider.webhooks.signing import (
     verify,
 )
 from tests.support.api import Api, sign_in
+from tests.support.databases import SharedDatabase
+from tests.support.fleet import Fleet
 from tests.support.guards import finish, in_thread
 from tests.support.webhook_receiver import Delivery, Receiver
 
@@ -360,3 +364,88 @@ def test_the_deliveries_are_the_same_bytes_the_signature_covers(
         delivery: Delivery = receiver.wait_count(1)[0]
     verify(SECRET, delivery.headers, delivery.body)
     assert b'"big":9007199254740993' in delivery.body
+
+
+# --------------------------------------------------------------------------- several instances
+
+
+def test_two_instances_claim_disjoint_rows(shared_db: SharedDatabase) -> None:
+    """Two stores on one database, claiming at once from many threads, never hold the same row."""
+    a, b = shared_db.open(), shared_db.open()
+    try:
+        target = WebhookTarget("http://127.0.0.1:9/hook")
+        for store in (a, b):
+            store.set_webhooks([target])
+        tokens = a.ensure_initial_credentials()
+        assert tokens is not None
+        owner = a.authenticate(tokens.instance)
+        assert owner is not None
+        for i in range(60):
+            (a if i % 2 else b).create_request(
+                owner=owner, idempotency_key=str(i), tool="t", arguments={}, timeout_seconds=60
+            )
+        claimed: list[tuple[str, str]] = []
+        lock = threading.Lock()
+        start = threading.Barrier(6)
+
+        def claim(store: StoreProtocol, owner_id: str) -> None:
+            start.wait()
+            while True:
+                got = store.claim_webhooks(owner=owner_id, urls=[target.url], limit=3, lease=30)
+                if not got:
+                    return
+                with lock:
+                    claimed.extend((item.id, owner_id) for item in got)
+
+        threads = [
+            threading.Thread(target=claim, args=(store, f"{name}{n}"))
+            for name, store in (("a", a), ("b", b))
+            for n in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert 60 == len(claimed) == len({item for item, _ in claimed})
+        assert [] == a.claim_webhooks(owner="late", urls=[target.url], limit=100, lease=30)
+    finally:
+        a.close()
+        b.close()
+
+
+def _start_in_fleet(fleet: Fleet, hook: Receiver) -> Any:
+    return fleet.start(
+        "--webhook", hook.url, "--webhook-secret", SECRET, "--webhook-backoff", "0.05"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_two_instances_deliver_each_event_once(fleet: Fleet) -> None:
+    """Events made on either of two instances reach the receiver once each, retries included."""
+    with Receiver(statuses=[500] * 8) as hook:
+        hook.delay = 0.02
+        a, b = _start_in_fleet(fleet, hook), _start_in_fleet(fleet, hook)
+        ids = []
+        for i in range(12):
+            instance = a if i % 2 else b
+            made = fleet.api(instance).new()
+            ids.append(made["id"])
+            decided = fleet.api(b if i % 2 else a, reviewer=True).decide(
+                made["id"], {"status": "approved"}
+            )
+            assert 200 == decided.status_code, decided.text
+        got = hook.wait_for(lambda got: sum(d.status == 200 for d in got) >= 24, timeout=60)
+        for instance in (a, b):
+            instance.process.terminate()
+            instance.process.communicate(timeout=20)
+
+    delivered = collections.Counter(d.id for d in got if d.status == 200)
+    assert 24 == len(delivered) and {1} == set(delivered.values())
+    per_request = collections.Counter(
+        (d.json["data"]["id"], d.json["type"]) for d in got if d.status == 200
+    )
+    assert {(i, t) for i in ids for t in ("request.created", "request.decided")} == set(per_request)
+    assert 24 + 8 == len(got)  # each failure retried once more, nothing posted twice besides
+    for delivery in got:
+        verify(SECRET, delivery.headers, delivery.body)
