@@ -7,9 +7,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
+
+T = TypeVar("T")
 
 REFUND = {"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}
 
@@ -153,14 +155,36 @@ def in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     return thread, out
 
 
+def wait_for(
+    read: Callable[[], T],
+    ok: Callable[[T], object] = bool,
+    *,
+    timeout: float = 10.0,
+    what: str = "",
+) -> T:
+    """``read()`` once ``ok`` holds of it, looked at again and again; AssertionError at ``timeout``.
+
+    The tests' one wait on a condition something else makes true (a row
+    settled, a file written, a port listening). Nothing waits longer than the
+    condition takes, and a condition never met fails the test with ``what``.
+    """
+    end = time.monotonic() + timeout
+    looked = threading.Event()  # never set: its wait is the pause between looks
+    while True:
+        value = read()
+        if ok(value):
+            return value
+        assert time.monotonic() < end, what or f"not met within {timeout} s: {value!r}"
+        looked.wait(0.005)
+
+
 def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
     """True as soon as ``condition()`` holds; False after ``timeout`` (a bounded test wait)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return bool(condition())
+    try:
+        wait_for(condition, timeout=timeout)
+    except AssertionError:
+        return bool(condition())
+    return True
 
 
 def create_from_text(provider: Any, body: str | bytes) -> str:

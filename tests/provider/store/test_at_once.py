@@ -25,6 +25,7 @@ from approval_guard.provider import Store
 from approval_guard.provider.store.models import NotPendingError, StoreClosedError
 from approval_guard.provider.store.sqlite_group import CommitFailed
 from tests.provider.store.test_group_commit import Commits, Env, poison
+from tests.support.api import wait_for
 from tests.support.group import Boom, Gate
 
 
@@ -199,10 +200,7 @@ def test_a_worker_thread_queued_meanwhile_waits_and_is_answered(env: Env) -> Non
     def decide_then_let_a_thread_queue() -> str:
         status = env.decide(first)
         thread.start()
-        deadline = time.monotonic() + 10
-        while env.store._group.waiting < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
+        wait_for(lambda: env.store._group.waiting >= 1, timeout=10)
         return status
 
     assert ["approved"] == _results(env.store.run_at_once([decide_then_let_a_thread_queue]))

@@ -25,6 +25,7 @@ from approval_guard.provider import (
     StoreProtocol,
 )
 from approval_guard.provider.store.models import InvalidEdit
+from tests.support.api import wait_for
 
 REFUND = {"payment_id": "p_1", "amount": 4900, "currency": "GBP"}
 
@@ -231,9 +232,7 @@ def test_the_change_feed_and_subscribers(store: StoreProtocol) -> None:
     request = _new(store, instance).request
     assert store.wait_for_change(after=before, timeout=5) > before
     store.decide(request.id, reviewer=reviewer, status="approved")
-    deadline = time.monotonic() + 5
-    while len(seen) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: len(seen) >= 2, timeout=5)
     assert [(request.id,), (request.id,)] == [ids for _, ids in seen[:2]]
     assert seen[0][0] < seen[1][0]
     unsubscribe()
