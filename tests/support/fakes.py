@@ -342,3 +342,34 @@ class ShiftedClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._offset += timedelta(seconds=seconds)
+
+
+class ShiftedSystemClock:
+    """The guard's real clocks (``ag.SystemClock``), moved on when told: time passes at once.
+
+    For a guard test whose point is time spent (a slow callback, a slow ``when``):
+    ``clock.advance(1.5)`` is a second and a half gone, with no wall-clock wait.
+    """
+
+    def __init__(self) -> None:
+        self._real = ag.SystemClock()
+        self._offset = 0.0
+        self._lock = threading.Lock()
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._offset += seconds
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._real.monotonic() + self._offset
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._real.now() + timedelta(seconds=self._offset)
+
+    def sleep(self, seconds: float, abandon: threading.Event | None = None) -> bool:
+        return self._real.sleep(seconds, abandon)
+
+    async def sleep_async(self, seconds: float) -> None:
+        await self._real.sleep_async(seconds)
