@@ -49,8 +49,8 @@ def test_every_python_block_of_the_page_runs_as_written(
             close = getattr(guard, "close", None)
             if callable(close):
                 close()
-            for made in list(_default._DEFAULT_GUARDS.values()):
-                made.close()
+            for default in list(_default._DEFAULT_GUARDS.values()):
+                default.close()
             _default._DEFAULT_GUARDS.clear()
         made = provider.requests()
 

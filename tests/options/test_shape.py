@@ -28,7 +28,7 @@ async def forward(**arguments: Any) -> Any:
 def every_shape(options: dict[str, Any]) -> list[ToolSpec]:
     """The spec of one tool as each path builds it: decorator, framework names, MCP schema."""
     guard = ag.Guard(base_url="http://127.0.0.1:9", credential="c")
-    decorated = guard.requires_approval(**options)(refund)
+    decorated: Any = guard.requires_approval(**options)(refund)
     return [
         decorated.__approval_guard__,
         build_spec(from_signature(refund), options=options),
@@ -57,7 +57,7 @@ def test_an_option_approval_options_lacks_is_refused_by_every_path() -> None:
     """Without it in ApprovalOptions, the same option is a TypeError on every path."""
     for build in (
         lambda: ag.Guard(base_url="http://127.0.0.1:9", credential="c").requires_approval(
-            flavour="vanilla"  # type: ignore[call-arg]
+            flavour="vanilla"  # type: ignore[call-overload]
         ),
         lambda: build_spec(from_names(forward, "refund", ["amount"]), options={"flavour": 1}),
         lambda: build_spec(from_schema(forward, "refund", SCHEMA), options={"flavour": 1}),
