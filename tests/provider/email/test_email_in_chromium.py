@@ -147,6 +147,7 @@ def test_two_people_one_by_email_one_on_the_review_page(
 
     page = tab()
     page.goto(f"{team.server.url}/?token={team.tokens['bob']}")
+    page.get_by_test_id("sign-in").click()  # the link alone signs nobody in
     page.wait_for_selector('[data-testid="live"][data-state="live"]')
     mine = page.locator(f'[data-testid="request-{request_id}"]')
     expect(mine.get_by_test_id("approvals")).to_have_text("1 of 2 approvals: alice")

@@ -209,8 +209,12 @@ def test_a_mail_that_cannot_go_before_the_deadline_is_given_up(
         (row,) = _settled(team.store, created["id"])
         assert ("given_up", 1) == (row.state, row.attempts)
         assert "ConnectionRefusedError" in (row.last_result or "")
-        actions = [r.action for r in team.store.audit(request_id=created["id"])]
-        assert "email.given_up" in actions
+        # The audit row is written just after the row's state: waited for, not raced.
+        wait_for(
+            lambda: [r.action for r in team.store.audit(request_id=created["id"])],
+            lambda actions: "email.given_up" in actions,
+            timeout=10,
+        )
         assert "pending" == instance.poll(created["id"]).json()["status"]
     finally:
         server.close()

@@ -202,7 +202,7 @@ def test_poll_wait_is_woken_by_a_decision(store: StoreProtocol) -> None:
         target=lambda: out.append(store.poll(request.id, viewer=instance, wait=10))
     )
     thread.start()
-    time.sleep(0.3)
+    assert store._feed.wait_for_waiting(1, timeout=5)  # type: ignore[attr-defined]
     decided_at = time.monotonic()
     store.decide(request.id, reviewer=reviewer, status="denied", note="no")
     thread.join(5)
@@ -271,7 +271,7 @@ def test_a_decision_on_one_store_wakes_a_poll_on_another(
         target=lambda: out.append(b.poll(request.id, viewer=instance, wait=10))
     )
     thread.start()
-    time.sleep(0.3)
+    assert b._feed.wait_for_waiting(1, timeout=5)
     sent = time.monotonic()
     a.decide(request.id, reviewer=reviewer, status="approved")
     thread.join(5)
