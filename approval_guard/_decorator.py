@@ -7,10 +7,9 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from approval_guard._call.outcome import NotRun
-from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions, check_names
-from approval_guard._options.spec import check_describe, make_spec
-from approval_guard._options.when import check_when
-from approval_guard.exceptions import ConfigurationError
+from approval_guard._options.options import ApprovalOptions, check_names
+from approval_guard._options.shape import from_signature, unknown_tool
+from approval_guard._options.spec import build_spec
 
 if TYPE_CHECKING:
     from approval_guard._guard import Guard
@@ -39,25 +38,9 @@ class Decorator(Generic[N]):
         self._guard = guard
         self._on_not_run = on_not_run
         self._options = options
-        # Validate what can be checked without the function now, with a stand-in,
-        # so a bad option raises at decoration; names are checked against fn later.
-        tool = options.get("tool")
-        make_spec(
-            _probe,
-            on_not_run=on_not_run,
-            options={
-                "timeout": options.get("timeout", DEFAULT_TIMEOUT),
-                "tool": "probe" if tool is None else tool,
-                "on_event": options.get("on_event"),
-                "messages": options.get("messages"),
-            },
-        )
-        check_when(options.get("when"), is_async=True)
-        check_describe(options.get("describe"), is_async=True)
-        if isinstance(options.get("redact"), str) or isinstance(options.get("editable"), str):
-            raise ConfigurationError(
-                "redact and editable must be collections of names, not a string"
-            )
+        # Every option checked now, by the one builder, before the function is known:
+        # a bad option raises at decoration; names are checked against fn later.
+        build_spec(unknown_tool(), options=options, on_not_run=on_not_run, name="probe")
 
     @overload
     def __call__(
@@ -68,7 +51,7 @@ class Decorator(Generic[N]):
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R | N]: ...
 
     def __call__(self, fn: Callable[..., Any]) -> Any:
-        spec = make_spec(fn, on_not_run=self._on_not_run, options=self._options)
+        spec = build_spec(from_signature(fn), on_not_run=self._on_not_run, options=self._options)
         get_guard = self._guard
         if spec.is_async:
 
@@ -90,7 +73,3 @@ class Decorator(Generic[N]):
         # Which Guard the tool calls through (looked up at call time: the default one may change).
         wrapper.__approval_guard_of__ = get_guard
         return wrapper
-
-
-def _probe() -> None:
-    """Stand-in used to validate decorator options before a function is given."""

@@ -99,6 +99,19 @@ def requires_approval(
     Options are checked now; the environment (``APPROVAL_GUARD_URL``,
     ``APPROVAL_GUARD_CREDENTIAL``, ``APPROVAL_GUARD_HARNESS_LIMIT``) is read when
     the tool is called. See :meth:`Guard.requires_approval`.
+
+    Args:
+        fn: The tool to guard; omitted, the call returns the decorator
+            (``@requires_approval(...)``).
+        on_not_run: Made from a :class:`~approval_guard.NotRun` and returned in its place (``str``
+            for the plain sentence, or a framework's own result type); None returns the NotRun
+            itself.
+        **options: The tool's options (``ApprovalOptions``): ``timeout`` (the approval window,
+            default ``"30m"``, clamped to fit the harness's limit), ``tool`` (the name the reviewer
+            sees), ``exclude`` (parameters never sent), ``when`` (ask only when it returns True),
+            ``redact`` (names, dotted paths or a callable: shown only as a keyed digest),
+            ``editable`` (parameters a reviewer may change), ``on_event`` and ``messages`` (next-
+            step sentences for a model, by reason). A bad one raises ``ConfigurationError`` now.
     """
     decorator: Decorator[Any] = Decorator(default_guard, on_not_run=on_not_run, options=options)
     return decorator if fn is None else decorator(fn)

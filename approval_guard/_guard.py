@@ -59,22 +59,29 @@ class Guard:
 
     ::
 
-        guard = ag.Guard(
-            base_url="https://approvals.example.com",
-            credential=os.environ["APPROVAL_GUARD_CREDENTIAL"],
-            harness_limit="35m",
-        )
+        guard = ag.Guard(base_url="https://approvals.example", credential=..., harness_limit="1h")
 
         @guard.requires_approval(timeout="30m")
         def issue_refund(payment_id: str, amount: int, currency: str = "GBP") -> dict: ...
 
-    ``requested_by`` names the person the agent acts for (API 1.1; sent with
-    every request unless ``harness_call(requested_by=...)`` names another), so a
-    provider can refuse that person's own approval.
-
     Every option is checked here; a bad one raises ``ValueError``
     (:class:`~approval_guard.exceptions.ConfigurationError`). One Guard may be
     used from many threads and event loops at once.
+
+    Args:
+        base_url: The provider (``https://``; ``http://`` only to loopback or when allowed).
+        credential: The instance credential (never logged, never in a repr).
+        harness_limit: How long the harness lets a call wait (``"35m"``); per call: harness_call.
+        poll_wait: How long each long poll asks the provider to hold its answer.
+        return_margin: How long before the harness's limit a call returns its outcome.
+        deadline_margin: How much of the harness's limit is kept from the window asked for.
+        ledger: The execution record (default: a MemoryLedger; SQLite or PostgreSQL to share).
+        allow_insecure_http: Allow ``http://`` to a host that is not loopback (credential in clear).
+        clock: The clock every deadline is measured on (a fake one in tests).
+        timings: How long each exchange may take (``testing.Timings``; tests shrink them).
+        on_event: Called with each event of every guarded call; raising changes no outcome.
+        redaction_key: The markers' HMAC key (default: ``APPROVAL_GUARD_REDACTION_KEY``, or random).
+        requested_by: The person the agent acts for (API 1.1), sent with every request.
     """
 
     def __init__(
@@ -258,11 +265,10 @@ class Guard:
     ) -> Any:
         """Guard a tool: each call waits for a person's approval, then runs or returns NotRun.
 
-        The options are :class:`~approval_guard._options.options.ApprovalOptions`
-        (``timeout``, ``tool``, ``exclude``, ``when``, ``describe``, ``redact``,
-        ``editable``, ``on_event``, ``messages``); ``on_not_run`` is what to return instead of a
-        ``NotRun``, made from it: ``str`` for the plain sentence, or a framework's
-        own result type (see docs/frameworks.md).
+        Args:
+            fn: The tool to guard; omitted, the call returns the decorator.
+            on_not_run: Made from a NotRun and returned in its place (see docs/frameworks.md).
+            **options: As :func:`approval_guard.requires_approval`'s, checked now.
         """
         decorator: Decorator[Any] = Decorator(lambda: self, on_not_run=on_not_run, options=options)
         return decorator if fn is None else decorator(fn)

@@ -29,7 +29,18 @@ from approval_guard.exceptions import ConfigurationError
 
 @attrs.frozen
 class HarnessCall:
-    """Per-call facts that the harness knows (see :func:`harness_call`)."""
+    """Per-call facts that the harness knows (see :func:`harness_call`).
+
+    Attributes:
+        idempotency_key: The harness's own id for the tool call: a retried call with the same key
+            recovers the same approval request, and the execution record runs it at most once.
+        limit: How long the harness lets this call wait, in seconds (None: the Guard's
+            ``harness_limit``).
+        abandon: An event the harness sets when it gives up on the call: the pending request is
+            cancelled and the call returns ``NotRun(CANCELLED)``.
+        requested_by: The person the agent acts for in this call (overrides
+            ``Guard(requested_by=...)``); 1 to 200 printable characters.
+    """
 
     idempotency_key: str | None = None
     limit: float | None = None
@@ -154,6 +165,16 @@ def harness_call(
             out = issue_refund("payment_123", 4900)
 
     A bad option raises :class:`~approval_guard.exceptions.ConfigurationError` here.
+
+    Args:
+        idempotency_key: The harness's own id for the tool call: a retried call with the same key
+            recovers the same approval request, and the execution record runs it at most once.
+        limit: How long the harness lets this call wait (a duration or seconds; overrides
+            ``Guard(harness_limit=...)``).
+        abandon: An event the harness sets when it gives up on the call: the pending request is
+            cancelled and the call returns ``NotRun(CANCELLED)``.
+        requested_by: The person the agent acts for in this call (overrides
+            ``Guard(requested_by=...)``); 1 to 200 printable characters.
     """
     if idempotency_key is not None:
         check_key(idempotency_key)

@@ -106,7 +106,7 @@ class InputGuard(Generic[N]):
         shown = options.get("tool")
         self._name = tool if shown is None else shown
         self._on_not_run = on_not_run
-        # Checks timeout, the name, when, messages, on_event, on_not_run now.
+        # Every option checked now by the one builder (redacted and editable at once too).
         Decorator(lambda: guard, on_not_run=on_not_run, options={**options, "tool": self._name})
         self._options = options
         self._editable = _names(options.get("editable", ()), "editable")
@@ -114,12 +114,6 @@ class InputGuard(Generic[N]):
         self._redact_paths = (
             None if redact is None or callable(redact) else _names(redact, "redact")
         )
-        both = set(self._editable) & {p.split(".")[0] for p in self._redact_paths or ()}
-        if both:
-            raise ConfigurationError(
-                f"{sorted(both)[0]!r} is both redacted and editable: a reviewer cannot edit "
-                "a value they cannot see"
-            )
         messages = options.get("messages")
         self._messages: Mapping[Reason, str] = messages or {}
 

@@ -7,6 +7,8 @@ import logging
 from collections.abc import Generator
 from typing import Any, cast
 
+import attrs
+
 from approval_guard._call.events import RequestCreated
 from approval_guard._call.ops import Abandoned, CallPlan, Obtained, Op
 from approval_guard._call.outcome import NotRun, Reason
@@ -114,6 +116,17 @@ def create_attempt(
             )
         created(call, checked, answer)
         return checked, call.sampled(answer, checked)
+    if answer.status == 400 and plan.plain_body is not None:
+        # An older provider refuses API 1.3's ``redacted`` as an unknown field (a
+        # 400 creates nothing): the same create without it, at once, same key.
+        log.info(
+            "the approval provider refused the create for %s (%s); sending it without "
+            "'redacted' (API 1.3)",
+            plan.tool,
+            answer.describe(),
+        )
+        call.plan = attrs.evolve(plan, body=plan.plain_body, plain_body=None)
+        return Again(context=answer, fresh=True)
     if call.policy.retryable(answer, creating=True):
         log.warning("creating a request for %s: %s; retrying", plan.tool, answer.describe())
         return Again(answer.retry_after, context=answer)

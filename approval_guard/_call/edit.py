@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from approval_guard._call.ops import Invoke
+from approval_guard._call.ops import CallPlan, Invoke
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._call.state import CallState, Edit
 from approval_guard._codec.marker import holds_marker_key
@@ -80,17 +80,24 @@ def apply_edit(call: CallState, request: ApprovalRequest) -> NotRun | Edit | Non
             return refuse(f"the tool's own argument check refused it: {exc}")
         except Exception as exc:  # the message may quote values: only the type is shown
             return refuse(f"the tool's own argument check refused it ({type(exc).__name__})")
-    edit = Edit(changed=tuple(sorted(changed)), values=values, after=dict(approved))
+    return Edit(changed=tuple(sorted(changed)), values=values, after=dict(approved))
+
+
+def log_edit_run(plan: CallPlan, request_id: str, edit: Edit) -> None:
+    """Say that the tool now runs with a reviewer's edit: once, when it does.
+
+    Not when the edit is accepted: the claim or a last check may still stop the
+    call (a tool use already allowed), and the log must say what happened.
+    """
     log.warning(
         "%s (%s) runs with a reviewer's edit: %s",
-        tool,
-        request.id,
+        plan.tool,
+        request_id,
         "; ".join(
-            f"{name}: {_shown(plan.arguments[name])} -> {_shown(approved[name])}"
+            f"{name}: {_shown(plan.arguments[name])} -> {_shown(edit.after[name])}"
             for name in edit.changed
         ),
     )
-    return edit
 
 
 def _shown(value: Any) -> str:

@@ -27,7 +27,13 @@ log = logging.getLogger("approval_guard")
 
 @attrs.frozen
 class ApprovalSkipped:
-    """``when`` said this call needs no approval: it runs at once, and no request was made."""
+    """``when`` said this call needs no approval: it runs at once, and no request was made.
+
+    Attributes:
+        tool: The tool's name, as sent for approval.
+        arguments: The arguments as they would have been sent for approval (redacted values as
+            markers).
+    """
 
     tool: str
     #: The arguments as they would have been sent for approval (redacted values as markers).
@@ -36,7 +42,14 @@ class ApprovalSkipped:
 
 @attrs.frozen
 class RequestCreated:
-    """The approval request exists at the provider (made now, or adopted on a replay)."""
+    """The approval request exists at the provider (made now, or adopted on a replay).
+
+    Attributes:
+        tool: The tool's name, as sent for approval.
+        request_id: The approval request's id at the provider.
+        deadline_at: The provider's deadline for a decision.
+        provider_request_id: The provider's ``X-Request-ID`` for the answer, if it sent one.
+    """
 
     tool: str
     request_id: str
@@ -48,7 +61,18 @@ class RequestCreated:
 
 @attrs.frozen
 class StillWaiting:
-    """A poll came back undecided; the call waits on."""
+    """A poll came back undecided; the call waits on.
+
+    Attributes:
+        tool: The tool's name, as sent for approval.
+        request_id: The approval request's id at the provider.
+        seconds_left: Seconds until the call stops waiting (the provider's deadline or the harness's
+            limit).
+        deadline_at: The provider's deadline for a decision.
+        approvals: While a request needs several approvals (API 1.1): how many it has so far; else
+            None.
+        approvals_required: How many approvals it needs, with ``approvals``; else None.
+    """
 
     tool: str
     request_id: str
@@ -62,7 +86,16 @@ class StillWaiting:
 
 @attrs.frozen
 class Decided:
-    """The request was approved or denied: by a person, their standing grant, or a rule."""
+    """The request was approved or denied: by a person, their standing grant, or a rule.
+
+    Attributes:
+        tool: The tool's name, as sent for approval.
+        request_id: The approval request's id at the provider.
+        status: ``"approved"`` or ``"denied"``.
+        note: The reviewer's note, if any.
+        decided_by: The reviewer, as the provider names them (API 1.1 ``decided_by``), if it does;
+            every approver, ``"alice, bob"``, when several had to approve.
+    """
 
     tool: str
     request_id: str
@@ -82,7 +115,15 @@ class Decided:
 
 @attrs.frozen
 class ArgumentsEdited:
-    """The reviewer approved the call with changed arguments; the tool runs with ``after``."""
+    """The reviewer approved the call with changed arguments; the tool runs with ``after``.
+
+    Attributes:
+        tool: The tool's name, as sent for approval.
+        request_id: The approval request's id at the provider.
+        before: The arguments as sent for approval.
+        after: The arguments the reviewer approved, edits in place (what the tool runs with).
+        changed: The names of the changed arguments, sorted.
+    """
 
     tool: str
     request_id: str
@@ -97,6 +138,10 @@ class ToolStarted:
 
     The approval's expiry is checked once more after the callbacks return: one
     that blocks past it is followed by ``CallNotRun`` (``APPROVAL_EXPIRED``) instead.
+
+    Attributes:
+        tool: The tool's name, as sent for approval.
+        request_id: The approved request's id; None when ``when`` skipped approval.
     """
 
     tool: str
@@ -105,7 +150,13 @@ class ToolStarted:
 
 @attrs.frozen
 class ToolFinished:
-    """The tool returned, or raised (``error``: the exception's type name)."""
+    """The tool returned, or raised (``error``: the exception's type name).
+
+    Attributes:
+        tool: The tool's name, as sent for approval.
+        request_id: The approved request's id; None when ``when`` skipped approval.
+        error: The type name of the exception the tool raised; None when it returned.
+    """
 
     tool: str
     request_id: str | None = None
@@ -114,7 +165,11 @@ class ToolFinished:
 
 @attrs.frozen
 class CallNotRun:
-    """The call ended without running the tool."""
+    """The call ended without running the tool.
+
+    Attributes:
+        not_run: Why the tool did not run: the call's :class:`~approval_guard.NotRun`.
+    """
 
     not_run: NotRun
 

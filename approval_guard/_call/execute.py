@@ -14,6 +14,7 @@ import logging
 from collections.abc import Generator
 from typing import Any
 
+from approval_guard._call.edit import log_edit_run
 from approval_guard._call.events import ToolFinished, ToolStarted
 from approval_guard._call.ops import Blocking, CallGen, Checkpoint, Exchange, Invoke, Op, Ran
 from approval_guard._call.outcome import NotRun, Reason
@@ -102,6 +103,8 @@ def execute(call: CallState, request: ApprovalRequest, sample: ClockSample) -> C
     if refused is not None:
         yield from _release(call, request.id)
         return refused
+    if edit is not None:
+        log_edit_run(plan, request.id, edit)
     try:
         value = yield _AS_SENT if edit is None else Invoke(edits=edit.values)
     except GeneratorExit:

@@ -138,6 +138,10 @@ class CallPlan:
     batch: str | None = None
     #: The stated reason sent (API 1.3 ``context``), as sent (cut to fit), if any.
     context: str | None = None
+    #: ``body`` without API 1.3's ``redacted`` (None: the body has none), sent after
+    #: a provider refused the body with 400, as an older one refuses a field it
+    #: does not know.
+    plain_body: bytes | None = None
 
 
 @attrs.frozen
@@ -147,6 +151,24 @@ class Timings:
     Tests shrink them to keep fault schedules fast::
 
         Guard(base_url=..., credential=..., timings=Timings(read_slack=0.5))
+
+    Attributes:
+        abandon_check_interval: How often a waiting thread looks at the harness's abandon event.
+        read_slack: A long poll's read timeout outlasts its wait by this much.
+        zero_wait_pause: The pause between ``wait=0`` polls in the last second of a wait.
+        create_timeout: A create's read timeout (the provider answers a create at once).
+        cancel_timeout: The best-effort cancel's whole budget: every attempt and pause ends inside
+            it.
+        cancel_retry_window: A failed cancel is tried again only if the pause before it ends within
+            this long of the first attempt.
+        cancel_reserve: Kept back from the harness limit when cancelling, to return the outcome.
+        early_poll: A long poll answered "pending" sooner than this was not held: the next poll
+            waits.
+        short_round_trip: A clock sample from a round trip longer than this is re-read when the
+            approval's expiry is in doubt.
+        expiry_doubt: In doubt: seconds left, by the loose sample, under the safety margin plus
+            this.
+        reread_timeout: The clock re-read's whole budget.
     """
 
     #: How often a waiting thread looks at the harness's abandon event.

@@ -39,6 +39,19 @@ class NotRun:
         out = issue_refund("payment_123", 4900)
         if isinstance(out, ag.NotRun):
             return str(out)   # "A person denied this call to issue_refund: ... Do not retry ..."
+
+    Attributes:
+        reason: Why, as a stable code (:class:`~approval_guard.Reason`).
+        message: The honest sentence: what happened, for a person or a model.
+        tool: The tool's name.
+        arguments: The arguments as sent for approval (redacted values as markers; none when nothing
+            could be sent).
+        request_id: The approval request's id, when one was made.
+        status: The request's last status at the provider, when known.
+        note: The reviewer's note, for a decision.
+        advice: What to do next, for a model (see ``requires_approval(messages=...)``).
+        decided_by: Who decided, as the provider names them (API 1.1; ``"alice, bob"`` for a
+            quorum).
     """
 
     reason: Reason

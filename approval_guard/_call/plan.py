@@ -18,6 +18,7 @@ import attrs
 from approval_guard._call.ops import CallPlan
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._codec.clock import Clock
+from approval_guard._codec.display import markers_at
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.marker import REDACTED_KEY, holds_marker_key
 from approval_guard._codec.serialize import dumps, to_json_value
@@ -141,13 +142,19 @@ def plan_call(
     arguments_json = dumps(arguments)
     if context is not None:
         context = fit_context(context)
-    if batch is None and context is None:
-        tail = _body_tail(spec.name, timeout, editable, requested_by)
-    else:  # a turn's or a call's own: not worth keeping
-        tail = _after_arguments(
-            body_rest(spec.name, timeout, editable, requested_by, batch=batch, context=context)
-        )
-    body = b'{"arguments":' + arguments_json + tail
+    # API 1.3: where the markers are, so a provider shows only these as redactions.
+    # (Every marker is the guard's: arguments holding one were refused above.)
+    places = markers_at(arguments) if how is not None else []
+    body, sent_plain = _bodies(
+        arguments_json,
+        spec.name,
+        timeout,
+        editable,
+        requested_by,
+        batch=batch,
+        context=context,
+        places=places,
+    )
     if started is None:
         started = clock.monotonic()
 
@@ -173,6 +180,7 @@ def plan_call(
         arguments_json=arguments_json,
         batch=batch,
         context=context,
+        plain_body=sent_plain,
     )
 
 
@@ -182,15 +190,48 @@ def with_context(plan: CallPlan, context: str) -> CallPlan:
     arguments_json = plan.arguments_json
     if arguments_json is None:
         arguments_json = dumps(plan.arguments)
-    rest = body_rest(
+    body, plain = _bodies(
+        arguments_json,
         plan.tool,
         plan.timeout,
         plan.editable,
         plan.requested_by,
         batch=plan.batch,
         context=context,
+        places=markers_at(plan.arguments) if plan.redacted else [],
     )
-    return attrs.evolve(plan, body=request_body(arguments_json, rest), context=context)
+    return attrs.evolve(plan, body=body, plain_body=plain, context=context)
+
+
+def _bodies(
+    arguments_json: bytes,
+    tool: str,
+    timeout: float,
+    editable: tuple[str, ...],
+    requested_by: str | None,
+    *,
+    batch: str | None,
+    context: str | None,
+    places: list[str],
+) -> tuple[bytes, bytes | None]:
+    """The create body, and the same without API 1.3's ``redacted`` (None: it has none).
+
+    A call that uses no 1.3 field sends the bytes a 1.2 provider knows; one whose
+    ``redacted`` an older provider refuses is sent again as the second body.
+    """
+    if batch is None and context is None:
+        plain = (
+            b'{"arguments":' + arguments_json + _body_tail(tool, timeout, editable, requested_by)
+        )
+    else:  # a turn's or a call's own: not worth keeping
+        plain = request_body(
+            arguments_json,
+            body_rest(tool, timeout, editable, requested_by, batch=batch, context=context),
+        )
+    if not places:
+        return plain, None
+    rest = body_rest(tool, timeout, editable, requested_by, batch=batch, context=context)
+    return request_body(arguments_json, {**rest, "redacted": places}), plain
 
 
 def _rereader(

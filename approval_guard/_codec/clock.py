@@ -35,7 +35,12 @@ class Clock(Protocol):
         ...
 
     def sleep(self, seconds: float, abandon: threading.Event | None = None) -> bool:
-        """Sleep up to ``seconds``; return True at once if ``abandon`` is (or becomes) set."""
+        """Sleep up to ``seconds``; return True at once if ``abandon`` is (or becomes) set.
+
+        Args:
+            seconds: How long to sleep at most.
+            abandon: An event that ends the sleep at once when set (None: sleep the whole time).
+        """
         ...
 
 
@@ -61,12 +66,23 @@ class SystemClock:
         return utcnow()
 
     def sleep(self, seconds: float, abandon: threading.Event | None = None) -> bool:
+        """Sleep up to ``seconds``; return True at once if ``abandon`` is (or becomes) set.
+
+        Args:
+            seconds: How long to sleep at most.
+            abandon: An event that ends the sleep at once when set (None: sleep the whole time).
+        """
         if abandon is not None:
             return abandon.wait(max(0.0, seconds))
         time.sleep(max(0.0, seconds))
         return False
 
     async def sleep_async(self, seconds: float) -> None:
+        """Sleep ``seconds`` without blocking the running event loop.
+
+        Args:
+            seconds: How long to sleep.
+        """
         await asyncio.sleep(max(0.0, seconds))
 
     def __repr__(self) -> str:

@@ -19,12 +19,15 @@ selectors).
 
 A guard's redaction marker, ``{"$redacted": "1a2b3c4d5e6f"}``, is shown as
 ``\u2039redacted 1a2b3c4d5e6f\u203a`` (:func:`with_markers_shown`), so that a
-reviewer reads "a secret is here" rather than an object with an odd key.
+reviewer reads "a secret is here" rather than an object with an odd key; only
+where the create said it redacted that place (API 1.3's ``redacted``), since
+anything else shaped like a marker is what the tool will get.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from approval_guard._codec.exact_json import JSONNumber
@@ -87,37 +90,86 @@ def marker_text(digest: str) -> str:
     return f"\u2039redacted {digest}\u203a"
 
 
-def with_markers_shown(value: Any, *, found: list[str] | None = None) -> Any:
-    """``value`` with each marker, at any depth, replaced by its :func:`marker_text`.
+def pointer(parts: Sequence[str | int]) -> str:
+    """The JSON Pointer (RFC 6901) of a place in the arguments: ``/card/number``, ``/cards/0``."""
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def with_markers_shown(
+    value: Any,
+    redacted: Collection[str],
+    *,
+    at: str = "",
+    found: list[str] | None = None,
+) -> Any:
+    """``value`` with each marker the create said it redacted replaced by its :func:`marker_text`.
+
+    ``redacted`` holds the JSON Pointers (API 1.3's create field ``redacted``) of
+    the places in the arguments where the guard put a marker; ``at`` is the
+    pointer of ``value`` itself in the arguments (``""`` for the whole object,
+    ``/card`` for one argument). A marker anywhere else was sent as it is
+    (by a client, not a guard's redaction) and is left as the JSON it is: the
+    tool gets exactly that object, so the reviewer must see it.
 
     The replacement is a :class:`~approval_guard._codec.exact_json.JSONNumber`, so
     ``dump_json`` writes it verbatim, without quotes: it is not JSON at all, so
     no string a model sends can look like it. ``found`` (if given) gets each
-    marker's path, ``card.number`` or ``cards[0].number``. The input is not changed.
+    shown marker's path, ``card.number`` or ``cards[0].number``. The input is
+    not changed.
     """
-    return _shown(value, "", [] if found is None else found)
+    if not redacted:
+        return value
+    out = [] if found is None else found
+    return _shown(value, at, "", frozenset(redacted), out)
 
 
-def redacted_paths(value: Any) -> list[str]:
-    """Where ``value`` holds markers: ``["api_key", "card.number"]``; ``[""]`` if it is one."""
+def redacted_paths(value: Any, redacted: Collection[str], *, at: str = "") -> list[str]:
+    """Where ``value`` holds markers listed in ``redacted``: ``["api_key", "card.number"]``.
+
+    ``[""]`` if ``value`` is one (see :func:`with_markers_shown` for ``at``).
+    """
     found: list[str] = []
-    _shown(value, "", found)
+    with_markers_shown(value, redacted, at=at, found=found)
     return found
 
 
-def _shown(value: Any, path: str, found: list[str]) -> Any:
-    digest = redaction_digest(value)
-    if digest is not None:
-        found.append(path)
-        return JSONNumber(marker_text(digest))
+def _shown(value: Any, at: str, path: str, redacted: frozenset[str], found: list[str]) -> Any:
+    if at in redacted:
+        digest = redaction_digest(value)
+        if digest is not None:
+            found.append(path)
+            return JSONNumber(marker_text(digest))
     if isinstance(value, dict):
         return {
-            key: _shown(item, f"{path}.{key}" if path else key, found)
+            key: _shown(
+                item, at + pointer((key,)), f"{path}.{key}" if path else key, redacted, found
+            )
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [_shown(item, f"{path}[{i}]", found) for i, item in enumerate(value)]
+        return [
+            _shown(item, f"{at}/{i}", f"{path}[{i}]", redacted, found)
+            for i, item in enumerate(value)
+        ]
     return value
+
+
+def markers_at(value: Any) -> list[str]:
+    """The JSON Pointers of every marker in ``value`` (what a guard lists as ``redacted``)."""
+    found: list[str] = []
+    _find(value, "", found)
+    return found
+
+
+def _find(value: Any, at: str, found: list[str]) -> None:
+    if redaction_digest(value) is not None:
+        found.append(at)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _find(item, at + pointer((key,)), found)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _find(item, f"{at}/{i}", found)
 
 
 __all__ = [
@@ -125,6 +177,8 @@ __all__ = [
     "escape_lines",
     "is_hidden",
     "marker_text",
+    "markers_at",
+    "pointer",
     "redacted_paths",
     "redaction_digest",
     "with_markers_shown",

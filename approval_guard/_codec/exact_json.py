@@ -56,6 +56,43 @@ def _float(text: str) -> float | JSONNumber:
     return JSONNumber(text)
 
 
+#: Integers with more digits are refused as edits: Python's own default limit for int <-> text.
+READABLE_INT_DIGITS = 4300
+
+
+def unreadable_number(value: object) -> str | None:
+    """The first number in ``value`` that no reader gets as a number, as written; else None.
+
+    That is a number past a double's range (``1e400``, which most JSON readers
+    make infinity), one too small to tell from 0 that is not 0 (``1e-400``),
+    and an integer of more than :data:`READABLE_INT_DIGITS` digits (Python
+    refuses to read it). A provider refuses such a value as a reviewer's edit,
+    since the adapter could not run it; a create may still carry one.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, JSONNumber):
+            text = item.text
+            digits = text.lstrip("-")
+            if digits.isdigit():
+                if len(digits) > READABLE_INT_DIGITS:
+                    return f"an integer of {len(digits)} digits"
+                continue
+            try:
+                number = float(text)
+                exact = decimal.Decimal(text)
+            except (ValueError, decimal.InvalidOperation):
+                return text[:40]
+            if not math.isfinite(number) or (number == 0 and exact != 0):
+                return text[:40]
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
+
+
 def _answer_float(text: str) -> float | JSONNumber:
     """A float when it is the number written (``0.10`` is ``0.1``); else the exact text.
 

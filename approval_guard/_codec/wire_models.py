@@ -94,6 +94,9 @@ class ApprovalRequest:
     batch: str | None = None
     #: API 1.3: the agent's stated reason, exactly as echoed (compared, never quoted).
     context: str | None = None
+    #: API 1.3: the JSON Pointers of the arguments the guard redacted (only these
+    #: markers are shown as redactions; see ``_codec.display.with_markers_shown``).
+    redacted: tuple[str, ...] = ()
 
     @property
     def is_pending(self) -> bool:
@@ -229,6 +232,13 @@ def _editable(value: object) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _redacted(value: object) -> tuple[str, ...]:
+    """An echoed ``redacted``: a list of strings, else nothing (no marker is shown as one)."""
+    if not isinstance(value, list) or not all(isinstance(path, str) for path in value):
+        return ()
+    return tuple(value)
+
+
 def parse_request(obj: object) -> ApprovalRequest:
     """Build an :class:`ApprovalRequest` from decoded JSON, or raise :class:`WireError`."""
     if not isinstance(obj, dict):
@@ -239,6 +249,7 @@ def parse_request(obj: object) -> ApprovalRequest:
     requested_by = obj.get("requested_by")
     batch = obj.get("batch")
     context = obj.get("context")
+    redacted_raw = obj.get("redacted")
     # Each field as JSON decodes it is taken at once; anything else goes through _require,
     # which says what is wrong with it (in the same order: id, status, tool, ...).
     request_id = obj.get("id")
@@ -280,6 +291,7 @@ def parse_request(obj: object) -> ApprovalRequest:
         # API 1.3's echoes, kept exactly (compared with what was sent, as requested_by is).
         batch=None if batch is None else _echoed(batch, "batch"),
         context=None if context is None else _echoed(context, "context"),
+        redacted=() if redacted_raw is None else _redacted(redacted_raw),
     )
 
 
@@ -334,6 +346,8 @@ def request_to_json(request: ApprovalRequest) -> dict[str, Any]:
         out["batch"] = request.batch
     if request.context is not None:
         out["context"] = request.context
+    if request.redacted:
+        out["redacted"] = list(request.redacted)
     return out
 
 

@@ -32,6 +32,15 @@ class MemoryLedger:
     def claim(
         self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
     ) -> bool:
+        """Record ``started`` for ``request_id`` if nobody has; True if this caller won.
+
+        Args:
+            request_id: The approval request's id (one row per approved request).
+            tool: The tool's name, kept with the row.
+            worker: Who runs the call (host and process), kept with the row.
+            arguments_digest: Lowercase hex SHA-256 of the canonical JSON of the arguments that run,
+                or None; anything else is ValueError before anything is written.
+        """
         digest = check_digest(arguments_digest)
         with self._lock:
             if request_id in self._rows:
@@ -65,23 +74,49 @@ class MemoryLedger:
                 )
 
     def finish(self, request_id: str) -> None:
+        """Mark a claimed call as ``finished``.
+
+        Args:
+            request_id: The claimed request's id.
+        """
         self._end(request_id, FINISHED, None)
 
     def fail(self, request_id: str, error: str) -> None:
+        """Mark a claimed call as ``failed`` (it ran and raised; it still never runs again).
+
+        Args:
+            request_id: The claimed request's id.
+            error: What the tool raised (kept, cut to 1,000 characters).
+        """
         self._end(request_id, FAILED, error)
 
     def release(self, request_id: str) -> None:
+        """Give back a claim whose call never started; a finished or failed row stays.
+
+        Args:
+            request_id: The claimed request's id.
+        """
         with self._lock:
             row = self._rows.get(request_id)
             if row is not None and row[_STATE] == STARTED:
                 del self._rows[request_id]
 
     def get(self, request_id: str) -> Execution | None:
+        """The row for ``request_id``, or None.
+
+        Args:
+            request_id: The request's id.
+        """
         with self._lock:
             row = self._rows.get(request_id)
             return None if row is None else Execution(*row)
 
     def recent(self, limit: int = 50) -> list[Execution]:
+        """The newest rows first.
+
+        Args:
+            limit: How many rows at most.
+        """
         with self._lock:
             # Claims insert at the end and ends rewrite in place, so the dict's order is
             # the order of starts, ties in the clock included.
@@ -89,6 +124,11 @@ class MemoryLedger:
             return [Execution(*row) for row in newest]
 
     def prune(self, older_than: timedelta) -> int:
+        """Delete rows that ended (or started) more than ``older_than`` ago; how many.
+
+        Args:
+            older_than: How long ago a row must have ended (or started) to go.
+        """
         cutoff = utcnow() - older_than
         with self._lock:
             old = [

@@ -116,6 +116,11 @@ class PostgresLedger:
 
     Thread safe: one connection per ledger, used under a lock. Fork safe: a
     child process opens its own connection.
+
+    Args:
+        dsn: The PostgreSQL connection string (``postgresql://...`` or ``key=value`` form).
+        table: The table that holds the rows (made if missing).
+        connect_timeout: Seconds to wait for a connection.
     """
 
     def __init__(
@@ -320,35 +325,67 @@ class PostgresLedger:
 
         ``arguments_digest`` (None, or 64 lowercase hex characters) is stored with the row.
         Raises LedgerError when the answer is unknown (a lost connection): not claimed.
+
+        Args:
+            request_id: The approval request's id (one row per approved request).
+            tool: The tool's name, kept with the row.
+            worker: Who runs the call (host and process), kept with the row.
+            arguments_digest: Lowercase hex SHA-256 of the canonical JSON of the arguments that run,
+                or None; anything else is ValueError before anything is written.
         """
         digest = check_digest(arguments_digest)
         _, rows = self._run("claim", self._sql_claim, (request_id, tool, STARTED, worker, digest))
         return len(rows) == 1
 
     def finish(self, request_id: str) -> None:
-        """Mark a claimed call as ``finished``."""
+        """Mark a claimed call as ``finished``.
+
+        Args:
+            request_id: The claimed request's id.
+        """
         self._run("finish", self._sql_end, ("finished", None, request_id, STARTED))
 
     def fail(self, request_id: str, error: str) -> None:
-        """Mark a claimed call as ``failed`` (it ran and raised; it still counts as run)."""
+        """Mark a claimed call as ``failed`` (it ran and raised; it still counts as run).
+
+        Args:
+            request_id: The claimed request's id.
+            error: What the tool raised (kept, cut to 1,000 characters).
+        """
         self._run("fail", self._sql_end, ("failed", error, request_id, STARTED))
 
     def release(self, request_id: str) -> None:
-        """Give back a claim whose call never started; a finished or failed row stays."""
+        """Give back a claim whose call never started; a finished or failed row stays.
+
+        Args:
+            request_id: The claimed request's id.
+        """
         self._run("release", self._sql_release, (request_id, STARTED))
 
     def get(self, request_id: str) -> Execution | None:
-        """The row for ``request_id``, or None."""
+        """The row for ``request_id``, or None.
+
+        Args:
+            request_id: The request's id.
+        """
         _, rows = self._run("get", self._sql_get, (request_id,))
         return _execution(rows[0]) if rows else None
 
     def recent(self, limit: int = 50) -> list[Execution]:
-        """The newest rows first."""
+        """The newest rows first.
+
+        Args:
+            limit: How many rows at most.
+        """
         _, rows = self._run("recent", self._sql_recent, (limit,))
         return [_execution(row) for row in rows]
 
     def prune(self, older_than: timedelta) -> int:
-        """Delete rows that ended (or started) more than ``older_than`` ago; return the count."""
+        """Delete rows that ended (or started) more than ``older_than`` ago; return the count.
+
+        Args:
+            older_than: How long ago a row must have ended (or started) to go.
+        """
         count, _ = self._run("prune", self._sql_prune, (older_than,))
         return count
 

@@ -44,7 +44,19 @@ def default_worker() -> str:
 
 @attrs.frozen
 class Execution:
-    """One row of the execution record."""
+    """One row of the execution record.
+
+    Attributes:
+        request_id: The approval request's id (one row per approved request).
+        tool: The tool's name.
+        state: ``"started"``, ``"finished"`` or ``"failed"``.
+        worker: Who claimed it (host and process).
+        started_at: When it was claimed (UTC).
+        ended_at: When it finished or failed (UTC); None while started.
+        error: What the tool raised, for a failed row; else None.
+        arguments_digest: Lowercase hex SHA-256 of the canonical JSON of the arguments that ran;
+            None if the row predates digests or its claimer gave none.
+    """
 
     request_id: str
     tool: str
@@ -152,5 +164,12 @@ class Ledger(_Rows, Protocol):
 
         ``arguments_digest`` (None, or 64 lowercase hex characters, else
         ValueError before anything is written) is stored with the row.
+
+        Args:
+            request_id: The approval request's id (one row per approved request).
+            tool: The tool's name, kept with the row.
+            worker: Who runs the call (host and process), kept with the row.
+            arguments_digest: Lowercase hex SHA-256 of the canonical JSON of the arguments that run,
+                or None; anything else is ValueError before anything is written.
         """
         ...

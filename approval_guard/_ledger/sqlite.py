@@ -78,6 +78,10 @@ class SQLiteLedger:
     ::
 
         guard = ag.Guard(..., ledger=ag.SQLiteLedger("/var/lib/agent/executions.sqlite3"))
+
+    Args:
+        path: The SQLite database file (made if missing; never on a network file system).
+        timeout: Seconds to wait for another process's lock on the file.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
@@ -144,6 +148,13 @@ class SQLiteLedger:
         """Record ``started`` for ``request_id`` if nobody has; True if this caller won.
 
         ``arguments_digest`` (None, or 64 lowercase hex characters) is stored with the row.
+
+        Args:
+            request_id: The approval request's id (one row per approved request).
+            tool: The tool's name, kept with the row.
+            worker: Who runs the call (host and process), kept with the row.
+            arguments_digest: Lowercase hex SHA-256 of the canonical JSON of the arguments that run,
+                or None; anything else is ValueError before anything is written.
         """
         digest = check_digest(arguments_digest)
         cursor = self._execute(
@@ -163,15 +174,28 @@ class SQLiteLedger:
         )
 
     def finish(self, request_id: str) -> None:
-        """Mark a claimed call as ``finished``."""
+        """Mark a claimed call as ``finished``.
+
+        Args:
+            request_id: The claimed request's id.
+        """
         self._end(request_id, FINISHED, None)
 
     def fail(self, request_id: str, error: str) -> None:
-        """Mark a claimed call as ``failed`` (it ran and raised; it still counts as run)."""
+        """Mark a claimed call as ``failed`` (it ran and raised; it still counts as run).
+
+        Args:
+            request_id: The claimed request's id.
+            error: What the tool raised (kept, cut to 1,000 characters).
+        """
         self._end(request_id, FAILED, error)
 
     def release(self, request_id: str) -> None:
-        """Give back a claim whose call never started; a finished or failed row stays."""
+        """Give back a claim whose call never started; a finished or failed row stays.
+
+        Args:
+            request_id: The claimed request's id.
+        """
         self._execute(
             "release",
             "DELETE FROM executions WHERE request_id = ? AND state = ?",
@@ -179,7 +203,11 @@ class SQLiteLedger:
         )
 
     def get(self, request_id: str) -> Execution | None:
-        """The row for ``request_id``, or None."""
+        """The row for ``request_id``, or None.
+
+        Args:
+            request_id: The request's id.
+        """
         rows = self._query(
             "get",
             f"SELECT {_SQLITE_COLUMNS} FROM executions WHERE request_id = ?",
@@ -188,7 +216,11 @@ class SQLiteLedger:
         return rows[0] if rows else None
 
     def recent(self, limit: int = 50) -> list[Execution]:
-        """The newest rows first."""
+        """The newest rows first.
+
+        Args:
+            limit: How many rows at most.
+        """
         return self._query(
             "recent",
             f"SELECT {_SQLITE_COLUMNS} FROM executions"
@@ -197,7 +229,11 @@ class SQLiteLedger:
         )
 
     def prune(self, older_than: timedelta) -> int:
-        """Delete rows that ended (or started) more than ``older_than`` ago; return the count."""
+        """Delete rows that ended (or started) more than ``older_than`` ago; return the count.
+
+        Args:
+            older_than: How long ago a row must have ended (or started) to go.
+        """
         cursor = self._execute(
             "prune",
             "DELETE FROM executions WHERE COALESCE(ended_at, started_at) < ?",

@@ -20,6 +20,7 @@ from approval_guard._options.converters import (
     Converter,
     EditError,
     Inner,
+    Unsupported,
     bare,
     clip,
     dict_of,
@@ -38,14 +39,6 @@ _SUPPORTED = (
     "int, float, str, bool, Decimal, datetime, date, UUID, an Enum, list[X], "
     "tuple[X, ...], dict[str, X], a bare list or dict, or Optional[X]"
 )
-
-
-class _Unsupported(Exception):
-    """An annotation (or a piece of one) no converter is built for."""
-
-    def __init__(self, piece: Any) -> None:
-        super().__init__()
-        self.piece = piece
 
 
 def editable_converters(
@@ -86,7 +79,7 @@ def editable_converters(
         annotation = _annotation(fn, param, hints, where)
         try:
             inner = _build(annotation)
-        except _Unsupported as exc:
+        except Unsupported as exc:
             whole = _describe(annotation)
             piece = _describe(exc.piece)
             part = "which" if piece == whole else f"and {piece} in it"
@@ -157,7 +150,7 @@ def _annotation(
 
 
 def _build(ann: Any) -> Inner:
-    """The converter for ``ann``, or :class:`_Unsupported` naming the piece that is not."""
+    """The converter for ``ann``, or :class:`Unsupported` naming the piece that is not."""
     origin = typing.get_origin(ann)
     args = typing.get_args(ann)
     if origin is typing.Annotated:
@@ -165,7 +158,7 @@ def _build(ann: Any) -> Inner:
     if origin is typing.Union or origin is types.UnionType:
         others = [a for a in args if a is not type(None)]
         if len(others) != 1:
-            raise _Unsupported(ann)  # Union[int, str]: which type an edit means is a guess
+            raise Unsupported(ann)  # Union[int, str]: which type an edit means is a guess
         return optional(_build(others[0]))
     if origin is list or ann is list:
         if not args:
@@ -174,12 +167,12 @@ def _build(ann: Any) -> Inner:
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             return list_of(_build(args[0]), tuple)
-        raise _Unsupported(ann)
+        raise Unsupported(ann)
     if origin is dict or ann is dict:
         if not args:
             return bare(dict, "a JSON object")
         if args[0] is not str:
-            raise _Unsupported(ann)
+            raise Unsupported(ann)
         return dict_of(_build(args[1]))
     if origin is None and isinstance(ann, type):
         if issubclass(ann, enum.Enum):
@@ -188,7 +181,7 @@ def _build(ann: Any) -> Inner:
         simple = SIMPLE.get(ann)
         if simple is not None:
             return simple
-    raise _Unsupported(ann)
+    raise Unsupported(ann)
 
 
 def _describe(ann: Any) -> str:

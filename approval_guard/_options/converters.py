@@ -54,6 +54,17 @@ _DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+class Unsupported(Exception):
+    """A type (an annotation, a JSON schema, or a piece of one) no converter is built for.
+
+    ``piece``: the part that is not, to name it in the message (None: the whole).
+    """
+
+    def __init__(self, piece: Any = None) -> None:
+        super().__init__()
+        self.piece = piece
+
+
 class EditError(ValueError):
     """A reviewer's edit that does not convert to the parameter's type; the tool must not run.
 

@@ -10,9 +10,14 @@ here and subclasses (``ToolContext`` of ``RunContextWrapper``,
 
 Recognition is deliberately narrow: a parameter wrongly taken for an injected
 one would be hidden from the reviewer. An annotation that cannot be resolved
-(a name imported only under ``TYPE_CHECKING``) is not guessed from its text;
-the framework's object then fails serialisation loudly, and
-``requires_approval(exclude=(...))`` names the parameter explicitly.
+(a name imported only under ``TYPE_CHECKING``, or inside a factory under
+``from __future__ import annotations``) is not guessed from its text. Where the
+framework itself injects by parameter *name* (ADK's ``tool_context``), its
+integration asks :func:`injected_by_name`: such a name counts as injected when
+its annotation is absent or cannot be resolved, since the framework fills it in
+whatever the annotation says. Otherwise the framework's object fails
+serialisation loudly, and ``requires_approval(exclude=(...))`` names the
+parameter explicitly.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import inspect
 import logging
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 log = logging.getLogger("approval_guard")
@@ -80,6 +85,23 @@ def injected_parameters(fn: Callable[..., Any], signature: inspect.Signature) ->
             sorted(found),
         )
     return found
+
+
+def injected_by_name(
+    fn: Callable[..., Any], signature: inspect.Signature, names: Collection[str]
+) -> frozenset[str]:
+    """Of ``names`` (those a framework injects by name), the ones ``fn`` takes unresolved.
+
+    A parameter of one of these names counts as injected when it has no
+    annotation, or one that cannot be resolved: the framework fills it in by its
+    name either way. A resolved annotation is judged by :func:`injected_parameters`
+    (``tool_context: str`` is the model's argument).
+    """
+    present = [name for name in names if name in signature.parameters]
+    if not present:
+        return frozenset()
+    resolved = _resolved_annotations(fn, signature)
+    return frozenset(name for name in present if name not in resolved)
 
 
 def _resolved_annotations(fn: Callable[..., Any], signature: inspect.Signature) -> dict[str, Any]:

@@ -51,12 +51,13 @@ def check_key(key: object) -> bytes:
 
 
 def check_redact(
-    redact: object, parameters: Collection[str], exclude: Collection[str], tool: str
+    redact: object, parameters: Collection[str] | None, exclude: Collection[str], tool: str
 ) -> Paths | RedactFn | None:
     """``redact`` checked at decoration: paths that start at a sent parameter, or a callable.
 
     ``parameters``: the tool's parameter names (a signature's ``parameters``, or
-    the argument names a framework's schema declares).
+    the argument names a framework's schema declares); None while they are not
+    known (only the paths' form is checked).
     """
     if redact is None:
         return None
@@ -79,7 +80,7 @@ def check_redact(
                 f"redact paths must be names joined by dots, like 'card.number', not {item!r}"
             )
         parts = tuple(item.split("."))
-        if parts[0] not in parameters:
+        if parameters is not None and parts[0] not in parameters:
             raise ConfigurationError(
                 f"redact names {item!r}, but {tool} has no parameter {parts[0]!r}"
             )

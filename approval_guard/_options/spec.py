@@ -1,7 +1,8 @@
 """Planning a guarded call: checked options, the timeout clamp, the provider's scope, the plan.
 
 Everything here is decided before any HTTP: a tool's options are checked when
-the decorator is applied (:func:`make_spec`), and each call's :class:`CallPlan`
+the decorator is applied (:func:`build_spec`, the one builder, whatever the
+tool's shape), and each call's :class:`CallPlan`
 depends only on the call and the configuration, never on time already spent.
 """
 
@@ -19,14 +20,13 @@ from approval_guard._call.ops import Ran
 from approval_guard._call.outcome import NotRun, Reason
 from approval_guard._codec.display import is_hidden
 from approval_guard._codec.duration import DurationLike, to_seconds
-from approval_guard._codec.serialize import Binder, binder
+from approval_guard._codec.serialize import Binder
 from approval_guard._codec.wire import MAX_BATCH, MAX_REQUESTED_BY
 from approval_guard._options.advice import check_messages
-from approval_guard._options.convert import editable_converters
-from approval_guard._options.converters import Converter
-from approval_guard._options.inject import injected_parameters
-from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions
+from approval_guard._options.converters import Converter, clip
+from approval_guard._options.options import DEFAULT_TIMEOUT, ApprovalOptions, check_names
 from approval_guard._options.redact import Paths, RedactFn, check_redact, redacted_names
+from approval_guard._options.shape import ToolShape
 from approval_guard._options.when import check_of_arguments, check_when
 from approval_guard.exceptions import ConfigurationError
 
@@ -154,6 +154,8 @@ class ToolSpec:
     #: Called as ``fn(**arguments)`` with the arguments as sent, any names (a tool known only
     #: by a JSON schema, see ``_options/schema.py``): edits replace keywords, no signature.
     by_name: bool = False
+    #: Every option as given (checked): one added to ``ApprovalOptions`` reaches every spec.
+    options: Mapping[str, Any] = attrs.field(factory=dict)
 
     def result(self, outcome: Ran | NotRun) -> Any:
         if isinstance(outcome, Ran):
@@ -172,24 +174,42 @@ def check_describe(describe: object, *, is_async: bool) -> bool:
     )
 
 
-def make_spec(
-    fn: Callable[..., Any],
+def _names(value: object, option: str) -> tuple[str, ...]:
+    """An option that lists argument names: sorted, each once; else ConfigurationError."""
+    if isinstance(value, (str, bytes)):
+        raise ConfigurationError(
+            f"{option} must be a collection of parameter names, not a string; "
+            f"write {option}=('name',)"
+        )
+    try:
+        names: tuple[object, ...] = tuple(value)  # type: ignore[arg-type]
+    except TypeError:  # not iterable
+        raise ConfigurationError(f"{option} must be a collection of parameter names") from None
+    if not all(isinstance(name, str) and name for name in names):
+        raise ConfigurationError(f"{option} must be a collection of parameter names (strings)")
+    return tuple(sorted(set(names)))  # type: ignore[arg-type]
+
+
+def build_spec(
+    shape: ToolShape,
     *,
+    options: ApprovalOptions | Mapping[str, Any],
     on_not_run: Callable[[NotRun], Any] | None = None,
-    options: ApprovalOptions,
+    check_edit: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
+    name: str | None = None,
 ) -> ToolSpec:
-    """Check a tool's options; a bad one raises ConfigurationError now, not on the first call."""
+    """The one builder of a tool's spec: every option checked once, against the tool's shape.
+
+    ``shape`` says what the tool's arguments are (a signature, a list of names, a
+    JSON schema: see :mod:`approval_guard._options.shape`); ``options`` are all of
+    ``requires_approval``'s (an unknown one is a ``TypeError``, a bad one a
+    ConfigurationError, now rather than on the first call), kept whole on the
+    spec. ``name``: the tool's name when ``options`` give none (default: the
+    function's). ``check_edit``: a framework's check of a whole edited call.
+    """
+    check_names(options)
     timeout = options.get("timeout", DEFAULT_TIMEOUT)
     tool = options.get("tool")
-    exclude = options.get("exclude", ())
-    when = options.get("when")
-    describe = options.get("describe")
-    redact = options.get("redact")
-    editable = options.get("editable", ())
-    on_event = options.get("on_event")
-    messages = options.get("messages")
-    if not callable(fn):
-        raise TypeError(f"requires_approval decorates a function, not {type(fn).__name__}")
     if on_not_run is not None and not callable(on_not_run):
         raise ConfigurationError("on_not_run must be a callable taking a NotRun, such as str")
     seconds = seconds_option(timeout, "timeout")
@@ -197,60 +217,59 @@ def make_spec(
         raise ConfigurationError(
             f"timeout must be whole seconds between 1s and 24h, got {timeout!r}"
         )
-    name = tool if tool is not None else getattr(fn, "__name__", None)
-    if not isinstance(name, str) or not 1 <= len(name) <= 200:
+    label = tool if tool is not None else (name or getattr(shape.fn, "__name__", None))
+    if not isinstance(label, str) or not 1 <= len(label) <= 200:
         raise ConfigurationError("tool must be a name of 1 to 200 characters")
-    if isinstance(exclude, str):
-        raise ConfigurationError("exclude must be a collection of parameter names, not a string")
-    signature = inspect.signature(fn)
-    unknown = set(exclude) - set(signature.parameters)
+    known = shape.names
+    exclude = frozenset(_names(options.get("exclude", ()), "exclude"))
+    unknown = sorted(exclude - known) if known is not None else []
     if unknown:
-        raise ConfigurationError(
-            f"exclude names parameters that {name} does not have: {sorted(unknown)}"
-        )
-    is_async = inspect.iscoroutinefunction(fn)
+        raise ConfigurationError(f"exclude names parameters that {label} does not have: {unknown}")
+    is_async = inspect.iscoroutinefunction(shape.fn)
+    when = options.get("when")
     when_async = check_when(when, is_async=is_async)
+    describe = options.get("describe")
     describe_async = check_describe(describe, is_async=is_async)
     # Parameters a framework fills in (a run context, a config) are never the
     # model's arguments: recognised by type, they are left out like `exclude`.
-    left_out = frozenset(exclude) | injected_parameters(fn, signature)
-    redaction = check_redact(redact, signature.parameters, left_out, name)
-    if isinstance(editable, str):
-        raise ConfigurationError("editable must be a collection of parameter names, not a string")
-    try:
-        editable_names = tuple(sorted(set(editable)))
-    except TypeError:  # not iterable, unhashable items, or names mixed with non-strings
-        raise ConfigurationError(
-            "editable must be a collection of parameter names (strings)"
-        ) from None
-    for param in editable_names:
-        if param in left_out:
+    left_out = exclude | shape.injected
+    redaction = check_redact(options.get("redact"), known, left_out, label)
+    editable = _names(options.get("editable", ()), "editable")
+    for arg in editable:
+        if known is not None and arg not in known:
             raise ConfigurationError(
-                f"editable names {param!r}, which is excluded and never sent for approval"
+                f"editable names {clip(repr(arg), 60)}, which is not {shape.noun}"
             )
-    both = sorted(set(editable_names) & redacted_names(redaction))
+        if arg in left_out:
+            raise ConfigurationError(
+                f"editable names {arg!r}, which is excluded and never sent for approval"
+            )
+    both = sorted(set(editable) & redacted_names(redaction))
     if both:
         raise ConfigurationError(
             f"{both[0]!r} is both redacted and editable: a reviewer cannot edit a value "
             "they cannot see"
         )
-    converters = editable_converters(fn, signature, editable_names) if editable_names else {}
+    converters = {arg: shape.converter(arg) for arg in editable} if known is not None else {}
     return ToolSpec(
-        fn=fn,
-        name=name,
+        fn=shape.fn,
+        name=label,
         timeout=seconds,
         exclude=left_out,
-        signature=signature,
+        signature=shape.signature,
         is_async=is_async,
-        bind=binder(signature, exclude=left_out),
+        bind=shape.binder(left_out, label),
         on_not_run=on_not_run,
         when=when,
         when_async=when_async,
         describe=describe,
         describe_async=describe_async,
         redact=redaction,
-        editable=editable_names,
+        editable=editable,
         converters=converters,
-        on_event=check_on_event(on_event),
-        messages=check_messages(messages),
+        check_edit=check_edit,
+        on_event=check_on_event(options.get("on_event")),
+        messages=check_messages(options.get("messages")),
+        by_name=shape.by_name,
+        options=dict(options),
     )

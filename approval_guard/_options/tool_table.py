@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from approval_guard._options.dict_spec import check_dict_options
+from approval_guard._options.shape import unknown_tool
+from approval_guard._options.spec import build_spec
 from approval_guard.exceptions import ConfigurationError
 
 #: A tool's options, as ``requires_approval`` takes them (``timeout``, ``editable``, ...).
@@ -47,7 +48,7 @@ def tool_options(
                 f"not {type(own).__name__}"
             )
         merged = {**shared, **own}
-        check_dict_options(merged, tool=name)
+        build_spec(unknown_tool(), options=merged, name=name)  # names: once the tool is known
         out[name] = merged
     return out
 

@@ -53,6 +53,14 @@ def before_tool_callback(
     validation then converts it to the function's types). ``when(tool_name,
     args)`` and ``unlisted`` are as in ``approval_guard.claude.can_use_tool``.
     Bad options raise ``ConfigurationError`` here.
+
+    Args:
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        tools: Each guarded tool's name -> ``True`` or its ``requires_approval`` options (not
+            ``exclude``).
+        when: ``when(tool_name, arguments)``: ask only when it returns True (raising or a non-bool
+            means ask); None: always ask.
+        unlisted: ``"allow"``: a tool not in ``tools`` runs unasked; ``"deny"``: it is refused.
     """
     checked = check_tools(tools)
     if when is not None and not callable(when):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from approval_guard._call.outcome import NotRun
+from approval_guard._options.inject import injected_by_name
 from approval_guard._options.options import ApprovalOptions
 from approval_guard.exceptions import ConfigurationError
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
     from approval_guard._guard import Guard
 
-#: Parameters ADK fills in by name when they carry no annotation it recognises.
+#: Parameters ADK fills in by name (left out when unannotated or unresolvable).
 ADK_INJECTED_NAMES = ("tool_context", "input_stream")
 
 
@@ -37,6 +38,9 @@ def not_run_response(not_run: NotRun) -> dict[str, Any]:
 
     ``error`` is the ``NotRun``'s sentence (what the model reads); ``reason`` its
     stable code.
+
+    Args:
+        not_run: The call that did not run.
     """
     return {"error": str(not_run), "reason": not_run.reason.value}
 
@@ -57,12 +61,21 @@ def guarded_tool(
         agent = LlmAgent(name="support", model=..., tools=[refund])
 
     The model sees the same declaration as the unguarded tool. A ``ToolContext``
-    parameter (annotated, or named ``tool_context`` as ADK allows) is ADK's, not
+    parameter (annotated, or named ``tool_context`` as ADK allows, its annotation
+    absent or one that cannot be resolved) is ADK's, not
     the model's: never sent for approval. A plain (sync) function waits for its
     approval on the event loop without blocking it, then runs in a worker
     thread (``asyncio.to_thread``). A call that did not run returns
     ``on_not_run(not_run)`` (default :func:`not_run_response`). Bad options raise
     ``ConfigurationError`` here; ADK is imported here.
+
+    Args:
+        tool: A function, or ADK's ``FunctionTool`` over one.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        on_not_run: Made from the :class:`~approval_guard.NotRun` of a call that did not run, and
+            returned in its place. Default: :func:`not_run_response`.
+        **options: ``requires_approval``'s options (``timeout``, ``redact``, ``editable``,
+            ``messages``, ...), checked now.
     """
     tools = adk_tools()
     require_confirmation: Any = False
@@ -77,12 +90,10 @@ def guarded_tool(
         )
     if getattr(fn, "__approval_guard__", None) is not None:
         raise ConfigurationError(f"{fn.__name__} is already guarded")
-    parameters = inspect.signature(fn).parameters
-    exclude = set(options.get("exclude", ()))
-    for name in ADK_INJECTED_NAMES:
-        param = parameters.get(name)
-        if param is not None and param.annotation is inspect.Parameter.empty:
-            exclude.add(name)
+    # ADK fills these in by name: unannotated, or annotated with what cannot be
+    # resolved (ToolContext imported inside a factory), they are ADK's, not the model's.
+    by_name = injected_by_name(fn, inspect.signature(fn), ADK_INJECTED_NAMES)
+    exclude = set(options.get("exclude", ())) | by_name
     if exclude:
         options = {**options, "exclude": tuple(sorted(exclude))}
     target = fn if inspect.iscoroutinefunction(fn) else _in_a_thread(fn)

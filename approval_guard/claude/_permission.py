@@ -75,6 +75,14 @@ def can_use_tool(
     The callback never raises for a call: anything that keeps a listed tool from
     an approval (a bad input, a provider fault) is a deny with the ``NotRun``'s
     sentence. Bad options raise ``ConfigurationError`` here.
+
+    Args:
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        tools: Each guarded tool's name -> ``True`` or its ``requires_approval`` options (not
+            ``exclude``).
+        when: ``when(tool_name, arguments)``: ask only when it returns True (raising or a non-bool
+            means ask); None: always ask.
+        unlisted: ``"allow"``: a tool not in ``tools`` runs unasked; ``"deny"``: it is refused.
     """
     checked = check_tools(tools)
     if when is not None and not callable(when):

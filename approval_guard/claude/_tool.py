@@ -16,5 +16,8 @@ def not_run_result(not_run: NotRun) -> dict[str, Any]:
         @tool("refund", "Refund part of a payment", {"payment_id": str, "amount": int})
         @guard.requires_approval(timeout="30m", on_not_run=not_run_result)
         async def refund(args: dict) -> dict: ...
+
+    Args:
+        not_run: The call that did not run.
     """
     return {"content": [{"type": "text", "text": str(not_run)}], "is_error": True}

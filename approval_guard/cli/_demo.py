@@ -19,7 +19,16 @@ from typing import Any
 from approval_guard._codec import duration as _duration
 from approval_guard._codec import wire as _wire
 from approval_guard._codec import wire_models as _models
-from approval_guard.cli._output import PROG, CliError, LiveLine, pretty_json, safe, say, time_left
+from approval_guard.cli._output import (
+    PROG,
+    CliError,
+    LiveLine,
+    logs_above,
+    pretty_json,
+    safe,
+    say,
+    time_left,
+)
 from approval_guard.cli._reviewer_client import ReviewerClient
 from approval_guard.cli._signals import interrupt, on_sigterm
 
@@ -226,14 +235,18 @@ def _run_demo(
 
         live = LiveLine(out)
         decide_at = time.monotonic() + args.after if args.decide else None
-        while not finished.is_set():
-            live.update(f"waiting for a decision on {request.id}: {time_left(request.deadline_at)}")
-            if decide_at is not None and time.monotonic() >= decide_at:
-                decide_at = None
-                live.clear()
-                _auto_decide(reviewer, request.id, args.decide)
-            finished.wait(0.1)
-        live.clear()
+        # The guard logs from the agent's thread ("runs with a reviewer's edit"): each
+        # record on a line of its own, never run into the counter.
+        with logs_above(live):
+            while not finished.is_set():
+                left = time_left(request.deadline_at)
+                live.update(f"waiting for a decision on {request.id}: {left}")
+                if decide_at is not None and time.monotonic() >= decide_at:
+                    decide_at = None
+                    live.clear()
+                    _auto_decide(reviewer, request.id, args.decide)
+                finished.wait(0.1)
+            live.clear()
     except KeyboardInterrupt:
         say()
         say("Interrupted: withdrawing the approval request…")

@@ -4,7 +4,7 @@
 
     approval-guard mcp-proxy --guard 'write_*,delete_*' [--timeout 10m]
         [--editable TOOL:ARG ...] [--redact TOOL:PATH ...] [--listen HOST:PORT]
-        [--url URL] [--ledger PATH] -- COMMAND ARGS...
+        [--start-timeout DUR] [--url URL] [--ledger PATH] -- COMMAND ARGS...
 
 The provider comes as for every Guard from the environment:
 ``APPROVAL_GUARD_URL`` (or ``--url``), ``APPROVAL_GUARD_CREDENTIAL`` (only
@@ -31,6 +31,7 @@ from approval_guard._env import (
     GuardSettings,
     default_guard_settings,
 )
+from approval_guard._options.spec import seconds_option
 from approval_guard.cli._output import PROG, CliError, UsageError, say
 from approval_guard.cli._signals import interrupt, on_sigterm
 from approval_guard.exceptions import ConfigurationError
@@ -78,6 +79,13 @@ def add_mcp_proxy_command(
         "--listen",
         metavar="HOST:PORT",
         help="serve streamable HTTP on http://HOST:PORT/mcp instead of stdio",
+    )
+    proxy.add_argument(
+        "--start-timeout",
+        default="30s",
+        metavar="DUR",
+        help="how long the MCP server may take to answer initialize before the proxy stops "
+        "it and exits (default: 30s)",
     )
     proxy.add_argument(
         "--url",
@@ -156,6 +164,14 @@ def cmd_mcp_proxy(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
     listen = _listen(args.listen)
+    try:
+        start_timeout = seconds_option(args.start_timeout, "--start-timeout")
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+    if not 0 < start_timeout <= 3600:
+        raise UsageError(
+            f"--start-timeout must be more than 0s and at most 1h, not {args.start_timeout!r}"
+        )
     settings = _settings(args.url)
     try:
         import mcp  # noqa: F401 (only to say what to install, before anything starts)
@@ -178,7 +194,7 @@ def cmd_mcp_proxy(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"{PROG}: %(message)s")
     try:
         with on_sigterm(interrupt):
-            run_proxy(command, guard=guard, rules=rules, listen=listen)
+            run_proxy(command, guard=guard, rules=rules, listen=listen, start_timeout=start_timeout)
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 
 from approval_guard._codec import wire as _wire
 from approval_guard._codec import wire_models as _models
-from approval_guard._codec.display import redacted_paths
+from approval_guard._codec.display import pointer, redacted_paths
 from approval_guard._codec.exact_json import dump_json, load_json
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
 from approval_guard.cli._grants import grant_body, grant_line, scope_words
@@ -105,7 +105,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for r in requests_:
         tool = safe(r.tool)
         tool = tool if len(tool) <= 20 else tool[:19] + "…"
-        args_text = compact_json(r.arguments, width=60)
+        args_text = compact_json(r.arguments, width=60, redacted=r.redacted)
         say(f"{safe(r.id):<36}  {r.status:<9}  {tool:<20}  {_when(r):<16}  {args_text}")
     # The agent's stated reason under its row, cut to one line, hidden characters escaped.
     for one in reviewed:
@@ -158,7 +158,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     request = reviewed.request
     for label, value in _describe(request, reviewed.team):
         say(f"{label:<12} {safe(value)}")
-    redacted = redacted_paths(request.arguments)
+    redacted = redacted_paths(request.arguments, request.redacted)
     if redacted:
         # As the page's notice: the reviewer sees a digest; the tool gets the real value.
         say(f"{'redacted':<12} {safe(', '.join(redacted))} (the tool gets the real values)")
@@ -170,7 +170,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         for line in reviewed.context.split("\n"):
             say(f"  | {safe(line)}")
     say("arguments")
-    say(pretty_json(request.arguments, indent="  "))
+    say(pretty_json(request.arguments, indent="  ", redacted=request.redacted))
     events = [e for e in history.get("events", []) if isinstance(e, dict)]
     polls = history.get("poll_count")
     say("history" + (f" (polled {polls} times by the adapter)" if isinstance(polls, int) else ""))
@@ -269,7 +269,7 @@ def _edited(request: _models.ApprovalRequest, edits: list[str]) -> dict[str, Any
             raise CliError(f"--set takes NAME=JSON, e.g. amount=2500, not {safe(edit)!r}")
         if name not in arguments:
             raise CliError(f"{safe(request.tool)} has no argument {safe(name)!r} to change")
-        hidden = redacted_paths(arguments[name])
+        hidden = redacted_paths(arguments[name], request.redacted, at=pointer((name,)))
         if hidden:
             what = "is redacted" if hidden == [""] else "holds a redacted value"
             raise UsageError(

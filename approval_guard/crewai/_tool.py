@@ -48,6 +48,14 @@ def guarded(
     ``on_not_run(not_run)``: by default its sentence, which CrewAI hands the model
     as the tool's output. The original tool is left as it was. Bad options raise
     ``ConfigurationError`` here.
+
+    Args:
+        tool: A CrewAI ``@tool`` result or any ``BaseTool``.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        on_not_run: Made from the :class:`~approval_guard.NotRun` of a call that did not run, and
+            returned in its place.
+        **options: ``requires_approval``'s options (``timeout``, ``redact``, ``editable``,
+            ``messages``, ...), checked now.
     """
     tools = _crewai_tools()
     if not isinstance(tool, tools.BaseTool):

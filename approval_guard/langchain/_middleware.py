@@ -25,9 +25,10 @@ from approval_guard._codec.serialize import dumps
 from approval_guard._guard import Guard
 from approval_guard._harness import in_batch
 from approval_guard._options.converters import EditError
-from approval_guard._options.dict_spec import dict_spec
 from approval_guard._options.redact import redacted_names
 from approval_guard._options.schema_check import refused_edit
+from approval_guard._options.shape import from_names
+from approval_guard._options.spec import build_spec
 from approval_guard._options.tool_table import schema_arguments
 from approval_guard.exceptions import ConfigurationError
 from approval_guard.langchain._review import Review, reviews
@@ -76,10 +77,16 @@ class ApprovalMiddleware(AgentMiddleware):
     put before the result of a call that ran with changed arguments (``None``:
     nothing).
 
-    ``batch``: each request carries its turn's id as API 1.3's ``batch``: the id
-    of the ``AIMessage`` that asked for the call, so a reviewer sees the calls
-    of one model turn together (and may decide them at once). A provider older
-    than 1.3 refuses the field: pass ``batch=False`` for one.
+    Args:
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        interrupt_on: Each reviewed tool's name -> ``True``, ``False`` or a config dict
+            (``allowed_decisions``, ``when`` and ``requires_approval``'s options), as
+            ``HumanInTheLoopMiddleware`` takes it.
+        edit_notice: What the model is told when a reviewer changed the arguments (None: nothing).
+        batch: Send each request's turn id as API 1.3's ``batch`` (the id of the
+            ``AIMessage`` that asked for the call), so a reviewer sees one model turn's
+            calls together; ``False`` for a provider older than 1.3, which refuses it.
+        **options: ``requires_approval``'s options shared by every reviewed tool.
     """
 
     def __init__(
@@ -111,7 +118,12 @@ class ApprovalMiddleware(AgentMiddleware):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Result]
     ) -> Result:
-        """Run the call once a person approves it at the provider; else say why it did not run."""
+        """Run the call once a person approves it at the provider; else say why it did not run.
+
+        Args:
+            request: LangChain's tool call request.
+            handler: Runs the call (LangChain's next step).
+        """
         review = self._review(request)
         if review is None:
             return handler(request)
@@ -130,7 +142,12 @@ class ApprovalMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[Result]],
     ) -> Result:
-        """``wrap_tool_call`` for an async agent: the wait is on the event loop."""
+        """``wrap_tool_call`` for an async agent: the wait is on the event loop.
+
+        Args:
+            request: LangChain's tool call request.
+            handler: Runs the call (LangChain's next step), awaited.
+        """
         review = self._review(request)
         if review is None:
             return await handler(request)
@@ -181,13 +198,13 @@ class ApprovalMiddleware(AgentMiddleware):
                 status="error",
             )
 
-        return dict_spec(
-            tool_call["name"],
-            run,
-            arguments=declared | set(args),
+        name = tool_call["name"]
+        return build_spec(
+            from_names(run, options.get("tool") or name, declared | set(args)),
             options=options,
             on_not_run=not_run,
             check_edit=_revalidate(request) if review.edit else None,
+            name=name,
         )
 
     def _noticed(self, result: Result, edited: bool) -> Result:

@@ -19,7 +19,8 @@ from typing import Any
 
 import attrs
 
-from approval_guard._options.dict_spec import check_dict_options
+from approval_guard._options.shape import unknown_tool
+from approval_guard._options.spec import build_spec
 from approval_guard.exceptions import ConfigurationError
 
 DECISIONS = ("approve", "edit", "reject")
@@ -29,7 +30,13 @@ _OWN = frozenset({"allowed_decisions", "when"})
 
 @attrs.frozen
 class Review:
-    """How one tool's calls are reviewed: its options, whether edits are offered, when to ask."""
+    """How one tool's calls are reviewed: its options, whether edits are offered, when to ask.
+
+    Attributes:
+        options: The tool's ``requires_approval`` options.
+        edit: Whether a reviewer may edit the call's arguments.
+        when: Ask only when it returns True, given the call's arguments; None: always.
+    """
 
     options: Mapping[str, Any]
     edit: bool
@@ -104,5 +111,5 @@ def _review(name: str, config: Mapping[str, Any], shared: Mapping[str, Any]) -> 
     if when is not None and not callable(when):
         raise ConfigurationError(f"{where}: when must be a callable taking a ToolCallRequest")
     options = {**shared, **{key: value for key, value in config.items() if key not in _OWN}}
-    check_dict_options(options, tool=name)
+    build_spec(unknown_tool(), options=options, name=name)  # names: once the call's are known
     return Review(options=options, edit="edit" in allowed, when=when)

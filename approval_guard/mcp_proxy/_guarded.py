@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from approval_guard._call.outcome import NotRun
 from approval_guard._options.converters import clip
-from approval_guard._options.schema import schema_spec
+from approval_guard._options.shape import from_schema
+from approval_guard._options.spec import build_spec
 from approval_guard.exceptions import ArgumentSerializationError, ConfigurationError
 from approval_guard.mcp_proxy._progress import Report, Waiting, report_while_waiting
 from approval_guard.mcp_proxy._rules import ProxyRules
@@ -95,14 +96,15 @@ class GuardedTools:
         known = self.knows(tool)
         editable = [name for name in self._rules.editable.get(tool, ()) if name in arguments]
         try:
-            spec = schema_spec(
-                tool,
-                self._schemas.get(tool, {}),
-                run,
-                timeout=self._rules.timeout,
-                editable=editable if known else (),
-                redact=self._rules.redact.get(tool),  # never dropped: unknown, not run
-                on_event=waiting,
+            spec = build_spec(
+                from_schema(run, tool, self._schemas.get(tool, {})),
+                options={
+                    "timeout": self._rules.timeout,
+                    "editable": editable if known else (),
+                    "redact": self._rules.redact.get(tool),  # never dropped: unknown, not run
+                    "on_event": waiting,
+                },
+                name=tool,
             )
         except ConfigurationError as exc:
             # The child changed the tool since the proxy checked it: never run it unasked.

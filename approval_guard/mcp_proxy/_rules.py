@@ -72,6 +72,12 @@ class ProxyRules:
     Patterns are :mod:`fnmatch` globs matched on the child's own tool name,
     ignoring case. A bad pattern, duration or ``TOOL:ARGUMENT`` raises
     :class:`~approval_guard.exceptions.ConfigurationError`.
+
+    Attributes:
+        patterns: The tool-name globs that are guarded.
+        timeout: The approval window to ask for, in seconds.
+        editable: Each tool's arguments a reviewer may change.
+        redact: Each tool's arguments (or dotted paths) shown only as a keyed digest.
     """
 
     patterns: tuple[str, ...]
@@ -128,6 +134,9 @@ class ProxyRules:
 
         Case-insensitively: a server that looks tool names up loosely must not be
         reachable around the guard by ``WRITE_FILE`` (guarding more is never unsafe).
+
+        Args:
+            tool: The child's own tool name.
         """
         name = tool.casefold()
         return any(fnmatch.fnmatchcase(name, pattern.casefold()) for pattern in self.patterns)
@@ -137,6 +146,9 @@ class ProxyRules:
 
         Raises ConfigurationError naming the first tool or argument that is not
         there, or whose schema no edit can be converted to.
+
+        Args:
+            tools: Each tool the child lists -> its ``inputSchema``.
         """
         for flag, named in (("--editable", self.editable), ("--redact", self.redact)):
             for tool, args in named.items():

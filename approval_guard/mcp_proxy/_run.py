@@ -16,10 +16,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from approval_guard._codec.duration import format_duration
 from approval_guard.exceptions import ConfigurationError
 from approval_guard.mcp_proxy._guarded import GuardedTools
 from approval_guard.mcp_proxy._rules import ProxyRules
-from approval_guard.mcp_proxy._server import all_tools, build_server, forward_call
+from approval_guard.mcp_proxy._server import (
+    all_tools,
+    build_server,
+    forward_call,
+    unreadable_list,
+)
 
 if TYPE_CHECKING:
     from approval_guard._guard import Guard
@@ -39,20 +45,31 @@ def run_proxy(
     guard: Guard,
     rules: ProxyRules,
     listen: tuple[str, int] | None = None,
+    start_timeout: float = 30.0,
 ) -> None:
     """Run ``command`` as the child MCP server and relay to it, guarding as ``rules`` say.
 
     Blocks until the client goes away (stdio) or the process is interrupted
     (HTTP). Raises ConfigurationError, after stopping the child, when
     ``rules`` name a tool or an argument the child does not have; OSError
-    when the command cannot be started.
+    when the command cannot be started, and TimeoutError (an OSError) after
+    stopping a child that does not answer ``initialize`` within
+    ``start_timeout`` seconds. A tool list the proxy cannot read is one
+    logged line: no tool is passed on until the child lists them properly.
+
+    Args:
+        command: The child MCP server's command and arguments.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        rules: What is guarded, and how.
+        listen: ``(host, port)`` to serve streamable HTTP on (loopback only); None: stdio.
+        start_timeout: Seconds the child may take to answer ``initialize``.
     """
     import anyio
 
     if not command:
         raise ConfigurationError("mcp-proxy needs the command of the MCP server to run")
     try:
-        anyio.run(_serve, list(command), guard, rules, listen)
+        anyio.run(_serve, list(command), guard, rules, listen, start_timeout)
     except BaseException as exc:
         raise _alone(exc) from None
 
@@ -67,8 +84,13 @@ def _alone(exc: BaseException) -> BaseException:
 
 
 async def _serve(
-    command: list[str], guard: Guard, rules: ProxyRules, listen: tuple[str, int] | None
+    command: list[str],
+    guard: Guard,
+    rules: ProxyRules,
+    listen: tuple[str, int] | None,
+    start_timeout: float,
 ) -> None:
+    import anyio
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -79,12 +101,28 @@ async def _serve(
         stdio_client(params, errlog=sys.stderr) as (read, write),
         ClientSession(read, write) as child,
     ):
-        await child.initialize()
+        try:
+            with anyio.fail_after(start_timeout):
+                await child.initialize()
+        except TimeoutError:
+            raise TimeoutError(
+                f"it did not answer MCP's initialize within {format_duration(start_timeout)}; "
+                "the proxy stopped it"
+            ) from None
         guarded = GuardedTools(
             guard, rules, lambda tool, arguments: forward_call(child, tool, arguments)
         )
-        schemas = await all_tools(child)
-        rules.check_tools(schemas)
+        try:
+            schemas = await all_tools(child)
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # an answer that is not MCP's shape: one line, no traceback
+            log.error(
+                "mcp-proxy: %s; no tool is passed on until it lists them", unreadable_list(exc)
+            )
+            schemas = {}
+        else:
+            rules.check_tools(schemas)
         guarded.learn(schemas)
         for name in sorted(schemas):
             log.info("mcp-proxy: %s %s", "guards" if rules.guards(name) else "relays", name)

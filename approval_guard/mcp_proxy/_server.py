@@ -17,11 +17,14 @@ or unguarded altogether.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from approval_guard._options.converters import clip
 from approval_guard.exceptions import ConfigurationError
 from approval_guard.mcp_proxy._guarded import GuardedTools, error_result
+
+log = logging.getLogger("approval_guard")
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -32,6 +35,10 @@ if TYPE_CHECKING:
 
 #: The most ``tools/list`` pages read at once (a server that pages forever is refused).
 MAX_PAGES = 100
+#: How long the child may take to answer the ping before a guarded call (seconds).
+PING_TIMEOUT = 10.0
+#: JSON-RPC's "internal error" code, for a child's answer the proxy cannot read.
+INTERNAL_ERROR = -32603
 
 
 def tool_schemas(listing: ListToolsResult) -> dict[str, dict[str, Any]]:
@@ -65,6 +72,18 @@ async def listed(child: ClientSession, guarded: GuardedTools, name: str) -> bool
     return guarded.knows(name)
 
 
+async def answering(child: ClientSession) -> bool:
+    """Whether the child still answers (a ping, bounded): a dead one says so at once."""
+    import anyio
+
+    try:
+        with anyio.fail_after(PING_TIMEOUT):
+            await child.send_ping()
+    except Exception:
+        return False
+    return True
+
+
 def build_server(child: ClientSession, guarded: GuardedTools) -> Server[Any]:
     """The relaying server for ``child`` (initialized), guarding as ``guarded`` says."""
     from mcp import types
@@ -73,9 +92,17 @@ def build_server(child: ClientSession, guarded: GuardedTools) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        listing = await child.send_request(
-            types.ListToolsRequest(params=params), types.ListToolsResult
-        )
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            listing = await child.send_request(
+                types.ListToolsRequest(params=params), types.ListToolsResult
+            )
+        except MCPError:
+            raise  # the child's own error, relayed as it is
+        except Exception as exc:  # an answer that is not MCP's shape
+            log.error("mcp-proxy: %s", unreadable_list(exc))
+            raise MCPError(INTERNAL_ERROR, unreadable_list(exc)) from None
         guarded.learn(tool_schemas(listing))
         return listing
 
@@ -94,6 +121,13 @@ def build_server(child: ClientSession, guarded: GuardedTools) -> Server[Any]:
                 "not pass the call on and no tool ran."
             )
         if guarded.rules.guards(name):
+            if not await answering(child):
+                # Nobody is asked to approve a call that cannot run.
+                log.error("mcp-proxy: %s not asked for: the MCP server is not running", name)
+                return error_result(
+                    f"The MCP server is not running (it does not answer), so the proxy asked "
+                    f"nobody to approve {clip(name, 80)} and it did not run."
+                )
             return await guarded.call(name, arguments, report)
         return await child.send_request(
             types.CallToolRequest(
@@ -131,6 +165,12 @@ def build_server(child: ClientSession, guarded: GuardedTools) -> Server[Any]:
         on_call_tool=call_tool,
         **handlers,
     )
+
+
+def unreadable_list(exc: BaseException) -> str:
+    """One line on a ``tools/list`` answer the proxy cannot read (no traceback, bounded)."""
+    first = (str(exc) or type(exc).__name__).splitlines()[0]
+    return f"the MCP server's tools/list answer could not be read ({clip(first, 160)})"
 
 
 async def forward_call(child: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:

@@ -23,7 +23,8 @@ from pydantic_ai.messages import ToolCallPart
 from approval_guard._call.outcome import NotRun
 from approval_guard._codec.serialize import dumps
 from approval_guard._guard import Guard
-from approval_guard._options.dict_spec import dict_spec
+from approval_guard._options.shape import from_names
+from approval_guard._options.spec import build_spec
 from approval_guard._options.tool_table import ToolOptions, tool_options
 from approval_guard.exceptions import ConfigurationError
 
@@ -57,6 +58,13 @@ async def resolve_deferred(
     in the next run: start it at once, since the approval's expiry was checked
     when the answer was made, not when the tool starts (``guarded()`` checks it
     then).
+
+    Args:
+        requests: Pydantic AI's ``DeferredToolRequests`` from an agent run.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        tools: Which tools' calls are asked about, and their options: names, or each name ->
+            ``True`` or options; None: every approval.
+        **options: Options shared by every call.
     """
     if not isinstance(requests, DeferredToolRequests):
         raise ConfigurationError(
@@ -98,12 +106,11 @@ async def _answer(
     # Without the tool's schema, only the call's own names are known: an option may
     # name an argument the model left out, which is then not offered for editing.
     fitted = {**options, "editable": [n for n in options.get("editable", ()) if n in arguments]}
-    spec = dict_spec(
-        call.tool_name,
-        approve,
-        arguments=set(arguments) | _named(options),
+    spec = build_spec(
+        from_names(approve, fitted.get("tool") or call.tool_name, set(arguments) | _named(options)),
         options=fitted,
         on_not_run=_denied,
+        name=call.tool_name,
     )
     answer: ToolApproved | ToolDenied = await guard._call_async(spec, (), dict(arguments))
     return answer

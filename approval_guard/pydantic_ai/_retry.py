@@ -21,5 +21,8 @@ def as_model_retry(not_run: NotRun) -> NoReturn:
     The model gets the sentence as a retry prompt, which counts against the
     tool's ``retries``; past them the run fails (``UnexpectedModelBehavior``).
     The default, ``on_not_run=str``, gives the sentence as the tool's result.
+
+    Args:
+        not_run: The call that did not run.
     """
     raise ModelRetry(str(not_run))

@@ -27,15 +27,24 @@ from approval_guard._codec.serialize import dumps, to_json_value
 from approval_guard._guard import Guard
 from approval_guard._harness import in_batch
 from approval_guard._options.converters import EditError
-from approval_guard._options.dict_spec import dict_spec
 from approval_guard._options.schema_check import refused_edit
+from approval_guard._options.shape import from_names
+from approval_guard._options.spec import build_spec
 from approval_guard._options.tool_table import ToolOptions, schema_arguments, tool_options
 from approval_guard.exceptions import ConfigurationError
 
 
 @dataclass
 class GuardedToolset(WrapperToolset[AgentDepsT]):
-    """A toolset whose listed tools wait for a person's approval (make it with :func:`guarded`)."""
+    """A toolset whose listed tools wait for a person's approval (make it with :func:`guarded`).
+
+    Attributes:
+        wrapped: The toolset whose tools are guarded.
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        tool_options: Each guarded tool's name -> its options (checked when the toolset is made).
+        on_not_run: Made from the :class:`~approval_guard.NotRun` of a call that did not run, and
+            returned in its place. Default: ``str``.
+    """
 
     guard: Guard = field(kw_only=True)
     #: Each guarded tool's name -> its options (checked when the toolset is made).
@@ -60,6 +69,11 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
                 _check_names(name, schema_arguments(tool.function_schema.json_schema), options)
 
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
+        """The wrapped toolset's tools, each guarded one checked against its options.
+
+        Args:
+            ctx: Pydantic AI's run context.
+        """
         tools = await self.wrapped.get_tools(ctx)
         for name, options in self.tool_options.items():
             tool = tools.get(name)
@@ -83,13 +97,13 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
         async def run(**arguments: Any) -> Any:
             return await wrapped.call_tool(name, arguments, ctx, tool)
 
-        spec = dict_spec(
-            name,
-            run,
-            arguments=schema_arguments(tool.tool_def.parameters_json_schema) | set(tool_args),
+        declared = schema_arguments(tool.tool_def.parameters_json_schema) | set(tool_args)
+        spec = build_spec(
+            from_names(run, options.get("tool") or name, declared),
             options=options,
             on_not_run=self.on_not_run,
             check_edit=_revalidate(tool_args, ctx, tool),
+            name=name,
         )
         with in_batch(turn_id(ctx) if self.batch else None):
             return await self.guard._call_async(spec, (), dict(tool_args))
@@ -142,7 +156,9 @@ def _check_names(tool: str, declared: frozenset[str], options: Mapping[str, Any]
     """The tool's options against its schema's argument names (when it declares any)."""
     if not declared:
         return
-    dict_spec(tool, _unused, arguments=declared, options=options)
+    build_spec(
+        from_names(_unused, options.get("tool") or tool, declared), options=options, name=tool
+    )
 
 
 async def _unused(**arguments: Any) -> None:
@@ -185,11 +201,16 @@ def guarded(
     that does not fit a tool's schema, raises ``ConfigurationError`` (when the
     toolset is made for a ``FunctionToolset``, else when its tools are listed).
 
-    ``batch``: each request carries its run step, ``"RUN_ID:STEP"`` (the
-    ``RunContext``'s ``run_id`` and ``run_step``: the tool calls of one model
-    response share it), as API 1.3's ``batch``, so a reviewer sees them together
-    and may decide them at once. A provider older than 1.3 refuses the field:
-    pass ``batch=False`` for one.
+    Args:
+        toolset: Any Pydantic AI toolset (a ``FunctionToolset``, an MCP server, ...).
+        guard: The Guard that asks its provider (its ledger, clock and settings apply).
+        tools: The tools to guard: names, or each name -> ``True`` or its options.
+        on_not_run: Made from the :class:`~approval_guard.NotRun` of a call that did not run, and
+            returned in its place. Default: ``str``.
+        batch: Send each request's run step, ``"RUN_ID:STEP"``, as API 1.3's ``batch``
+            (one model response's tool calls share it), so a reviewer sees them
+            together; ``False`` for a provider older than 1.3, which refuses it.
+        **options: Options shared by every listed tool.
     """
     if not isinstance(toolset, AbstractToolset):
         raise ConfigurationError(

@@ -28,7 +28,16 @@ STATUS_ERROR_TYPES = {
 
 @attrs.frozen
 class Fault:
-    """One queued fault (see :meth:`Faults.add`)."""
+    """One queued fault (see :meth:`Faults.add`).
+
+    Attributes:
+        kind: The fault's kind (see :class:`Faults`).
+        on: The exchange it hits (``"create"``, ``"poll"``, ``"cancel"``, ``"any"``, ...).
+        status: The status a ``status`` fault answers.
+        retry_after: The ``Retry-After`` it sends, if any.
+        delay: Seconds a ``delay`` fault holds the exchange.
+        headers: Extra headers of the answer it makes.
+    """
 
     kind: str
     on: str
@@ -40,7 +49,15 @@ class Fault:
 
 @attrs.frozen
 class FaultRecord:
-    """A fault that was injected: what it was and which exchange it hit."""
+    """A fault that was injected: what it was and which exchange it hit.
+
+    Attributes:
+        kind: The fault's kind.
+        exchange: The exchange it hit.
+        path: The request path.
+        status: The status it answered (a ``status`` fault); else None.
+        at: ``time.monotonic()`` when it was injected.
+    """
 
     kind: str
     exchange: str
@@ -98,7 +115,17 @@ class Faults:
         delay: float = 0.0,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        """Queue a fault for the next ``times`` exchanges of kind ``on``."""
+        """Queue a fault for the next ``times`` exchanges of kind ``on``.
+
+        Args:
+            kind: The fault's kind (see above).
+            on: The exchange to hit (``"any"``: the next of any kind).
+            times: How many exchanges it hits before it is dropped.
+            status: What a ``status`` fault answers: 429 or 5xx.
+            retry_after: The ``Retry-After`` to send (seconds or an HTTP date), if any.
+            delay: Seconds a ``delay`` fault holds the exchange.
+            headers: Extra headers for the answer it makes.
+        """
         if kind not in FAULT_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}, not {kind!r}")
         if on not in EXCHANGES:
@@ -124,7 +151,12 @@ class Faults:
             self._queue.append([fault, times])
 
     def take(self, exchange: str, path: str = "") -> Fault | None:
-        """Consume the first queued fault that matches ``exchange``, if any."""
+        """Consume the first queued fault that matches ``exchange``, if any.
+
+        Args:
+            exchange: The exchange about to happen.
+            path: Its request path (for the log).
+        """
         with self._lock:
             for entry in self._queue:
                 fault: Fault = entry[0]
@@ -179,6 +211,11 @@ class Stats:
         self._counts: Counter[str] = Counter()
 
     def incr(self, name: str) -> None:
+        """Count one more of ``name``.
+
+        Args:
+            name: The counter.
+        """
         with self._lock:
             self._counts[name] += 1
 

@@ -44,24 +44,24 @@ CREATE TABLE IF NOT EXISTS testing_credentials (
 class LocalProvider:
     """The local provider, running in-process on 127.0.0.1, driven by the test.
 
-    :param db: ``":memory:"`` (default) or a SQLite file path.
-    :param clock_offset: how far the provider's clock is ahead of the system's
-        (negative: behind). Settable later through :attr:`clock_offset`.
-    :param policy: decides each new request in a background thread, e.g.
-        :func:`approve_after` ``(0.1)``; settable later through :attr:`policy`.
-    :param poll_cap: the most a long poll waits, in seconds.
-    :param rules: per-tool review rules (who may decide, how many must approve,
-        ``self_approval``, ``max_valid_for``): a rules file's path or a
-        :class:`~approval_guard.provider.rules.config.Rules`, as ``serve --rules``.
-        :meth:`approve` and :meth:`deny` keep them too, as the testing reviewer
-        (named ``testing reviewer``, no roles): with ``approvers`` set, or
-        several approvals required, decide as named reviewers instead
-        (``provider.store.add_reviewer(name, roles=[...])`` gives a token for
-        ``POST /v1/requests/{id}/decision``).
-
     Public attributes: :attr:`url`, :attr:`credential` (an instance
     credential), :attr:`reviewer_credential`, :attr:`faults`, :attr:`stats`,
     :attr:`store`, :attr:`server`.
+
+    Args:
+        db: ``":memory:"`` (default) or a SQLite file path.
+        clock_offset: How far the provider's clock is ahead of the system's
+            (negative: behind). Settable later through :attr:`clock_offset`.
+        policy: Decides each new request in a background thread, e.g.
+            :func:`approve_after` ``(0.1)``; settable later through :attr:`policy`.
+        poll_cap: The most a long poll waits, in seconds.
+        rules: Per-tool review rules (who may decide, how many must approve,
+            ``self_approval``, ``max_valid_for``): a rules file's path or a
+            ``Rules``, as ``serve --rules``. :meth:`approve` and :meth:`deny`
+            keep them too, as the testing reviewer (named ``testing reviewer``,
+            no roles): with ``approvers`` set, or several approvals required,
+            decide as named reviewers instead (``provider.store.add_reviewer(name,
+            roles=[...])`` gives a token for ``POST /v1/requests/{id}/decision``).
     """
 
     def __init__(
@@ -176,18 +176,30 @@ class LocalProvider:
     # ------------------------------------------------------------------ reading
 
     def requests(self, status: str | None = None) -> list[ApprovalRequest]:
-        """Every request (or those with ``status``), newest first."""
+        """Every request (or those with ``status``), newest first.
+
+        Args:
+            status: Only requests with this status (``"pending"``, ...); None: every one.
+        """
         return self.store.list_requests(status=status)
 
     def get(self, request_id: str) -> ApprovalRequest:
-        """The current state of one request; ``LookupError`` if unknown."""
+        """The current state of one request; ``LookupError`` if unknown.
+
+        Args:
+            request_id: The request's id.
+        """
         request = self.store.get_request(request_id)
         if request is None:
             raise LookupError(f"no request {request_id!r}")
         return request
 
     def history(self, request_id: str) -> History:
-        """A request's audit trail; ``LookupError`` if unknown."""
+        """A request's audit trail; ``LookupError`` if unknown.
+
+        Args:
+            request_id: The request's id.
+        """
         history = self.store.history(request_id)
         if history is None:
             raise LookupError(f"no request {request_id!r}")
@@ -197,11 +209,19 @@ class LocalProvider:
         """Block until a pending request appears that this method has not returned before.
 
         Oldest first. Raises ``TimeoutError`` after ``timeout`` seconds.
+
+        Args:
+            timeout: Seconds to wait for one.
         """
         return self._next_unseen(self._returned, timeout)
 
     def wait_for_polls(self, n: int = 1, timeout: float = 5.0) -> bool:
-        """Block until at least ``n`` long polls are waiting; False on timeout."""
+        """Block until at least ``n`` long polls are waiting; False on timeout.
+
+        Args:
+            n: How many long polls must be waiting.
+            timeout: Seconds to wait for them.
+        """
         return self._server.wait_for_waiting_polls(n, timeout)
 
     def _next_unseen(self, seen: set[str], timeout: float) -> ApprovalRequest:
@@ -249,6 +269,14 @@ class LocalProvider:
         the request lists as ``editable`` may change, else ``ValueError``).
         Raises ``NotPendingError`` if not pending, ``LookupError`` if unknown,
         and the store's ``Forbidden`` / ``AlreadyApproved`` when the rules refuse it.
+
+        Args:
+            request_id: The request's id.
+            note: The reviewer's note.
+            valid_for: How long the approval stays valid: a duration string, a ``timedelta`` or
+                seconds (default ``5m``); zero or negative makes one already expired.
+            expires_at: The approval's expiry outright (aware UTC), instead of ``valid_for``.
+            arguments: The whole arguments object with the reviewer's edits applied (API 1.1).
         """
         request = self.store.decide(
             request_id,
@@ -265,7 +293,12 @@ class LocalProvider:
         return request
 
     def deny(self, request_id: str, note: str | None = None) -> ApprovalRequest:
-        """Deny a pending request, as the testing reviewer (``NotPendingError`` if not pending)."""
+        """Deny a pending request, as the testing reviewer (``NotPendingError`` if not pending).
+
+        Args:
+            request_id: The request's id.
+            note: The reviewer's note.
+        """
         request = self.store.decide(
             request_id,
             reviewer=self._reviewer(),
@@ -278,7 +311,12 @@ class LocalProvider:
         return request
 
     def cancel(self, request_id: str, reason: str | None = None) -> ApprovalRequest:
-        """Cancel a pending request, as if its instance withdrew it."""
+        """Cancel a pending request, as if its instance withdrew it.
+
+        Args:
+            request_id: The request's id.
+            reason: Why, as the instance would say it.
+        """
         request = self.store.cancel(request_id, owner=self._reviewer(), reason=reason)
         if request is None:
             raise LookupError(f"no request {request_id!r}")

@@ -53,12 +53,23 @@ class _DecideAfter:
 def approve_after(
     delay: float = 0.0, *, note: str | None = None, valid_for: Validity = "5m"
 ) -> Policy:
-    """A policy that approves every new request ``delay`` seconds after it appears."""
+    """A policy that approves every new request ``delay`` seconds after it appears.
+
+    Args:
+        delay: Seconds after it appears.
+        note: The approval's note.
+        valid_for: How long each approval stays valid.
+    """
     return _DecideAfter(APPROVED, _check_delay(delay), note, valid_for)
 
 
 def deny_after(delay: float = 0.0, note: str | None = "denied by policy") -> Policy:
-    """A policy that denies every new request ``delay`` seconds after it appears."""
+    """A policy that denies every new request ``delay`` seconds after it appears.
+
+    Args:
+        delay: Seconds after it appears.
+        note: The denial's note.
+    """
     return _DecideAfter(DENIED, _check_delay(delay), note)
 
 

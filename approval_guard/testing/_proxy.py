@@ -60,8 +60,11 @@ def _nodelay(sock: socket.socket) -> None:
 class FaultProxy:
     """Fault injection at the edge, for tests of code that talks to a provider.
 
-    :param upstream: the provider, ``http://HOST:PORT``.
-    :param clock: the ``Date`` of answers the proxy makes itself (aware UTC).
+    Args:
+        upstream: The provider, ``http://HOST:PORT``.
+        host: The address the proxy listens on.
+        port: The port it listens on (0: any free one; see :attr:`url`).
+        clock: The ``Date`` of answers the proxy makes itself (aware UTC).
     """
 
     def __init__(
@@ -95,7 +98,11 @@ class FaultProxy:
         return f"FaultProxy(url={self.url!r}, upstream='http://{self._upstream[0]}:{self._upstream[1]}')"
 
     def set_upstream(self, url: str) -> None:
-        """Forward new connections to another provider."""
+        """Forward new connections to another provider.
+
+        Args:
+            url: The other provider, ``http://HOST:PORT``.
+        """
         self._upstream = _address(url)
 
     def _bind(self) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from approval_guard._codec.display import markers_at
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
 from tests.support.browser import TIMEOUT_MS, Review, edit_field
@@ -38,11 +39,21 @@ def review(browser: Browser, provider: LocalProvider) -> Iterator[Review]:
     context.close()
 
 
-def create(provider: LocalProvider, arguments_json: str, editable: list[str]) -> str:
-    """Create a request from JSON text (exact numbers) with these editable names; its id."""
+def create(
+    provider: LocalProvider,
+    arguments_json: str,
+    editable: list[str],
+    redacted: list[str] | None = None,
+) -> str:
+    """Create a request from JSON text (exact numbers) with these editable names; its id.
+
+    ``redacted`` (API 1.3): where the markers are, as a guard says; None: every marker.
+    """
+    if redacted is None:
+        redacted = markers_at(json.loads(arguments_json))
     body = (
         f'{{"tool": "issue_refund", "arguments": {arguments_json}, "timeout": "30m", '
-        f'"editable": {json.dumps(editable)}}}'
+        f'"editable": {json.dumps(editable)}, "redacted": {json.dumps(redacted)}}}'
     )
     request_id = create_from_text(provider, body)
     return request_id
@@ -138,12 +149,12 @@ def test_edit_text_that_is_not_json_shows_why_and_decides_nothing(review: Review
 
 
 def test_a_redacted_value_is_shown_redacted_and_never_editable(review: Review) -> None:
-    """A marker shows as "redacted" with its digest, is named in a notice, and has no input."""
+    """A listed marker shows as "redacted", is named in a notice, has no input; others as JSON."""
     arguments = (
         '{"api_key": {"$redacted": "1a2b3c4d5e6f"}, "card": {"number": '
-        '{"$redacted": "00ff00ff00ff"}}, "amount": 4900}'
+        '{"$redacted": "00ff00ff00ff"}}, "amount": 4900, "memo": {"$redacted": "0123456789ab"}}'
     )
-    request_id = create(review.provider, arguments, ["amount"])
+    request_id = create(review.provider, arguments, ["amount"], ["/api_key", "/card/number"])
     review.open()
     card = review.pending(request_id)
     card.wait_for()
@@ -151,7 +162,7 @@ def test_a_redacted_value_is_shown_redacted_and_never_editable(review: Review) -
     shown = card.get_by_test_id("arguments").text_content() or ""
     assert f'"api_key": {SHOWN_MARKER}' in shown
     assert '"number": \u2039redacted 00ff00ff00ff\u203a' in shown
-    assert "$redacted" not in shown
+    assert '"$redacted"' in shown and "redacted 0123456789ab" not in shown  # memo, as sent
     notice = card.get_by_test_id("redacted").text_content() or ""
     assert "Redacted" in notice
     assert "api_key, card.number" in notice

@@ -74,6 +74,7 @@ class Team:
         if request_id is not None:
             link += f"&request={request_id}"
         page.goto(link)
+        page.get_by_test_id("sign-in").click()  # the link alone signs nobody in
         page.wait_for_selector('[data-testid="live"][data-state="live"]')
         return page
 

@@ -13,6 +13,7 @@ import pytest
 
 import approval_guard as ag
 from approval_guard.testing import LocalProvider, approve_after
+from tests.support.api import wait_for
 from tests.support.guards import ctrl_c_during, finish, in_thread, make_guard, refund_tool
 
 
@@ -25,13 +26,7 @@ def test_ctrl_c_during_the_create_still_withdraws_the_request(
     with pytest.raises(KeyboardInterrupt):
         ctrl_c_during(lambda: tool("p", 1), after=0.4)
     # Withdrawn by the recovery, or as soon as the delayed create is answered.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        statuses = [r.status for r in provider.requests()]
-        if statuses == ["cancelled"]:
-            break
-        time.sleep(0.05)
-    assert ["cancelled"] == [r.status for r in provider.requests()]
+    wait_for(lambda: [r.status for r in provider.requests()] == ["cancelled"], timeout=5)
 
 
 def test_a_recovered_approval_does_not_run_once_the_harness_has_abandoned_it(
@@ -87,13 +82,12 @@ CREATE_DELAY = 2.5
 
 
 def _no_request_left_pending(provider: LocalProvider) -> None:
-    end = time.monotonic() + CREATE_DELAY + 3
-    while time.monotonic() < end:
-        requests = provider.requests()
-        if requests and all(r.status != "pending" for r in requests):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"left behind: {[(r.id, r.status) for r in provider.requests()]}")
+    wait_for(
+        provider.requests,
+        lambda requests: requests and all(r.status != "pending" for r in requests),
+        timeout=CREATE_DELAY + 3,
+        what="a request was left pending",
+    )
 
 
 # From the hardening pass, item 9: abandoning during a slow create.

@@ -4,7 +4,6 @@ long poll, a re-read that fails, callbacks that take their time.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -16,7 +15,14 @@ import approval_guard as ag
 from approval_guard._codec.serialize import dumps
 from approval_guard._codec.wire import format_http_date
 from approval_guard.testing import LocalProvider, approve_after
-from tests.support.fakes import FakeProvider, ManualClock, make_tool, status_fault, unit_guard_for
+from tests.support.fakes import (
+    FakeProvider,
+    ManualClock,
+    ShiftedSystemClock,
+    make_tool,
+    status_fault,
+    unit_guard_for,
+)
 from tests.support.guards import make_guard, refund_tool
 from tests.support.tools import MODES, define, refund, run
 
@@ -152,20 +158,25 @@ def test_short_approval_late_in_a_real_long_poll_runs() -> None:
 # A bug found in the review of issue 11 (when=, redact=, editable=, events).
 @pytest.mark.parametrize("mode", MODES)
 def test_a_slow_tool_started_callback_cannot_outlast_the_approval(
-    provider: LocalProvider, guard: ag.Guard, mode: str
+    provider: LocalProvider, mode: str
 ) -> None:
     """The approval's expiry is checked after ToolStarted's callbacks return, not before."""
     ran: list[Any] = []
+    clock = ShiftedSystemClock()
+    guard = make_guard(provider, clock=clock)
 
     def slow(event: Any) -> None:
         if isinstance(event, ag.ToolStarted):
-            time.sleep(2.0)
+            clock.advance(2.0)  # a slow callback, without the wall-clock wait
 
     def policy(provider: LocalProvider, request: Any) -> None:
         provider.approve(request.id, valid_for=2)
 
     provider.policy = policy
     tool = define(guard, mode, refund(ran), on_event=slow)
-    out = run(tool, "pay", 1)
+    try:
+        out = run(tool, "pay", 1)
+    finally:
+        guard.close()
     assert [] == ran
     assert isinstance(out, ag.NotRun) and ag.Reason.APPROVAL_EXPIRED is out.reason

@@ -20,6 +20,7 @@ import pytest
 import approval_guard as ag
 from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.testing import LocalProvider, Policy, approve_after, deny_after
+from tests.support.api import wait_for
 
 CANCELLED = "cancelled"
 T = TypeVar("T")
@@ -35,11 +36,11 @@ def _keys_and_timeouts(provider: LocalProvider) -> dict[str, str]:
 def _eventually(check: Callable[[], bool], within: float) -> float | None:
     """Seconds until ``check()`` is true, or None after ``within``."""
     start = time.monotonic()
-    while time.monotonic() - start < within:
-        if check():
-            return time.monotonic() - start
-        time.sleep(0.01)
-    return None
+    try:
+        wait_for(check, timeout=within)
+    except AssertionError:
+        return None
+    return time.monotonic() - start
 
 
 def _wait_for_status(

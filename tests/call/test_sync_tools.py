@@ -16,6 +16,7 @@ import pytest
 
 import approval_guard as ag
 from approval_guard.testing import LocalProvider, Timings, approve_after
+from tests.support.api import wait_for
 from tests.support.guards import ctrl_c_during, finish, in_thread, make_guard, refund_tool
 
 
@@ -126,9 +127,7 @@ def test_poll_faults_are_not_decisions(provider: LocalProvider, fault: dict[str,
     tool = refund_tool(guard, ran)
     thread, box = in_thread(lambda: tool("p", 1))
     request = provider.next_request(timeout=10)
-    until = time.monotonic() + 20
-    while provider.faults.pending and time.monotonic() < until:
-        time.sleep(0.05)
+    wait_for(lambda: not provider.faults.pending, timeout=20)
     assert provider.wait_for_polls(1, timeout=20)  # a healthy poll is waiting again
     provider.approve(request.id)
     assert {"refund_id": "re_1", "amount": 1} == finish(thread, box)
@@ -208,8 +207,7 @@ def test_abandon_during_long_poll_cancels_within_a_second(provider: LocalProvide
 
     thread, box = in_thread(call)
     request = provider.next_request(timeout=10)
-    assert provider.wait_for_polls(1, timeout=10)
-    time.sleep(0.3)  # well inside the 30 s long poll
+    assert provider.wait_for_polls(1, timeout=10)  # inside its 30 s long poll
     gone.set()
     set_at = time.monotonic()
     out = finish(thread, box, timeout=10)

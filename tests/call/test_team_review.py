@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import approval_guard as ag
 from approval_guard import _default
 from approval_guard._env import ENV_REQUESTED_BY, default_guard_settings
 from approval_guard.testing import LocalProvider
+from tests.support.api import wait_for
 from tests.support.fakes import FakeProvider, make_tool
 from tests.support.guards import in_thread, make_guard
 
@@ -55,11 +55,8 @@ def decide(provider: LocalProvider, token: str, request_id: str, **body: Any) ->
     )
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.02)
+def until(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    wait_for(predicate, timeout=timeout, what=f"timed out waiting for {what}")
 
 
 def _refund_tools(guard: ag.Guard, ran: list[Any]) -> dict[str, Callable[..., Any]]:
@@ -100,7 +97,7 @@ def test_two_approvals_needed_the_call_waits_for_the_second_person_then_runs_onc
     def counted() -> bool:
         return any(isinstance(e, ag.StillWaiting) and e.approvals == 1 for e in events)
 
-    wait_for(counted, "a StillWaiting with one approval")
+    until(counted, "a StillWaiting with one approval")
     waiting = next(e for e in events if isinstance(e, ag.StillWaiting) and e.approvals == 1)
     assert 2 == waiting.approvals_required
     assert [] == ran and thread.is_alive()

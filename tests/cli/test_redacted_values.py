@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import requests
 
+from approval_guard._codec.display import markers_at
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard.testing import LocalProvider
 from tests.support.api import create_from_text
@@ -30,10 +31,14 @@ REDACTED_REFUND = (
 
 
 def create(provider: LocalProvider, arguments_json: str, editable: tuple[str, ...] = ()) -> str:
-    """Create a request as a guard would, from the arguments' JSON text; its id."""
+    """Create a request as a guard would, from the arguments' JSON text; its id.
+
+    As a guard does, it lists where its markers are (API 1.3 ``redacted``).
+    """
+    redacted = markers_at(json.loads(arguments_json))
     body = (
         f'{{"tool": "issue_refund", "timeout": "30m", "arguments": {arguments_json}, '
-        f'"editable": {json.dumps(list(editable))}}}'
+        f'"editable": {json.dumps(list(editable))}, "redacted": {json.dumps(redacted)}}}'
     )
     return create_from_text(provider, body)
 

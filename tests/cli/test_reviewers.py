@@ -13,7 +13,7 @@ import requests
 from approval_guard.cli import main
 from approval_guard.provider import ProviderServer, Store
 from approval_guard.provider.http.limits import SESSION_COOKIE
-from tests.support.api import Api
+from tests.support.api import Api, sign_in
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -93,7 +93,7 @@ def test_a_removed_reviewer_gets_401_and_their_page_session_ends(db: str) -> Non
     with ProviderServer(db) as server:
         api = Api(server.url, token)
         assert 200 == api.get("/v1/requests").status_code
-        signed_in = requests.get(f"{server.url}/?token={token}", allow_redirects=False, timeout=5)
+        signed_in = sign_in(server.url, token)
         assert 303 == signed_in.status_code
         session_id = signed_in.cookies[SESSION_COOKIE]
         assert server.store.session(session_id) is not None
@@ -107,12 +107,7 @@ def test_a_removed_reviewer_gets_401_and_their_page_session_ends(db: str) -> Non
         assert server.store.session(session_id) is None
         again = requests.get(server.url, cookies={SESSION_COOKIE: session_id}, timeout=5)
         assert again.text != logged_in_page  # the login form, not the page
-        assert (
-            401
-            == requests.get(
-                f"{server.url}/?token={token}", allow_redirects=False, timeout=5
-            ).status_code
-        )
+        assert 401 == sign_in(server.url, token).status_code
 
 
 def test_a_named_reviewer_decides_on_the_api_and_audit_lists_everything(db: str) -> None:

@@ -145,6 +145,31 @@ def test_an_unannotated_tool_context_is_not_sent(provider: LocalProvider, guard:
     assert [] == ran
 
 
+def test_a_tool_context_whose_annotation_cannot_be_resolved_is_recognised_by_name(
+    provider: LocalProvider, guard: ag.Guard
+) -> None:
+    """``tool_context: ToolContext`` imported only inside a factory: ADK's by name, not sent."""
+    provider.policy = approve_after(0.05)
+    ran: list[Any] = []
+
+    def factory() -> Any:
+        from google.adk.tools.tool_context import ToolContext as FactoryToolContext
+
+        def issue_refund(payment_id: str, amount: int, tool_context: FactoryToolContext) -> dict:
+            """Refund part of a payment."""
+            ran.append((payment_id, amount, type(tool_context).__name__))
+            return {"refunded": amount}
+
+        return issue_refund
+
+    model = ScriptedModel(model="scripted", tool="issue_refund", args=dict(ARGS), saw=[])
+    asyncio.run(run_agent(model, tools=[adk.guarded_tool(factory(), guard)]))
+
+    [request] = provider.requests()
+    assert ARGS == request.arguments
+    assert [("p_1", 4900, ToolContext.__name__)] == ran
+
+
 def test_unlisted_tools_run_unasked_through_the_callback(
     provider: LocalProvider, guard: ag.Guard
 ) -> None:

@@ -175,6 +175,27 @@ def test_the_same_tool_use_is_allowed_at_most_once(
     assert 1 == len(provider.requests())
 
 
+def test_an_edit_is_logged_as_run_only_when_the_tool_use_is_allowed(
+    provider: LocalProvider, guard: ag.Guard, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An edited tool use asked twice: one "runs with a reviewer's edit" line, for the allow."""
+    provider.policy = _edit_command
+    callback = claude.can_use_tool(guard, tools={"Bash": {"editable": ("command",)}})
+    context = ToolPermissionContext(tool_use_id="toolu_edited")
+
+    async def twice() -> list[Any]:
+        return [await callback("Bash", dict(BASH), context) for _ in range(2)]
+
+    with caplog.at_level("INFO", logger="approval_guard"):
+        first, second = asyncio.run(twice())
+
+    assert isinstance(first, PermissionResultAllow)
+    assert isinstance(second, PermissionResultDeny)
+    said = [r.getMessage() for r in caplog.records if "reviewer's edit" in r.getMessage()]
+    assert 1 == len(said), said
+    assert "rm -rf build/tmp" in said[0]
+
+
 def test_a_field_name_that_cannot_be_an_argument_is_denied(
     provider: LocalProvider, guard: ag.Guard
 ) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from approval_guard._ledger.protocol import FINISHED, STARTED
+from tests.support.api import wait_for
 from tests.support.ledger import guard_spec, provider_rows, tool_runs
 
 if TYPE_CHECKING:
@@ -27,13 +27,12 @@ def _kill(process: subprocess.Popen[str]) -> None:
 
 
 def _wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
+    def appeared() -> bool:
         if process.poll() is not None:
             pytest.fail(f"worker exited {process.returncode}: {process.communicate()[1][-3000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"{path.name} did not appear within {timeout} s")
-        time.sleep(0.01)
+        return path.exists()
+
+    wait_for(appeared, timeout=timeout, what=f"{path.name} did not appear within {timeout} s")
 
 
 def test_worker_killed_during_the_call_counts_as_run_and_a_restart_is_refused(

@@ -12,6 +12,7 @@ require_framework("mcp")
 
 import anyio  # noqa: E402
 import pytest  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 
 import approval_guard as ag  # noqa: E402
 from approval_guard._codec.wire_models import ApprovalRequest  # noqa: E402
@@ -250,3 +251,27 @@ def test_a_server_that_dies_with_an_approved_call_is_said_to_maybe_have_run(
     assert 1 == len(recorded(record))
     [request] = provider.requests()
     assert "approved" == request.status
+
+
+def test_a_guarded_call_after_the_child_died_asks_nobody_and_says_so(
+    provider: LocalProvider, record: Path
+) -> None:
+    """The child is dead: the next guarded call creates no request and is an error at once."""
+    provider.policy = approve_after(0.05)
+
+    async def calls() -> Any:
+        child = [*RECORDER, str(record)]
+        async with proxied(provider, ["--guard", "delete_*"], child) as client:
+            # An unguarded call that kills the child (the recorder exits on "crash now"):
+            # relayed as it is, the child's broken connection is an MCP error.
+            with pytest.raises(MCPError):
+                await client.call_tool("write_note", {"name": "n", "text": "crash now"})
+            with anyio.fail_after(20):
+                return await client.call_tool("delete_note", {"name": "n"})
+
+    after = anyio.run(calls)
+
+    assert after.is_error
+    said = text_of(after)
+    assert "not running" in said and "did not run" in said, said
+    assert [] == provider.requests()

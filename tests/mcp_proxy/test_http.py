@@ -5,12 +5,12 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.support.api import wait_for
 from tests.support.frameworks import require_framework
 
 require_framework("mcp")
@@ -42,15 +42,16 @@ def _listening(provider: LocalProvider, record: Path, host: str) -> Iterator[str
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def listening() -> bool:
             assert process.poll() is None, process.communicate()
             try:
                 socket.create_connection((host, port), timeout=1).close()
-                break
             except OSError:
-                assert time.monotonic() < deadline, "the proxy never listened"
-                time.sleep(0.1)
+                return False
+            return True
+
+        wait_for(listening, timeout=30, what="the proxy never listened")
         yield f"http://{host}:{port}/mcp"
     finally:
         process.send_signal(signal.SIGTERM)

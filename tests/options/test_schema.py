@@ -12,7 +12,9 @@ from approval_guard._call.edit import edited
 from approval_guard._call.ops import Invoke
 from approval_guard._codec.exact_json import JSONNumber
 from approval_guard._options.converters import EditError
-from approval_guard._options.schema import schema_converter, schema_spec
+from approval_guard._options.schema import schema_converter
+from approval_guard._options.shape import from_schema
+from approval_guard._options.spec import ToolSpec, build_spec
 from approval_guard.exceptions import ConfigurationError
 from approval_guard.testing import LocalProvider
 
@@ -26,6 +28,11 @@ SCHEMA = {
         "free": {},
     },
 }
+
+
+def schema_spec(name: str, schema: Any, call: Any, **options: Any) -> ToolSpec:
+    """A schema tool's spec, as the proxy builds it: the one builder, over the schema's shape."""
+    return build_spec(from_schema(call, name, schema), options=options, name=name)
 
 
 async def _forward(**arguments: Any) -> dict[str, Any]:

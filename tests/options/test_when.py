@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import date
 from decimal import Decimal
@@ -18,6 +17,7 @@ import pytest
 
 import approval_guard as ag
 from approval_guard.testing import LocalProvider, approve_after, deny_after
+from tests.support.fakes import ShiftedSystemClock
 from tests.support.guards import make_guard
 from tests.support.tools import MODES, Currency, define, refund, run
 
@@ -207,11 +207,14 @@ def test_time_spent_in_when_counts_against_the_harness_limit(
     provider: LocalProvider, mode: str
 ) -> None:
     """A slow when= uses up the harness's time: the wait that follows still ends inside it."""
-    short = make_guard(provider, harness_limit="3s", return_margin="1s", deadline_margin="1s")
+    clock = ShiftedSystemClock()
+    short = make_guard(
+        provider, harness_limit="3s", return_margin="1s", deadline_margin="1s", clock=clock
+    )
     ran: list[Any] = []
 
     def when(args: Any) -> bool:
-        time.sleep(1.5)
+        clock.advance(1.5)  # a slow when, without the wall-clock wait
         return True
 
     out = run(define(short, mode, refund(ran), when=when), "pay", 1)

@@ -6,7 +6,6 @@ these helpers import none.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ import attrs
 
 from approval_guard._codec.wire_models import ApprovalRequest
 from approval_guard.testing import LocalProvider
+from tests.support.api import wait_for
 
 #: How long a policy waits before deciding: long enough that the call is waiting.
 DELAY = 0.05
@@ -60,9 +60,9 @@ def wait_for_status(
     A framework may let the cancelled tool call's task finish just after the run
     it belonged to (Pydantic AI 2.2 does): the withdrawal comes a moment later.
     """
-    end = time.monotonic() + limit
-    while True:
-        now = provider.get(request_id).status
-        if now == status or time.monotonic() > end:
-            return now
-        time.sleep(0.02)
+    try:
+        return wait_for(
+            lambda: provider.get(request_id).status, lambda now: now == status, timeout=limit
+        )
+    except AssertionError:
+        return provider.get(request_id).status

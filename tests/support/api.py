@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
+
+T = TypeVar("T")
 
 REFUND = {"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}
 
@@ -34,6 +37,7 @@ class Api:
         timeout: str = "30m",
         key: str | None = None,
         body: Any = None,
+        redacted: list[str] | None = None,
         **kwargs: Any,
     ) -> requests.Response:
         payload = (
@@ -45,6 +49,8 @@ class Api:
                 "timeout": timeout,
             }
         )
+        if redacted is not None:
+            payload = {**payload, "redacted": redacted}  # API 1.3
         headers = self.headers(**{"Idempotency-Key": key or str(uuid.uuid4())})
         return self.session.post(
             f"{self.url}/v1/requests", json=payload, headers=headers, timeout=10, **kwargs
@@ -91,6 +97,41 @@ class Api:
         )
 
 
+def sign_in(
+    url: str,
+    token: str,
+    *,
+    session: requests.Session | None = None,
+    request: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> requests.Response:
+    """The review page's sign-in: the token posted as the provider's own form does (not followed).
+
+    ``headers`` stand for what a browser adds (``Origin``, ``Sec-Fetch-Site``);
+    by default the provider's own origin.
+    """
+    fields = {"token": token} if request is None else {"token": token, "request": request}
+    return (session or requests.Session()).post(
+        f"{url}/",
+        data=fields,
+        headers={"Origin": url, **(headers or {})},
+        allow_redirects=False,
+        timeout=10,
+    )
+
+
+def signed_in(provider: Any) -> tuple[requests.Session, str]:
+    """A browser-like session after the token sign-in, and the page's CSRF token."""
+    session = requests.Session()
+    answer = sign_in(provider.url, provider.reviewer_credential, session=session)
+    assert 303 == answer.status_code, answer.text
+    response = session.get(f"{provider.url}/", timeout=10)
+    assert 200 == response.status_code
+    match = re.search(r'<meta name="csrf-token" content="([^"]+)">', response.text)
+    assert match is not None
+    return session, match.group(1)
+
+
 def error_type(response: requests.Response) -> str:
     body = response.json()
     assert set(body["error"]) == {"type", "message"}
@@ -114,14 +155,36 @@ def in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     return thread, out
 
 
+def wait_for(
+    read: Callable[[], T],
+    ok: Callable[[T], object] = bool,
+    *,
+    timeout: float = 10.0,
+    what: str = "",
+) -> T:
+    """``read()`` once ``ok`` holds of it, looked at again and again; AssertionError at ``timeout``.
+
+    The tests' one wait on a condition something else makes true (a row
+    settled, a file written, a port listening). Nothing waits longer than the
+    condition takes, and a condition never met fails the test with ``what``.
+    """
+    end = time.monotonic() + timeout
+    looked = threading.Event()  # never set: its wait is the pause between looks
+    while True:
+        value = read()
+        if ok(value):
+            return value
+        assert time.monotonic() < end, what or f"not met within {timeout} s: {value!r}"
+        looked.wait(0.005)
+
+
 def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
     """True as soon as ``condition()`` holds; False after ``timeout`` (a bounded test wait)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return bool(condition())
+    try:
+        wait_for(condition, timeout=timeout)
+    except AssertionError:
+        return bool(condition())
+    return True
 
 
 def create_from_text(provider: Any, body: str | bytes) -> str:

@@ -26,6 +26,7 @@ class Review:
     def open(self) -> None:
         """Sign in with the reviewer token and wait until the page has loaded its list."""
         self.page.goto(f"{self.provider.url}/?token={self.provider.reviewer_credential}")
+        self.page.get_by_test_id("sign-in").click()  # the link alone signs nobody in
         self.page.wait_for_selector('[data-testid="live"][data-state="live"]', timeout=TIMEOUT_MS)
 
     def pending(self, request_id: str) -> Locator:

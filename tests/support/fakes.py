@@ -20,6 +20,7 @@ import responses
 
 import approval_guard as ag
 from approval_guard._codec.duration import format_duration, parse_duration_string
+from approval_guard._codec.now import utcnow
 from approval_guard._codec.wire import format_http_date, format_timestamp
 
 BASE = "https://approvals.example.com"
@@ -321,3 +322,54 @@ def unit_guard_for(clock: ManualClock, **options: Any) -> ag.Guard:
     settings: dict[str, Any] = {"base_url": BASE, "credential": SECRET, "clock": clock}
     settings.update(options)
     return ag.Guard(**settings)
+
+
+class ShiftedClock:
+    """A provider's clock (``() -> aware UTC datetime``): the real time, moved on when told.
+
+    For a test whose point is a deadline passing: ``clock.advance(2)`` is two
+    seconds later for the provider at once, with no wall-clock wait.
+    """
+
+    def __init__(self) -> None:
+        self._offset = timedelta(0)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return utcnow() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._offset += timedelta(seconds=seconds)
+
+
+class ShiftedSystemClock:
+    """The guard's real clocks (``ag.SystemClock``), moved on when told: time passes at once.
+
+    For a guard test whose point is time spent (a slow callback, a slow ``when``):
+    ``clock.advance(1.5)`` is a second and a half gone, with no wall-clock wait.
+    """
+
+    def __init__(self) -> None:
+        self._real = ag.SystemClock()
+        self._offset = 0.0
+        self._lock = threading.Lock()
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._offset += seconds
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._real.monotonic() + self._offset
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._real.now() + timedelta(seconds=self._offset)
+
+    def sleep(self, seconds: float, abandon: threading.Event | None = None) -> bool:
+        return self._real.sleep(seconds, abandon)
+
+    async def sleep_async(self, seconds: float) -> None:
+        await self._real.sleep_async(seconds)

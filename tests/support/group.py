@@ -8,10 +8,11 @@ threads of their own and collects what each returned or raised.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
+
+from tests.support.api import wait_for
 
 
 class Boom(Exception):
@@ -20,10 +21,11 @@ class Boom(Exception):
 
 def wait_for_waiters(store: Any, waiting: int) -> None:
     """Return once ``waiting`` threads block on the store's writer lock."""
-    deadline = time.monotonic() + 20
-    while store._group.waiting < waiting:
-        assert time.monotonic() < deadline, f"only {store._group.waiting} waiting"
-        time.sleep(0.002)
+    wait_for(
+        lambda: store._group.waiting >= waiting,
+        timeout=20,
+        what=f"fewer than {waiting} waiting",
+    )
 
 
 class Gate:

@@ -23,6 +23,7 @@ import pytest
 from approval_guard._ledger.protocol import Ledger
 from approval_guard._ledger.sqlite import SQLiteLedger
 from approval_guard.cli._parser import add_ledger_commands as register
+from tests.support.api import wait_for
 
 WORKER_SCRIPT = Path(__file__).resolve().with_name("ledger_worker.py")
 
@@ -146,14 +147,14 @@ class Workers:
             self.start({**spec, "barrier": str(barrier), "index": index})
             for index, spec in enumerate(specs)
         ]
-        deadline = time.monotonic() + timeout
-        while len(list(barrier.glob("ready-*"))) < len(processes):
+
+        def ready() -> bool:
             for process in processes:
                 if process.poll() is not None:
                     self.result(process)  # fails the test with the worker's stderr
-            if time.monotonic() > deadline:
-                pytest.fail("workers did not all get ready in time", pytrace=False)
-            time.sleep(0.01)
+            return len(list(barrier.glob("ready-*"))) >= len(processes)
+
+        wait_for(ready, timeout=timeout, what="workers did not all get ready in time")
         # Far enough ahead that every worker has seen the file before the instant comes.
         go = barrier / "go.tmp"
         go.write_text(repr(time.time() + 0.25))

@@ -9,7 +9,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -19,6 +19,8 @@ from tests.support.paths import REPO
 
 #: The recording MCP server (tests/support/mcp_recorder.py) writing to FILE: its command.
 RECORDER = (sys.executable, "-m", "tests.support.mcp_recorder")
+#: A server that misbehaves as its MODE says (tests/support/mcp_raw_child.py): its command.
+RAW_CHILD = (sys.executable, "-m", "tests.support.mcp_raw_child")
 
 
 def third_party(name: str) -> list[str]:
@@ -47,23 +49,34 @@ def proxy_command(flags: Sequence[str], child: Sequence[str]) -> list[str]:
 
 @asynccontextmanager
 async def session(
-    command: Sequence[str], env: dict[str, str] | None = None
+    command: Sequence[str], env: dict[str, str] | None = None, errlog: TextIO = sys.stderr
 ) -> AsyncIterator[ClientSession]:
-    """A real MCP client session with ``command`` (the proxy, or a bare server), initialized."""
+    """A real MCP client session with ``command`` (the proxy, or a bare server), initialized.
+
+    ``errlog``: where the process's stderr goes (a file, to read what it logged).
+    """
     params = StdioServerParameters(
         command=command[0], args=list(command[1:]), env=env or proxy_env(None), cwd=str(REPO)
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write) as client,
+    ):
         await client.initialize()
         yield client
 
 
 @asynccontextmanager
 async def proxied(
-    provider: LocalProvider, flags: Sequence[str], child: Sequence[str], **env: str
+    provider: LocalProvider,
+    flags: Sequence[str],
+    child: Sequence[str],
+    errlog: TextIO = sys.stderr,
+    **env: str,
 ) -> AsyncIterator[ClientSession]:
     """A client session with the proxy running ``child``, guarding as ``flags`` say."""
-    async with session(proxy_command(flags, child), proxy_env(provider, **env)) as client:
+    command = proxy_command(flags, child)
+    async with session(command, proxy_env(provider, **env), errlog) as client:
         yield client
 
 

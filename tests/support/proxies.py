@@ -16,12 +16,25 @@ class RewritingProxy:
     """A real HTTP proxy in front of the local provider that rewrites request objects.
 
     Every request object it passes on is rewritten: a single one, or each in a
-    batched wait's (or a list's) ``requests``.
+    batched wait's (or a list's) ``requests``. ``refuse`` (if given) sees each
+    call's method, path and body first; an error it returns, ``(status, body)``,
+    is answered instead and nothing is passed on (an older provider's refusal).
     """
 
-    def __init__(self, target: str, rewrite: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        target: str,
+        rewrite: Callable[[dict[str, Any]], None] = lambda _: None,
+        *,
+        refuse: Callable[[str, str, bytes | None], tuple[int, dict[str, Any]] | None] = (
+            lambda *_: None
+        ),
+    ) -> None:
         self.target = target
         self.rewrite = rewrite
+        self.refuse = refuse
+        #: The bodies of the calls it answered itself.
+        self.refused: list[bytes | None] = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,6 +49,17 @@ class RewritingProxy:
                     for k, v in self.headers.items()
                     if k.lower() not in ("host", "content-length", "connection")
                 }
+                refusal = proxy.refuse(self.command, self.path, body)
+                if refusal is not None:
+                    proxy.refused.append(body)
+                    status, error = refusal
+                    data = json.dumps(error).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 answer = requests.request(
                     self.command, proxy.target + self.path, data=body, headers=headers, timeout=30
                 )

@@ -22,15 +22,11 @@ import approval_guard as ag
 from approval_guard._transport.async_pool import KEEP_ALIVE
 from approval_guard.testing import LocalProvider
 from benchmarks._common import open_sockets as _open_sockets
+from tests.support.api import eventually
 
 
 def _eventually(check: Callable[[], bool], within: float) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
+    return eventually(check, timeout=within)
 
 
 def _direct_guard(provider: LocalProvider, **options: Any) -> ag.Guard:

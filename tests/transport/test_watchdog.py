@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from approval_guard._transport import watchdog
+from tests.support.api import wait_for
 from tests.support.forks import in_a_fresh_fork, in_c_forked_child
 
 
@@ -60,9 +61,7 @@ def test_nothing_is_sent_once_the_deadline_has_passed(
     """A connection joining an exchange past its deadline is refused, its socket shut."""
     a, _ = pair
     with watchdog.kept(0.05) as deadline:
-        end = time.monotonic() + 5
-        while not deadline.fired and time.monotonic() < end:
-            time.sleep(0.01)
+        wait_for(lambda: deadline.fired, timeout=5)
         with pytest.raises(TimeoutError):
             watchdog._watchdog.attach(deadline, Connection(a))
     assert b"" == a.recv(1)
@@ -76,9 +75,7 @@ def test_a_connection_without_a_socket_yet_is_caught_after_it_connects(
     conn = Connection(None)
     with watchdog.kept(0.05) as deadline:
         watchdog._watchdog.attach(deadline, conn)
-        end = time.monotonic() + 5
-        while not deadline.fired and time.monotonic() < end:
-            time.sleep(0.01)
+        wait_for(lambda: deadline.fired, timeout=5)
         conn.sock = a  # the connect returns
         with pytest.raises(TimeoutError):
             watchdog._watchdog.attach(deadline, conn)

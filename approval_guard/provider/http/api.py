@@ -131,7 +131,17 @@ def _create_now(
     credential = authenticated_again(ctx.store, ctx.hints, request, early)
     obj = json_object(body)
     no_unknown(
-        obj, {"tool", "arguments", "timeout", "editable", "requested_by", "batch", "context"}
+        obj,
+        {
+            "tool",
+            "arguments",
+            "timeout",
+            "editable",
+            "requested_by",
+            "batch",
+            "context",
+            "redacted",
+        },
     )
     tool = obj.get("tool")
     if not isinstance(tool, str) or not 1 <= len(tool) <= MAX_TOOL_CHARS:
@@ -184,6 +194,7 @@ def _create_now(
             rules=ctx.rules,
             batch=batch,
             context=context,
+            redacted=obj.get("redacted"),  # API 1.3: checked by the store
         )
     except IdempotencyKeyReused as exc:
         # Keys are per credential, so this is the request its own creator made.

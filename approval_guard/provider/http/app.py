@@ -58,7 +58,7 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/v1/requests/{request_id}/decision", {"POST": decisions.decide}),
     ("/v1/requests/{request_id}/cancel", {"POST": api.cancel}),
     ("/v1/events", {"GET": api.events}),
-    ("/", {"GET": review.page}),
+    ("/", {"GET": review.page, "POST": review.sign_in}),
     ("/static/{name}", {"GET": review.static}),
     ("/v1/requests/{request_id}/history", {"GET": api.history}),
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),

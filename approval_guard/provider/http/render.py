@@ -5,7 +5,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from approval_guard._codec.display import escape, escape_lines, is_hidden, with_markers_shown
+from approval_guard._codec.display import (
+    escape,
+    escape_lines,
+    is_hidden,
+    pointer,
+    with_markers_shown,
+)
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import format_timestamp
 from approval_guard._codec.wire_models import ApprovalRequest, request_to_json
@@ -24,7 +30,7 @@ from approval_guard.provider.store.models import (
 
 
 def request_json(request: ApprovalRequest) -> dict[str, Any]:
-    """The wire form of a request, with API 1.1's fields when they say anything.
+    """The wire form of a request, with API 1.1's (and 1.3's) fields when they say anything.
 
     ``"editable"`` when it lists names, ``"requested_by"`` when the create gave
     one, and ``"approvals"`` with ``"approvals_required"`` when it needs more
@@ -52,9 +58,13 @@ def request_json(request: ApprovalRequest) -> dict[str, Any]:
     return out
 
 
-def display_json(value: object) -> str:
-    """A JSON value as a reviewer reads it: pretty, exact, markers shown, hidden ones escaped."""
-    return escape_lines(dump_json(with_markers_shown(value), indent=2))
+def display_json(value: object, redacted: tuple[str, ...] = (), *, at: str = "") -> str:
+    """A JSON value as a reviewer reads it: pretty, exact, markers shown, hidden ones escaped.
+
+    ``redacted`` and ``at`` say which markers are redactions (see
+    :func:`~approval_guard._codec.display.with_markers_shown`).
+    """
+    return escape_lines(dump_json(with_markers_shown(value, redacted, at=at), indent=2))
 
 
 def _json_escape(char: str) -> str:
@@ -110,7 +120,7 @@ def listed_request_json(
     decided_by = annotation.decided_by if annotation is not None else None
     reason = annotation.cancel_reason if annotation is not None else None
     redacted: list[str] = []
-    shown = with_markers_shown(request.arguments, found=redacted)
+    shown = with_markers_shown(request.arguments, request.redacted, found=redacted)
     editable = request.editable if isinstance(request, StoredRequest) else ()
     edited = request.decision.arguments if request.decision is not None else None
     changes = []
@@ -119,7 +129,9 @@ def listed_request_json(
             changes.append(
                 {
                     "name": escape(name),
-                    "before": display_json(request.arguments.get(name)),
+                    "before": display_json(
+                        request.arguments.get(name), request.redacted, at=pointer((name,))
+                    ),
                     "after": display_json(edited.get(name)),
                 }
             )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from approval_guard._codec.display import escape, with_markers_shown
+from approval_guard._codec.display import escape, pointer, with_markers_shown
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import (
@@ -74,9 +74,13 @@ def plain(value: str, limit: int) -> str:
     return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
 
 
-def json_text(value: Any) -> str:
-    """An argument's value as a reviewer reads it: exact JSON, markers as markers."""
-    return dump_json(with_markers_shown(value))
+def json_text(value: Any, redacted: tuple[str, ...] = (), *, at: str = "") -> str:
+    """An argument's value as a reviewer reads it: exact JSON, redactions as markers.
+
+    ``redacted`` and ``at``: which markers the create said are redactions (see
+    :func:`~approval_guard._codec.display.with_markers_shown`).
+    """
+    return dump_json(with_markers_shown(value, redacted, at=at))
 
 
 def when(moment: datetime) -> str:
@@ -115,10 +119,16 @@ def context_block(request: StoredRequest) -> list[dict[str, Any]]:
     return [section(f"*{AGENT_SAYS}*\n{said(request.context)}")]
 
 
-def _argument_blocks(arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    items = list(arguments.items())
+def _argument_blocks(request: StoredRequest) -> list[dict[str, Any]]:
+    items = list(request.arguments.items())
     shown = items[:MAX_ARGUMENTS]
-    blocks = [section(f"{code(str(name), 80)}: {code(json_text(value))}") for name, value in shown]
+    blocks = [
+        section(
+            f"{code(str(name), 80)}: "
+            f"{code(json_text(value, request.redacted, at=pointer((name,))))}"
+        )
+        for name, value in shown
+    ]
     if len(items) > len(shown):
         blocks.append(section(f"\u2026 and {len(items) - len(shown)} more arguments"))
     return blocks or [section("_no arguments_")]
@@ -243,7 +253,7 @@ def message(
     blocks = [
         section(headline(request, rule)),
         *context_block(request),
-        *_argument_blocks(request.arguments),
+        *_argument_blocks(request),
     ]
     blocks.append(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": " \u00b7 ".join(context)}]}

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from approval_guard._codec.display import redaction_digest
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import (
     MAX_JSON_DEPTH,
@@ -18,6 +19,7 @@ from approval_guard._codec.exact_json import (
     canonical_json,
     check_json_value,
     load_json,
+    unreadable_number,
 )
 from approval_guard._codec.marker import holds_marker_key as contains_redacted
 from approval_guard._codec.wire import APPROVED
@@ -50,8 +52,10 @@ def body_hash(
     timeout_seconds: int,
     editable: Sequence[str] = (),
     requested_by: str | None = None,
+    *,
     batch: str | None = None,
     context: str | None = None,
+    redacted: Sequence[str] = (),
 ) -> str:
     """The hash an idempotency key is bound to.
 
@@ -75,6 +79,8 @@ def body_hash(
         body["batch"] = batch
     if context is not None:
         body["context"] = context
+    if redacted:
+        body["redacted"] = sorted(redacted)  # API 1.3, likewise only when given
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
@@ -128,6 +134,63 @@ def check_editable(arguments: dict[str, Any], editable: object) -> tuple[str, ..
     return tuple(sorted(seen))
 
 
+#: The most places a create may list as redacted (API 1.3).
+MAX_REDACTED = 1000
+
+
+def check_redacted(arguments: dict[str, Any], redacted: object) -> tuple[str, ...]:
+    """API 1.3's ``redacted`` of a create body, sorted; raises :class:`InvalidJSON`.
+
+    Each must be a JSON Pointer (RFC 6901) into ``arguments`` at a redaction
+    marker (``{"$redacted": "<12 hex>"}``), listed once, at most
+    :data:`MAX_REDACTED` of them. ``None`` means none: then no marker in the
+    arguments is shown to a reviewer as a redaction.
+    """
+    if redacted is None:
+        return ()
+    if not isinstance(redacted, (list, tuple)):
+        raise InvalidJSON("'redacted' must be a list of JSON Pointers into the arguments")
+    if len(redacted) > MAX_REDACTED:
+        raise InvalidJSON(f"'redacted' may list at most {MAX_REDACTED} places")
+    seen: set[str] = set()
+    for path in redacted:
+        if not isinstance(path, str):
+            raise InvalidJSON("'redacted' must be a list of JSON Pointers (strings)")
+        check_json_value(path)
+        if path in seen:
+            raise InvalidJSON(f"'redacted' lists {_quoted(path)} twice")
+        seen.add(path)
+        if redaction_digest(_at_pointer(arguments, path)) is None:
+            raise InvalidJSON(
+                f"'redacted' lists {_quoted(path)}, which is not a redaction marker "
+                '({"$redacted": "<12 hex>"}) in the arguments'
+            )
+    return tuple(sorted(seen))
+
+
+def _at_pointer(arguments: dict[str, Any], path: str) -> object:
+    """The value at a JSON Pointer below the arguments (never the whole object), or None."""
+    if not path.startswith("/"):
+        return None
+    value: object = arguments
+    for part in path[1:].split("/"):
+        key = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict):
+            if key not in value:
+                return None
+            value = value[key]
+        elif isinstance(value, list):
+            if not key.isdigit() or (key != "0" and key.startswith("0")) or not key.isascii():
+                return None
+            index = int(key)
+            if index >= len(value):
+                return None
+            value = value[index]
+        else:
+            return None
+    return value
+
+
 def changed_names(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """The top-level names whose values differ (added and removed ones included), sorted."""
     names = set(before) | set(after)
@@ -143,7 +206,8 @@ def check_edit(request: StoredRequest, status: str, arguments: object) -> dict[s
 
     Refused: arguments on a denial, on a request without editable names, that
     are not an object, that add, remove or change a name not listed as
-    editable, or that put something redacted into an edited value. Arguments
+    editable, that put something redacted into an edited value, or a number
+    no reader holds (:func:`~approval_guard._codec.exact_json.unreadable_number`). Arguments
     equal to the request's own are no edit (None).
     """
     if arguments is None:
@@ -165,6 +229,13 @@ def check_edit(request: StoredRequest, status: str, arguments: object) -> dict[s
             raise InvalidEdit(f"{_quoted(name)} is not editable on this request")
         if contains_redacted(arguments[name]):
             raise InvalidEdit(f"the new value of {_quoted(name)} holds a redaction marker")
+        number = unreadable_number(arguments[name])
+        if number is not None:
+            raise InvalidEdit(
+                f"the new value of {_quoted(name)} holds {number}, a number no JSON reader "
+                "holds as written (past a double's range, or too long to read), so the tool "
+                "could not get it"
+            )
     return arguments if changed else None
 
 

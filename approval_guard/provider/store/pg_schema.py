@@ -126,6 +126,7 @@ _SCHEMA = (
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS decision_grant text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS batch text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS context text",
+    "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS redacted text",
     """CREATE TABLE IF NOT EXISTS ag_webhook_outbox (
         id              text PRIMARY KEY,
         seq             bigint NOT NULL,

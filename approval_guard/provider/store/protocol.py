@@ -110,6 +110,7 @@ class StoreProtocol(Protocol):
         rules: Rules | None = None,
         batch: str | None = None,
         context: str | None = None,
+        redacted: Sequence[str] | None = None,
     ) -> CreateResult: ...
 
     def get_request(

@@ -82,7 +82,8 @@ CREATE TABLE IF NOT EXISTS requests (
     decided_by_name TEXT,
     decision_grant  TEXT,
     batch           TEXT,
-    context         TEXT
+    context         TEXT,
+    redacted        TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_by_status ON requests (status, deadline_at);
 CREATE INDEX IF NOT EXISTS requests_by_created ON requests (created_at);
@@ -169,6 +170,7 @@ _ADDED_COLUMNS = (
     ("requests", "decision_grant", "TEXT"),
     ("requests", "batch", "TEXT"),
     ("requests", "context", "TEXT"),
+    ("requests", "redacted", "TEXT"),
 )
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from approval_guard._codec.display import escape, with_markers_shown
+from approval_guard._codec.display import escape, pointer, with_markers_shown
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import canonical_json, dump_json
 from approval_guard._codec.wire import format_timestamp, parse_timestamp
@@ -54,6 +54,8 @@ def event_json(
         "approvals": [{"by": one.by, "at": format_timestamp(one.at)} for one in request.approvals],
         "decision": None,
     }
+    if request.redacted:
+        data["redacted"] = list(request.redacted)  # API 1.3: which markers are redactions
     decision = request.decision
     if decision is not None:
         shown: dict[str, Any] = {
@@ -107,11 +109,11 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def _value_text(value: Any) -> str:
-    """One argument as a reviewer reads it: markers shown as markers, JSON otherwise."""
+def _value_text(value: Any, redacted: list[str], at: str) -> str:
+    """One argument as a reviewer reads it: redactions shown as markers, JSON otherwise."""
     if isinstance(value, str):
         return value
-    return dump_json(with_markers_shown(value))
+    return dump_json(with_markers_shown(value, redacted, at=at))
 
 
 def who_must_approve(approvers: list[str] | None, required: object = 1) -> str:
@@ -164,12 +166,14 @@ def slack_payload(
         line = f"{tool}: {_mrkdwn(status)}"
 
     arguments = data.get("arguments")
+    said = data.get("redacted")
+    redacted = [path for path in said if isinstance(path, str)] if isinstance(said, list) else []
     items = list(arguments.items()) if isinstance(arguments, dict) else [("arguments", arguments)]
     shown = items[:SLACK_MAX_ARGUMENTS]
-    lines = [
-        f"*{_mrkdwn(_cut(str(name), 80))}*: `{_mrkdwn(_cut(_value_text(value), SLACK_MAX_VALUE))}`"
-        for name, value in shown
-    ]
+    lines = []
+    for name, value in shown:
+        value_text = _cut(_value_text(value, redacted, pointer((name,))), SLACK_MAX_VALUE)
+        lines.append(f"*{_mrkdwn(_cut(str(name), 80))}*: `{_mrkdwn(value_text)}`")
     if len(items) > len(shown):
         lines.append(f"\u2026 and {len(items) - len(shown)} more")
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": line}}]

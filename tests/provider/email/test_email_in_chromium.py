@@ -17,6 +17,7 @@ import pytest
 
 import approval_guard as ag
 from tests.browser.conftest import browser  # noqa: F401 - the Chromium fixture
+from tests.support.api import wait_for
 from tests.support.browser import TIMEOUT_MS
 from tests.support.guards import finish, in_thread
 from tests.support.mail_team import MailTeam
@@ -63,19 +64,17 @@ def guarded(team: MailTeam, tool: str, ran: list[Any]) -> Callable[[], Any]:
 
 
 def pending_id(team: MailTeam) -> str:
-    end = time.monotonic() + 15
-    while True:
+    def listed() -> list[Any]:
         found = team.reviewer("alice").session.get(
             f"{team.server.url}/v1/requests?status=pending",
             headers=team.reviewer("alice").headers(),
             timeout=5,
         )
-        listed = found.json()["requests"]
-        if listed:
-            request_id: str = listed[0]["id"]
-            return request_id
-        assert time.monotonic() < end, "the guarded call made no request"
-        time.sleep(0.05)
+        requests: list[Any] = found.json()["requests"]
+        return requests
+
+    request_id: str = wait_for(listed, timeout=15, what="the guarded call made no request")[0]["id"]
+    return request_id
 
 
 def test_a_click_approves_and_the_waiting_guarded_call_runs(
@@ -148,6 +147,7 @@ def test_two_people_one_by_email_one_on_the_review_page(
 
     page = tab()
     page.goto(f"{team.server.url}/?token={team.tokens['bob']}")
+    page.get_by_test_id("sign-in").click()  # the link alone signs nobody in
     page.wait_for_selector('[data-testid="live"][data-state="live"]')
     mine = page.locator(f'[data-testid="request-{request_id}"]')
     expect(mine.get_by_test_id("approvals")).to_have_text("1 of 2 approvals: alice")

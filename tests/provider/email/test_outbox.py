@@ -10,7 +10,7 @@ import pytest
 
 from approval_guard.provider import StoreProtocol
 from approval_guard.provider.store.sql.mail import MAIL_PENDING, MailItem
-from tests.support.api import Api
+from tests.support.api import Api, wait_for
 from tests.support.mail_team import Clock, mailing_server, start_mail_team
 from tests.support.smtp import Mailbox, SlowGreeting
 
@@ -19,24 +19,22 @@ Opener = Callable[[], StoreProtocol]
 
 def _settled(store: StoreProtocol, request_id: str, timeout: float = 15.0) -> list[MailItem]:
     """The request's mails once none is pending any more."""
-    end = time.monotonic() + timeout
-    while True:
-        rows = store.list_mail(request_id=request_id)
-        if rows and all(row.state != MAIL_PENDING for row in rows):
-            return rows
-        assert time.monotonic() < end, f"mail still pending: {rows}"
-        time.sleep(0.05)
+    return wait_for(
+        lambda: store.list_mail(request_id=request_id),
+        lambda rows: rows and all(row.state != MAIL_PENDING for row in rows),
+        timeout=timeout,
+        what="mail still pending",
+    )
 
 
 def _tried(store: StoreProtocol, request_id: str, attempts: int) -> list[MailItem]:
     """The request's mails once each was tried at least ``attempts`` times."""
-    end = time.monotonic() + 15
-    while True:
-        rows = store.list_mail(request_id=request_id)
-        if rows and all(row.attempts >= attempts for row in rows):
-            return rows
-        assert time.monotonic() < end, f"not tried {attempts} times: {rows}"
-        time.sleep(0.05)
+    return wait_for(
+        lambda: store.list_mail(request_id=request_id),
+        lambda rows: rows and all(row.attempts >= attempts for row in rows),
+        timeout=15,
+        what=f"not tried {attempts} times",
+    )
 
 
 def test_smtp_down_the_request_is_made_and_the_mail_goes_once_smtp_is_back(
@@ -211,8 +209,12 @@ def test_a_mail_that_cannot_go_before_the_deadline_is_given_up(
         (row,) = _settled(team.store, created["id"])
         assert ("given_up", 1) == (row.state, row.attempts)
         assert "ConnectionRefusedError" in (row.last_result or "")
-        actions = [r.action for r in team.store.audit(request_id=created["id"])]
-        assert "email.given_up" in actions
+        # The audit row is written just after the row's state: waited for, not raced.
+        wait_for(
+            lambda: [r.action for r in team.store.audit(request_id=created["id"])],
+            lambda actions: "email.given_up" in actions,
+            timeout=10,
+        )
         assert "pending" == instance.poll(created["id"]).json()["status"]
     finally:
         server.close()

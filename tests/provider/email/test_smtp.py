@@ -10,6 +10,7 @@ import pytest
 from approval_guard.provider import Store
 from approval_guard.provider.email.settings import email_settings
 from approval_guard.provider.email.smtp import ENV_SMTP_PASSWORD, parse_smtp_url
+from tests.support.api import wait_for
 from tests.support.mail_team import Clock, start_mail_team
 from tests.support.smtp import Mailbox
 
@@ -133,12 +134,11 @@ def test_a_wrong_password_is_retried_and_never_recorded(tmp_path: Path) -> None:
         )
         team.server = ProviderServer(store, rules=parse_rules(RULES), email=settings).start()
         created = team.instance.new(tool="issue_refund")
-        import time
-
-        end = time.monotonic() + 15
-        while not any(r.attempts >= 2 for r in store.list_mail(request_id=created["id"])):
-            assert time.monotonic() < end
-            time.sleep(0.05)
+        wait_for(
+            lambda: store.list_mail(request_id=created["id"]),
+            lambda rows: any(r.attempts >= 2 for r in rows),
+            timeout=15,
+        )
         (row,) = store.list_mail(request_id=created["id"])
         assert "pending" == row.state and "SMTPAuthenticationError" in (row.last_result or "")
         assert "wrong-pass-4" not in repr(store.list_mail()) + repr(store.audit())

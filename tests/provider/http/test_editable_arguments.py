@@ -11,7 +11,6 @@ display form of a guard's redaction markers.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import uuid
 from pathlib import Path
@@ -24,7 +23,7 @@ from approval_guard._codec.exact_json import load_json
 from approval_guard.provider.serving.lifecycle import ProviderServer
 from approval_guard.provider.store.checks import MAX_EDITABLE
 from approval_guard.testing import LocalProvider
-from tests.support.api import REFUND, Api, error_type
+from tests.support.api import REFUND, Api, create_from_text, error_type, signed_in
 
 MARKER = {"$redacted": "1a2b3c4d5e6f"}
 SHOWN_MARKER = "\u2039redacted 1a2b3c4d5e6f\u203a"
@@ -67,16 +66,6 @@ def listed(reviewer: Api, request_id: str) -> dict[str, Any]:
     [entry] = [r for r in response.json()["requests"] if r["id"] == request_id]
     result: dict[str, Any] = entry
     return result
-
-
-def signed_in(provider: LocalProvider) -> tuple[requests.Session, str]:
-    """A browser-like session after the token login, and the page's CSRF token."""
-    session = requests.Session()
-    response = session.get(f"{provider.url}/", params={"token": provider.reviewer_credential})
-    assert 200 == response.status_code
-    match = re.search(r'<meta name="csrf-token" content="([^"]+)">', response.text)
-    assert match is not None
-    return session, match.group(1)
 
 
 def page_decide(provider: LocalProvider, request_id: str, body: Any) -> requests.Response:
@@ -229,7 +218,7 @@ def test_a_plain_approval_of_an_editable_request_has_no_edit(api: Api, reviewer:
 
 
 @pytest.mark.parametrize(
-    "amount_text", ["9007199254740993", "1e400", "-0", "4900.0", "0.10000000000000000001"]
+    "amount_text", ["9007199254740993", "1e308", "-0", "4900.0", "0.10000000000000000001"]
 )
 def test_edited_numbers_are_stored_and_echoed_exactly(
     api: Api, reviewer: Api, amount_text: str
@@ -248,6 +237,52 @@ def test_edited_numbers_are_stored_and_echoed_exactly(
     for text in (answer.text, polled):
         assert f'"amount":{amount_text},' in text.split('"decision"')[1]
         assert '"amount":4900,' in text.split('"decision"')[0]
+
+
+@pytest.mark.parametrize(
+    "amount_text",
+    ["1e400", "-1e400", "1E309", "1e-400", "-2.5e-999", '[1, {"n": 1e400}]', "9" * 4301],
+    ids=["1e400", "-1e400", "1E309", "1e-400", "tiny-negative", "nested", "4301-digits"],
+)
+@pytest.mark.parametrize("how", ["arguments", "page-edits"])
+def test_an_edited_number_no_reader_can_hold_is_refused(
+    api: Api, reviewer: Api, provider: LocalProvider, amount_text: str, how: str
+) -> None:
+    """A number past a double's range (or an integer too long to read) is 400, nothing decided."""
+    created = new_editable(api, ["amount"])
+    if how == "arguments":
+        body = (
+            '{"status": "approved", "arguments": {"payment_id": "payment_123", '
+            f'"amount": {amount_text}, "currency": "GBP"}}}}'
+        )
+        answer = decide_raw(reviewer, created["id"], body)
+    else:
+        edit = {"status": "approved", "edits": {"amount": amount_text}}
+        answer = page_decide(provider, created["id"], edit)
+
+    assert (400, "invalid_request") == (answer.status_code, error_type(answer)), answer.text
+    assert "amount" in answer.json()["error"]["message"]
+    assert "pending" == api.poll(created["id"]).json()["status"]
+
+
+def test_an_unchanged_out_of_range_number_does_not_stop_an_edit(
+    provider: LocalProvider, reviewer: Api
+) -> None:
+    """The check is of what the reviewer changed: a create's own 1e400 may stay as it is."""
+    body = (
+        '{"tool": "issue_refund", "timeout": "30m", "editable": ["currency"], '
+        '"arguments": {"payment_id": "payment_123", "amount": 1e400, "currency": "GBP"}}'
+    )
+    request_id = create_from_text(provider, body)
+
+    answer = decide_raw(
+        reviewer,
+        request_id,
+        '{"status": "approved", "arguments": {"payment_id": "payment_123", '
+        '"amount": 1e400, "currency": "EUR"}}',
+    )
+
+    assert 200 == answer.status_code, answer.text
 
 
 def test_a_type_change_of_an_editable_value_is_kept_for_the_guard_to_judge(
@@ -370,7 +405,7 @@ def test_the_history_records_each_edit_before_and_after(api: Api, reviewer: Api)
     created = new_editable(api, ["amount", "currency"])
     body = (
         '{"status": "approved", "arguments": {"payment_id": "payment_123", '
-        '"amount": 1e400, "currency": "GBP"}}'
+        '"amount": 1e300, "currency": "GBP"}}'
     )
     assert 200 == decide_raw(reviewer, created["id"], body).status_code
 
@@ -380,7 +415,7 @@ def test_the_history_records_each_edit_before_and_after(api: Api, reviewer: Api)
     events = response.json()["events"]
     assert {"editable": ["amount", "currency"]} == events[0]["detail"]
     assert ["amount"] == list(events[1]["detail"]["edits"])
-    assert '"edits":{"amount":{"after":1e400,"before":4900}}' in response.text
+    assert '"edits":{"amount":{"after":1e300,"before":4900}}' in response.text
 
 
 # --------------------------------------------------------------------------- the page's endpoint
@@ -494,7 +529,7 @@ def test_redaction_markers_are_displayed_as_redacted(api: Api, reviewer: Api) ->
         "card": {"number": {"$redacted": "00ff00ff00ff"}, "expiry": "12/30"},
         "lookalike": "\u2039redacted 1a2b3c4d5e6f\u203a",
     }
-    created = api.new(arguments=arguments)
+    created = api.new(arguments=arguments, redacted=["/api_key", "/card/number"])
 
     display = listed(reviewer, created["id"])["display"]
 

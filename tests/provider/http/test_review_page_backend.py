@@ -5,24 +5,13 @@
 from __future__ import annotations
 
 import logging
-import re
 
 import pytest
 import requests
 
 from approval_guard.provider.http.limits import CONTENT_SECURITY_POLICY
 from approval_guard.testing import LocalProvider
-from tests.support.api import Api, error_type
-
-
-def signed_in(provider: LocalProvider) -> tuple[requests.Session, str]:
-    """A browser-like session after the token login, and the page's CSRF token."""
-    session = requests.Session()
-    response = session.get(f"{provider.url}/", params={"token": provider.reviewer_credential})
-    assert 200 == response.status_code
-    match = re.search(r'<meta name="csrf-token" content="([^"]+)">', response.text)
-    assert match is not None
-    return session, match.group(1)
+from tests.support.api import Api, error_type, sign_in, signed_in
 
 
 def assert_html_security_headers(response: requests.Response) -> None:
@@ -41,13 +30,8 @@ def test_login_page_without_a_session(provider: LocalProvider) -> None:
 
 
 def test_token_login_sets_an_httponly_cookie_and_redirects(provider: LocalProvider) -> None:
-    """GET /?token= answers 303 to / with an HttpOnly, SameSite=Strict session cookie."""
-    response = requests.get(
-        f"{provider.url}/",
-        params={"token": provider.reviewer_credential},
-        allow_redirects=False,
-        timeout=5,
-    )
+    """POST / from the page's form answers 303 to / with an HttpOnly, SameSite=Strict cookie."""
+    response = sign_in(provider.url, provider.reviewer_credential)
     assert 303 == response.status_code
     assert "/" == response.headers["Location"]
     cookie = response.headers["Set-Cookie"]
@@ -57,6 +41,68 @@ def test_token_login_sets_an_httponly_cookie_and_redirects(provider: LocalProvid
     assert "Path=/" in cookie
     assert provider.reviewer_credential not in cookie
     assert_html_security_headers(response)
+
+
+def test_a_token_link_signs_nobody_in_until_its_button_is_pressed(provider: LocalProvider) -> None:
+    """GET /?token= (from any site) sets no cookie: it shows a button that posts the token."""
+    response = requests.get(
+        f"{provider.url}/",
+        params={"token": provider.reviewer_credential, "request": 'a"b'},
+        headers={"Sec-Fetch-Site": "cross-site"},
+        allow_redirects=False,
+        timeout=5,
+    )
+    assert 200 == response.status_code
+    assert "Set-Cookie" not in response.headers
+    assert "no-store" == response.headers["Cache-Control"]
+    assert '<form method="post" action="/"' in response.text
+    assert f'name="token" type="hidden" value="{provider.reviewer_credential}"' in response.text
+    assert 'name="request" type="hidden" value="a&quot;b"' in response.text
+    assert 'data-testid="sign-in"' in response.text
+    assert_html_security_headers(response)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+    ],
+    ids=["cross-site", "same-site-not-same-origin", "another-origin", "opaque-origin"],
+)
+def test_a_sign_in_posted_from_another_site_is_refused(
+    provider: LocalProvider, headers: dict[str, str]
+) -> None:
+    """A cross-site form post of a valid token is 403 and starts no session."""
+    response = sign_in(provider.url, provider.reviewer_credential, headers=headers)
+    assert 403 == response.status_code
+    assert "Set-Cookie" not in response.headers
+    assert_html_security_headers(response)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        ("token=a&token=b", "application/x-www-form-urlencoded"),
+        ("nothing=1", "application/x-www-form-urlencoded"),
+        ('{"token": "x"}', "application/json"),
+        ("token=a&other=b", "application/x-www-form-urlencoded"),
+    ],
+    ids=["twice", "no-token", "json", "another-field"],
+)
+def test_a_malformed_sign_in_is_400(provider: LocalProvider, body: str, content_type: str) -> None:
+    """Anything but the form's token (and request) is 400, never a session."""
+    response = requests.post(
+        f"{provider.url}/",
+        data=body,
+        headers={"Content-Type": content_type, "Origin": provider.url},
+        allow_redirects=False,
+        timeout=5,
+    )
+    assert 400 == response.status_code
+    assert "Set-Cookie" not in response.headers
 
 
 def test_review_page_carries_the_session_csrf_token(provider: LocalProvider) -> None:
@@ -75,9 +121,7 @@ def test_review_page_carries_the_session_csrf_token(provider: LocalProvider) -> 
 def test_bad_token_login_is_401_with_the_login_page(provider: LocalProvider, which: str) -> None:
     """An unknown token, or an instance credential, gets 401 and the login page; no cookie."""
     token = "agr_wrong" if which == "unknown" else provider.credential
-    response = requests.get(
-        f"{provider.url}/", params={"token": token}, allow_redirects=False, timeout=5
-    )
+    response = sign_in(provider.url, token)
     assert 401 == response.status_code
     assert "Set-Cookie" not in response.headers
     assert 'name="token"' in response.text
@@ -179,6 +223,7 @@ def test_login_token_never_reaches_the_log(
     signed_in(provider)
     Api(provider.url, provider.credential).new()
     requests.get(f"{provider.url}/", params={"token": "agr_wrong_token_value"}, timeout=5)
+    sign_in(provider.url, "agr_wrong_token_value")
     assert caplog.records
     assert provider.reviewer_credential not in caplog.text
     assert provider.credential not in caplog.text

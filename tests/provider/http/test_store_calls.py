@@ -23,13 +23,14 @@ import requests
 from approval_guard.provider import ProviderServer
 from approval_guard.provider.http.store_calls import StoreCalls
 from approval_guard.provider.store.models import StoreClosedError
-from tests.provider.store.test_group_commit import Commits, Env
+from tests.provider.store.test_group_commit import Commits
 from tests.support.group import Gate
+from tests.support.group_env import GroupEnv
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    made = Env(tmp_path / "calls.sqlite3")
+def env(tmp_path: Path) -> Iterator[GroupEnv]:
+    made = GroupEnv("sqlite", str(tmp_path / "calls.sqlite3"))
     try:
         yield made
     finally:
@@ -37,7 +38,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
 
 
 def test_calls_made_in_one_turn_share_one_commit_on_the_loop(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: GroupEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Five decisions awaited together: one COMMIT, all run on the loop's own thread."""
     from approval_guard.provider.http import store_calls
@@ -61,7 +62,7 @@ def test_calls_made_in_one_turn_share_one_commit_on_the_loop(
     assert {threading.get_ident()} == threads
 
 
-def test_a_call_that_raises_reaches_its_caller_alone(env: Env) -> None:
+def test_a_call_that_raises_reaches_its_caller_alone(env: GroupEnv) -> None:
     """One call's error is raised to its own awaiter; the others get their values."""
     first, second = env.new(2)
 
@@ -81,7 +82,7 @@ def test_a_call_that_raises_reaches_its_caller_alone(env: Env) -> None:
     assert isinstance(results[1], AssertionError)  # Env.decide's own check: no such request
 
 
-def test_a_caller_cancelled_before_its_turn_never_runs_its_call(env: Env) -> None:
+def test_a_caller_cancelled_before_its_turn_never_runs_its_call(env: GroupEnv) -> None:
     """Cancelled while queued: the call is dropped, the others run."""
     first, second = env.new(2)
     ran: list[str] = []
@@ -103,7 +104,7 @@ def test_a_caller_cancelled_before_its_turn_never_runs_its_call(env: Env) -> Non
     assert "pending" == env.status(first)
 
 
-def test_with_the_writer_busy_calls_go_to_worker_threads(env: Env) -> None:
+def test_with_the_writer_busy_calls_go_to_worker_threads(env: GroupEnv) -> None:
     """A worker thread holds the writer lock: the call waits in a thread, the loop does not."""
     (request_id,) = env.new(1)
     gate = Gate(env.store)
@@ -132,7 +133,7 @@ def test_with_the_writer_busy_calls_go_to_worker_threads(env: Env) -> None:
     assert "approved" == env.status(request_id)
 
 
-def test_a_closed_store_is_raised_to_every_caller(env: Env) -> None:
+def test_a_closed_store_is_raised_to_every_caller(env: GroupEnv) -> None:
     """StoreClosedError reaches each awaiter of the turn."""
     env.store.close()
 
@@ -215,7 +216,7 @@ def test_a_served_decision_waits_out_another_processes_write_lock(tmp_path: Path
 
 
 def test_a_long_queue_is_run_over_several_turns_and_the_loop_serves_in_between(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: GroupEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Calls taking 8 ms each, 30 ms a turn at most: several COMMITs, a ticker runs between."""
     from approval_guard.provider.http import store_calls

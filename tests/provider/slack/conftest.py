@@ -13,6 +13,7 @@ import requests
 from approval_guard.provider import PostgresStore, ProviderServer, SlackSettings
 from tests.support.api import Api
 from tests.support.fake_slack import SIGNING_SECRET, TOKEN, FakeSlack
+from tests.support.fakes import ShiftedClock
 from tests.support.slack_clicks import CHANNEL
 
 RULES = """\
@@ -120,13 +121,21 @@ def rules_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def provider_clock() -> ShiftedClock:
+    """The provider's clock: a test moves it on past a deadline instead of sleeping."""
+    return ShiftedClock()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """A SQLite file path, or an open PostgreSQL store on a schema of its own."""
+def database(
+    request: pytest.FixtureRequest, tmp_path: Path, provider_clock: ShiftedClock
+) -> Iterator[Any]:
+    """A SQLite file path, or an open PostgreSQL store on a schema of its own (on the clock)."""
     if request.param == "sqlite":
         yield str(tmp_path / "slack.sqlite3")
         return
-    store = PostgresStore(request.getfixturevalue("pg_schema_dsn"))
+    store = PostgresStore(request.getfixturevalue("pg_schema_dsn"), clock=provider_clock)
     try:
         yield store
     finally:
@@ -134,9 +143,11 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
-def team(database: Any, fake_slack: FakeSlack, rules_file: Path) -> Iterator[SlackTeam]:
+def team(
+    database: Any, fake_slack: FakeSlack, rules_file: Path, provider_clock: ShiftedClock
+) -> Iterator[SlackTeam]:
     """A provider posting to the fake Slack; alice and bob (payments), carol (admin), linked."""
-    server = start(database, fake_slack, rules_file)
+    server = start(database, fake_slack, rules_file, clock=provider_clock)
     try:
         first = server.first_start_tokens
         assert first is not None

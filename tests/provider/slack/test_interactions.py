@@ -7,6 +7,7 @@ from typing import Any
 
 import approval_guard as ag
 from tests.provider.slack.conftest import SlackTeam
+from tests.support.fakes import ShiftedClock
 from tests.support.guards import in_thread
 from tests.support.slack_clicks import block_action, form, post, sign, view_submission
 
@@ -169,10 +170,12 @@ def test_a_double_click_counts_once(team: SlackTeam) -> None:
     assert 1 == len(team.decisions(made["id"]))
 
 
-def test_a_click_after_expiry_says_no_longer_pending(team: SlackTeam) -> None:
+def test_a_click_after_expiry_says_no_longer_pending(
+    team: SlackTeam, provider_clock: ShiftedClock
+) -> None:
     """A click on an expired request's message records nothing and says when it expired."""
     made = team.new(timeout="1s")
-    time.sleep(1.3)
+    provider_clock.advance(1.3)  # the provider's time: its deadline has passed
     post(team.url, block_action("U0ALICE", APPROVE, made["id"]))
     assert "no longer pending (expired at" in _last_reply(team)
     assert "expired" == team.get(made["id"])["status"]

@@ -65,14 +65,17 @@ def test_edit_and_approve_is_offered_only_where_edits_are_allowed(team: SlackTea
 
 
 def test_arguments_keep_markers_are_cut_and_escape_slack_markup(team: SlackTeam) -> None:
-    """A redaction marker shows as one; <!channel> cannot ping; a long value is cut."""
+    """A listed redaction shows as one, an unlisted marker as JSON; <!channel> cannot ping; cut."""
     arguments = {
         "note": "<!channel> <https://evil.example|bank> & `x`",
         "card": {"$redacted": "1a2b3c4d5e6f"},
+        "memo": {"$redacted": "0123456789ab"},
         "blob": "y" * 1000,
     }
-    team.new(arguments=arguments)
+    team.new(arguments=arguments, redacted=["/card"])
     text = _texts(team.slack.wait_calls("chat.postMessage")[0].body)
+    assert '`{\\"$redacted\\":\\"0123456789ab\\"}`' in text
+    assert "redacted 0123456789ab" not in text
     assert "<!channel>" not in text and "<https://evil" not in text
     assert "&lt;!channel&gt;" in text and "&amp;" in text
     assert "\u2039redacted 1a2b3c4d5e6f\u203a" in text

@@ -24,13 +24,15 @@ import pytest
 from approval_guard.provider import Store
 from approval_guard.provider.store.models import NotPendingError, StoreClosedError
 from approval_guard.provider.store.sqlite_group import CommitFailed
-from tests.provider.store.test_group_commit import Commits, Env, poison
+from tests.provider.store.test_group_commit import Commits
+from tests.support.api import wait_for
 from tests.support.group import Boom, Gate
+from tests.support.group_env import GroupEnv
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    made = Env(tmp_path / "at-once.sqlite3")
+def env(tmp_path: Path) -> Iterator[GroupEnv]:
+    made = GroupEnv("sqlite", str(tmp_path / "at-once.sqlite3"))
     try:
         yield made
     finally:
@@ -48,7 +50,7 @@ def _results(outcomes: list[Any] | None) -> list[Any]:
     return out
 
 
-def test_calls_run_in_one_transaction_and_are_seen_only_after_it(env: Env) -> None:
+def test_calls_run_in_one_transaction_and_are_seen_only_after_it(env: GroupEnv) -> None:
     """Three decisions: one COMMIT; another connection sees none of them before it."""
     ids = env.new(3)
     commits = Commits(env.store)
@@ -67,7 +69,7 @@ def test_calls_run_in_one_transaction_and_are_seen_only_after_it(env: Env) -> No
     assert ["approved"] * 3 == [env.status(rid) for rid in ids]
 
 
-def test_the_change_feed_hears_only_after_the_commit(env: Env) -> None:
+def test_the_change_feed_hears_only_after_the_commit(env: GroupEnv) -> None:
     """Polls are woken once, after the COMMIT, naming every request the batch changed."""
     ids = env.new(2)
     heard: list[tuple[str, ...]] = []
@@ -82,7 +84,7 @@ def test_the_change_feed_hears_only_after_the_commit(env: Env) -> None:
     assert [tuple(ids)] == heard
 
 
-def test_a_call_reads_what_the_calls_before_it_wrote(env: Env) -> None:
+def test_a_call_reads_what_the_calls_before_it_wrote(env: GroupEnv) -> None:
     """The second decision on one request sees the first (uncommitted) one: NotPendingError."""
     (request_id,) = env.new(1)
     results = _results(
@@ -102,7 +104,7 @@ def test_a_call_reads_what_the_calls_before_it_wrote(env: Env) -> None:
     assert 1 == env.decided_events(request_id)
 
 
-def test_a_call_that_raises_undoes_only_its_own_writes(env: Env) -> None:
+def test_a_call_that_raises_undoes_only_its_own_writes(env: GroupEnv) -> None:
     """Its rows vanish, it gets its own error; the calls around it commit."""
     ids = env.new(3)
 
@@ -127,9 +129,9 @@ def test_a_call_that_raises_undoes_only_its_own_writes(env: Env) -> None:
     assert [] == env.committed("SELECT 1 FROM meta WHERE key = 'half-done'")
 
 
-def test_a_failed_commit_fails_every_call_and_keeps_nothing(env: Env) -> None:
+def test_a_failed_commit_fails_every_call_and_keeps_nothing(env: GroupEnv) -> None:
     """One call's write makes the COMMIT fail: each call gets CommitFailed, none is kept."""
-    poison(env)
+    env.poison()
     ids = env.new(4)
     heard: list[str] = []
     env.store.subscribe(lambda seq, request_ids: heard.extend(request_ids))
@@ -150,7 +152,7 @@ def test_a_failed_commit_fails_every_call_and_keeps_nothing(env: Env) -> None:
     assert ["approved"] == _results(env.store.run_at_once([lambda: env.decide(ids[3])]))
 
 
-def test_nothing_runs_while_a_writer_thread_holds_the_lock(env: Env) -> None:
+def test_nothing_runs_while_a_writer_thread_holds_the_lock(env: GroupEnv) -> None:
     """A worker thread's write holds the lock: None at once, and the call never ran."""
     (request_id,) = env.new(1)
     ran: list[str] = []
@@ -168,13 +170,13 @@ def test_nothing_runs_while_a_writer_thread_holds_the_lock(env: Env) -> None:
     assert "pending" == env.status(request_id)
 
 
-def test_nothing_runs_while_another_process_holds_the_write_lock(env: Env) -> None:
+def test_nothing_runs_while_another_process_holds_the_write_lock(env: GroupEnv) -> None:
     """Another connection holds the file's write lock: None at once (no busy wait), nothing run.
 
     Once it lets go, calls run at once again.
     """
     (request_id,) = env.new(1)
-    other = sqlite3.connect(env.path, isolation_level=None, timeout=10)
+    other = sqlite3.connect(env.where, isolation_level=None, timeout=10)
     try:
         other.execute("BEGIN IMMEDIATE")
         started = time.monotonic()
@@ -190,7 +192,7 @@ def test_nothing_runs_while_another_process_holds_the_write_lock(env: Env) -> No
     assert ["approved"] == _results(env.store.run_at_once([lambda: env.decide(request_id)]))
 
 
-def test_a_worker_thread_queued_meanwhile_waits_and_is_answered(env: Env) -> None:
+def test_a_worker_thread_queued_meanwhile_waits_and_is_answered(env: GroupEnv) -> None:
     """A worker-thread write arriving while calls run at once waits for the lock, then commits."""
     first, second = env.new(2)
     done: list[str] = []
@@ -199,10 +201,7 @@ def test_a_worker_thread_queued_meanwhile_waits_and_is_answered(env: Env) -> Non
     def decide_then_let_a_thread_queue() -> str:
         status = env.decide(first)
         thread.start()
-        deadline = time.monotonic() + 10
-        while env.store._group.waiting < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
+        wait_for(lambda: env.store._group.waiting >= 1, timeout=10)
         return status
 
     assert ["approved"] == _results(env.store.run_at_once([decide_then_let_a_thread_queue]))
@@ -211,7 +210,7 @@ def test_a_worker_thread_queued_meanwhile_waits_and_is_answered(env: Env) -> Non
     assert "approved" == env.status(second)
 
 
-def test_a_closed_store_refuses_before_running_anything(env: Env) -> None:
+def test_a_closed_store_refuses_before_running_anything(env: GroupEnv) -> None:
     """StoreClosedError, and the call never ran."""
     ran: list[int] = []
     env.store.close()

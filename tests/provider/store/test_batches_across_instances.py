@@ -14,7 +14,6 @@ and a quorum's approvals, decided on both at once, are counted exactly.
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ import pytest
 
 from approval_guard.provider import PostgresStore
 from approval_guard.provider.store.models import AlreadyApproved, Credential, NotPendingError
+from tests.support.api import wait_for
 from tests.support.group import Gate, start_all
 
 pytestmark = pytest.mark.postgres
@@ -192,14 +192,15 @@ def test_a_store_opening_while_a_batch_holds_table_locks_waits_for_it(
             "VALUES (0, 'test', 'test', 'test', '{}')"
         )
         opening.append(start_all([lambda: PostgresStore(pg_schema_dsn)]))
-        deadline = time.monotonic() + 20
-        while not committed(
-            pg_schema_dsn,
-            "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database()",
-        ):
-            assert time.monotonic() < deadline, "the new store never waited for the batch"
-            time.sleep(0.01)
+        wait_for(
+            lambda: committed(
+                pg_schema_dsn,
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()",
+            ),
+            timeout=20,
+            what="the new store never waited for the batch",
+        )
         tx.execute("UPDATE requests SET poll_count = 7 WHERE id = ?", (request_id,))
 
     gate = Gate(a, body=body)

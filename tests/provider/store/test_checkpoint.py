@@ -9,6 +9,7 @@ from pathlib import Path
 
 from approval_guard.provider import Store
 from approval_guard.provider.store.sqlite_checkpoint import WRITES_PER_CHECKPOINT
+from tests.support.api import wait_for
 
 
 def _make(store: Store, n: int) -> list[str]:
@@ -44,10 +45,7 @@ def test_a_checkpoint_runs_in_the_background_after_enough_writes(tmp_path: Path)
     store = Store(str(path))
     try:
         _make(store, WRITES_PER_CHECKPOINT + 10)
-        deadline = time.monotonic() + 10
-        while store._checkpoints.done == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert store._checkpoints.done >= 1
+        wait_for(lambda: store._checkpoints.done, timeout=10, what="no checkpoint ran")
     finally:
         store.close()
 

@@ -25,6 +25,7 @@ from approval_guard.provider import (
     StoreProtocol,
 )
 from approval_guard.provider.store.models import InvalidEdit
+from tests.support.api import wait_for
 
 REFUND = {"payment_id": "p_1", "amount": 4900, "currency": "GBP"}
 
@@ -201,7 +202,7 @@ def test_poll_wait_is_woken_by_a_decision(store: StoreProtocol) -> None:
         target=lambda: out.append(store.poll(request.id, viewer=instance, wait=10))
     )
     thread.start()
-    time.sleep(0.3)
+    assert store._feed.wait_for_waiting(1, timeout=5)  # type: ignore[attr-defined]
     decided_at = time.monotonic()
     store.decide(request.id, reviewer=reviewer, status="denied", note="no")
     thread.join(5)
@@ -231,9 +232,7 @@ def test_the_change_feed_and_subscribers(store: StoreProtocol) -> None:
     request = _new(store, instance).request
     assert store.wait_for_change(after=before, timeout=5) > before
     store.decide(request.id, reviewer=reviewer, status="approved")
-    deadline = time.monotonic() + 5
-    while len(seen) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: len(seen) >= 2, timeout=5)
     assert [(request.id,), (request.id,)] == [ids for _, ids in seen[:2]]
     assert seen[0][0] < seen[1][0]
     unsubscribe()
@@ -272,7 +271,7 @@ def test_a_decision_on_one_store_wakes_a_poll_on_another(
         target=lambda: out.append(b.poll(request.id, viewer=instance, wait=10))
     )
     thread.start()
-    time.sleep(0.3)
+    assert b._feed.wait_for_waiting(1, timeout=5)
     sent = time.monotonic()
     a.decide(request.id, reviewer=reviewer, status="approved")
     thread.join(5)

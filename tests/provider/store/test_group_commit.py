@@ -21,7 +21,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from statistics import median
@@ -32,62 +31,19 @@ import requests
 
 from approval_guard.provider import Store
 from approval_guard.provider.store import group_commit
-from approval_guard.provider.store.models import Credential, NotPendingError, StoreClosedError
+from approval_guard.provider.store.models import NotPendingError, StoreClosedError
 from approval_guard.provider.store.sqlite_group import CommitFailed
-from tests.support.group import Boom, Gate, start_all
+from tests.support.group import Boom, Gate, start_all, wait_for_waiters
+from tests.support.group_env import GroupEnv
 from tests.support.paths import REPO
 
 ROOT = REPO
 
 
-class Env:
-    """A store on a file, its two credentials, and reads through a connection of the test's own."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-        self.store = Store(self.path)
-        owner = self.store.authenticate(self.store.create_credential("instance", "agent"))
-        reviewer = self.store.authenticate(self.store.create_credential("reviewer", "alice"))
-        assert owner is not None and reviewer is not None
-        self.owner: Credential = owner
-        self.reviewer: Credential = reviewer
-
-    def new(self, n: int) -> list[str]:
-        return [
-            self.store.create_request(
-                owner=self.owner,
-                idempotency_key=str(uuid.uuid4()),
-                tool="issue_refund",
-                arguments={"i": i},
-                timeout_seconds=600,
-            ).request.id
-            for i in range(n)
-        ]
-
-    def decide(self, request_id: str, note: str | None = None, status: str = "approved") -> str:
-        done = self.store.decide(request_id, reviewer=self.reviewer, status=status, note=note)
-        assert done is not None
-        return done.status
-
-    def committed(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        """What another connection sees: committed rows only."""
-        with contextlib.closing(sqlite3.connect(self.path, timeout=10)) as db:
-            return db.execute(sql, params).fetchall()
-
-    def status(self, request_id: str) -> str:
-        rows = self.committed("SELECT status FROM requests WHERE id = ?", (request_id,))
-        return str(rows[0][0])
-
-    def decided_events(self, request_id: str) -> int:
-        rows = self.committed(
-            "SELECT COUNT(*) FROM events WHERE request_id = ? AND type = 'decided'", (request_id,)
-        )
-        return int(rows[0][0])
-
-
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    made = Env(tmp_path / "group.sqlite3")
+def env(tmp_path: Path) -> Iterator[GroupEnv]:
+    """A store under group commit on a SQLite file."""
+    made = GroupEnv("sqlite", str(tmp_path / "group.sqlite3"))
     try:
         yield made
     finally:
@@ -109,7 +65,7 @@ class Commits:
 # ---------------------------------------------------------------------- many writers
 
 
-def test_concurrent_decisions_are_each_recorded_once_and_all_answered(env: Env) -> None:
+def test_concurrent_decisions_are_each_recorded_once_and_all_answered(env: GroupEnv) -> None:
     """16 threads race two verdicts on each of 120 requests: one wins each, every call answers."""
     ids = env.new(120)
     commits = Commits(env.store)
@@ -144,7 +100,7 @@ def test_concurrent_decisions_are_each_recorded_once_and_all_answered(env: Env) 
     assert commits.n <= 240
 
 
-def test_writers_queued_on_the_lock_share_one_commit(env: Env) -> None:
+def test_writers_queued_on_the_lock_share_one_commit(env: GroupEnv) -> None:
     """A gate holds the lock while 12 deciders queue: one COMMIT answers all 13 writes.
 
     The change feed (subscribers, long polls) hears of them only once committed.
@@ -170,19 +126,7 @@ def test_writers_queued_on_the_lock_share_one_commit(env: Env) -> None:
     assert ["approved"] * 3 == [polled.status for polled in polls()]
 
 
-def test_eight_deciders_on_one_request_in_one_batch_one_wins(env: Env) -> None:
-    """In one batch the first decision holds; the others see it and get NotPendingError."""
-    (request_id,) = env.new(1)
-    gate = Gate(env.store)
-    join = start_all([lambda: env.decide(request_id) for _ in range(8)])
-    gate.open_when(8)
-    results = join()
-    assert 1 == results.count("approved")
-    assert 7 == sum(isinstance(r, NotPendingError) for r in results)
-    assert 1 == env.decided_events(request_id)
-
-
-def test_a_batch_is_committed_at_its_size_limit(env: Env, monkeypatch: Any) -> None:
+def test_a_batch_is_committed_at_its_size_limit(env: GroupEnv, monkeypatch: Any) -> None:
     """With the limit at 4, a gate and 9 queued writers commit as 4 + 4 + 2."""
     monkeypatch.setattr(group_commit, "BATCH_LIMIT", 4)
     ids = env.new(9)
@@ -197,7 +141,7 @@ def test_a_batch_is_committed_at_its_size_limit(env: Env, monkeypatch: Any) -> N
 # ---------------------------------------------------------------------- a member fails
 
 
-def test_a_member_that_raises_rolls_back_alone(env: Env) -> None:
+def test_a_member_that_raises_rolls_back_alone(env: GroupEnv) -> None:
     """Its rows and its change vanish; the batch's other writes commit; it gets its own error."""
     ids = env.new(4)
     (victim,) = env.new(1)
@@ -236,71 +180,12 @@ def test_a_member_that_raises_rolls_back_alone(env: Env) -> None:
     assert set(ids) <= set(heard)
 
 
-def test_the_opener_that_raises_rolls_back_alone(env: Env) -> None:
-    """The batch's first writer fails after others queued: they begin a batch of their own."""
-    ids = env.new(5)
-
-    def fail(tx: Any) -> None:
-        raise Boom
-
-    gate = Gate(env.store, body=fail)
-    join = start_all([lambda rid=rid: env.decide(rid) for rid in ids])
-    gate.open_when(5)
-    assert ["approved"] * 5 == join()
-    assert 1 == len(gate.out) and isinstance(gate.out[0], Boom)
-    assert [] == env.committed("SELECT 1 FROM meta WHERE key = ?", (gate.key,))
-
-
 # ---------------------------------------------------------------------- the COMMIT fails
 
 
-def poison(env: Env) -> None:
-    """A decision noted 'poison' breaks a deferred foreign key: SQLite refuses the COMMIT."""
-    env.store._db.execute("PRAGMA foreign_keys = ON")
-    with env.store.transaction() as db:
-        db.execute("CREATE TABLE poison_parent (id INTEGER PRIMARY KEY)")
-        db.execute(
-            "CREATE TABLE poison (parent INTEGER "
-            "REFERENCES poison_parent (id) DEFERRABLE INITIALLY DEFERRED)"
-        )
-        db.execute(
-            "CREATE TRIGGER poison_note AFTER UPDATE ON requests "
-            "WHEN NEW.decision_note = 'poison' BEGIN INSERT INTO poison VALUES (42); END"
-        )
-
-
-def test_a_failed_commit_fails_every_member_and_the_next_batch_starts_clean(env: Env) -> None:
-    """One member's write makes the COMMIT fail: all of them get CommitFailed, none is kept."""
-    poison(env)
-    ids = env.new(6)
-    heard: list[str] = []
-    env.store.subscribe(lambda seq, request_ids: heard.extend(request_ids))
-    seq = env.store.seq
-    notes = [None, None, "poison", None, None]
-    gate = Gate(env.store)
-    join = start_all(
-        [lambda rid=rid, n=n: env.decide(rid, n) for rid, n in zip(ids, notes, strict=False)]
-    )
-    gate.open_when(5)
-    results = join()
-
-    assert 5 * [CommitFailed] == [type(r) for r in results]
-    assert all(isinstance(r.__cause__, sqlite3.IntegrityError) for r in results)
-    assert 1 == len(gate.out) and isinstance(gate.out[0], CommitFailed)
-    assert {"pending"} == {env.status(rid) for rid in ids[:5]}
-    assert [] == env.committed("SELECT 1 FROM meta WHERE key = ?", (gate.key,))
-    assert [] == env.committed("SELECT 1 FROM poison")
-    assert [] == heard and seq == env.store.seq
-    # Rolled back: the next writer begins a new transaction, and it commits.
-    assert not env.store._db.in_transaction
-    assert "approved" == env.decide(ids[5])
-    assert "approved" == env.status(ids[5])
-    assert [ids[5]] == heard
-
-
-def test_a_lone_writers_failed_commit_is_rolled_back(env: Env) -> None:
+def test_a_lone_writers_failed_commit_is_rolled_back(env: GroupEnv) -> None:
     """Without a batch too: CommitFailed, nothing kept, and the store goes on writing."""
-    poison(env)
+    env.poison()
     first, second = env.new(2)
     with pytest.raises(CommitFailed) as failed:
         env.decide(first, "poison")
@@ -310,9 +195,9 @@ def test_a_lone_writers_failed_commit_is_rolled_back(env: Env) -> None:
     assert "approved" == env.decide(first)
 
 
-def test_transaction_rolls_back_a_failed_commit(env: Env) -> None:
+def test_transaction_rolls_back_a_failed_commit(env: GroupEnv) -> None:
     """The public transaction() leaves no transaction open when its COMMIT fails."""
-    poison(env)
+    env.poison()
     with pytest.raises(sqlite3.IntegrityError), env.store.transaction() as db:
         db.execute("INSERT INTO poison VALUES (7)")
     (request_id,) = env.new(1)
@@ -322,7 +207,7 @@ def test_transaction_rolls_back_a_failed_commit(env: Env) -> None:
 # ---------------------------------------------------------------------- others on the lock
 
 
-def test_transaction_never_begins_inside_an_open_batch(env: Env) -> None:
+def test_transaction_never_begins_inside_an_open_batch(env: GroupEnv) -> None:
     """A transaction() queued among a batch's writers commits the batch, then has its own."""
     ids = env.new(6)
 
@@ -340,7 +225,7 @@ def test_transaction_never_begins_inside_an_open_batch(env: Env) -> None:
     assert {"approved"} == {env.status(rid) for rid in ids}
 
 
-def test_a_write_inside_a_write_is_refused_and_the_lock_is_not_leaked(env: Env) -> None:
+def test_a_write_inside_a_write_is_refused_and_the_lock_is_not_leaked(env: GroupEnv) -> None:
     """transaction() (or another write) inside a write's body: RuntimeError, the outer undone."""
     (request_id,) = env.new(1)
     with pytest.raises(RuntimeError), env.store._writing() as tx:
@@ -352,25 +237,7 @@ def test_a_write_inside_a_write_is_refused_and_the_lock_is_not_leaked(env: Env) 
     assert ["approved"] == join()
 
 
-def test_close_commits_the_open_batch(env: Env) -> None:
-    """close() queued among a batch's writers commits it; each writer is kept or told it closed."""
-    ids = env.new(8)
-    gate = Gate(env.store)
-    join = start_all([lambda rid=rid: env.decide(rid) for rid in ids[:4]])
-    gate.wait_for(4)
-    closing = start_all([env.store.close])
-    later = start_all([lambda rid=rid: env.decide(rid) for rid in ids[4:]])
-    gate.open_when(9)
-    results = join() + later()
-    closing()
-    assert ["ok"] == gate.out
-    assert [(gate.key,)] == env.committed("SELECT key FROM meta WHERE key = ?", (gate.key,))
-    for request_id, result in zip(ids, results, strict=True):
-        assert result == "approved" or isinstance(result, StoreClosedError), result
-        assert ("approved" if result == "approved" else "pending") == env.status(request_id)
-
-
-def test_a_lone_writer_commits_at_once(env: Env) -> None:
+def test_a_lone_writer_commits_at_once(env: GroupEnv) -> None:
     """Nobody waiting: each write is its own COMMIT, with no added wait (a generous bound)."""
     ids = env.new(60)
     commits = Commits(env.store)
@@ -398,9 +265,9 @@ def test_memory_stores_never_group(tmp_path: Path) -> None:
         store.close()
 
 
-def test_two_stores_on_one_file_each_batch_and_lose_nothing(env: Env) -> None:
+def test_two_stores_on_one_file_each_batch_and_lose_nothing(env: GroupEnv) -> None:
     """Two stores on one file (as two processes): BEGIN IMMEDIATE serialises their batches."""
-    other = Store(env.path)
+    other = Store(env.where)
     try:
         ids = env.new(80)
         halves = {0: env.store, 1: other}
@@ -484,3 +351,96 @@ def test_sigkill_in_a_burst_loses_no_answered_decision(tmp_path: Path, kill_at: 
     with contextlib.closing(sqlite3.connect(db)) as conn:
         statuses = dict(conn.execute("SELECT id, status FROM requests").fetchall())
     assert [] == [rid for rid in acked if statuses.get(rid) != "approved"]
+
+
+# ------------------------------------------------------------------ on both backends
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GroupEnv]:
+    """A store under group commit on SQLite (a file) and on PostgreSQL (a schema of its own)."""
+    if request.param == "postgres":
+        made = GroupEnv("postgres", request.getfixturevalue("pg_schema_dsn"))
+    else:
+        made = GroupEnv("sqlite", str(tmp_path / "group.sqlite3"))
+    try:
+        yield made
+    finally:
+        made.store.close()
+
+
+def test_eight_deciders_on_one_request_in_one_batch_one_wins(both: GroupEnv) -> None:
+    """In one batch the first decision holds; the others see it and get NotPendingError."""
+    (request_id,) = both.new(1)
+    gate = Gate(both.store)
+    join = start_all([lambda: both.decide(request_id) for _ in range(8)])
+    gate.open_when(8)
+    results = join()
+    assert 1 == results.count("approved")
+    assert 7 == sum(isinstance(r, NotPendingError) for r in results)
+    assert 1 == both.decided_events(request_id)
+
+
+def test_the_opener_that_raises_rolls_back_alone(both: GroupEnv) -> None:
+    """The batch's first writer fails after others queued: they begin a batch of their own."""
+    ids = both.new(5)
+
+    def fail(tx: Any) -> None:
+        raise Boom
+
+    gate = Gate(both.store, body=fail)
+    join = start_all([lambda rid=rid: both.decide(rid) for rid in ids])
+    gate.open_when(5)
+    assert ["approved"] * 5 == join()
+    assert 1 == len(gate.out) and isinstance(gate.out[0], Boom)
+    assert [] == both.committed("SELECT 1 FROM meta WHERE key = ?", (gate.key,))
+
+
+def test_a_failed_commit_fails_every_member_and_the_next_batch_starts_clean(
+    both: GroupEnv,
+) -> None:
+    """One member's write makes the COMMIT fail: all of them get CommitFailed, none is kept."""
+    refusal = both.poison()
+    ids = both.new(6)
+    heard: list[str] = []
+    both.store.subscribe(lambda seq, request_ids: heard.extend(request_ids))
+    seq = both.store.seq
+    notes = [None, None, "poison", None, None]
+    gate = Gate(both.store)
+    join = start_all(
+        [lambda rid=rid, n=n: both.decide(rid, n) for rid, n in zip(ids, notes, strict=False)]
+    )
+    gate.open_when(5)
+    results = join()
+
+    assert all(isinstance(r, group_commit.CommitFailed) for r in results)
+    assert all(isinstance(r.__cause__, refusal) for r in results)
+    assert 1 == len(gate.out) and isinstance(gate.out[0], group_commit.CommitFailed)
+    assert {"pending"} == {both.status(rid) for rid in ids[:5]}
+    assert [] == both.committed("SELECT 1 FROM meta WHERE key = ?", (gate.key,))
+    assert [] == both.committed("SELECT 1 FROM poison")
+    assert [] == heard and seq == both.store.seq
+    # Rolled back: the next writer begins a new transaction, and it commits.
+    assert not both.in_transaction()
+    assert "approved" == both.decide(ids[5])
+    assert "approved" == both.status(ids[5])
+    assert [ids[5]] == heard
+
+
+def test_close_commits_the_open_batch(both: GroupEnv) -> None:
+    """close() queued among a batch's writers commits it; each writer is kept or told it closed."""
+    ids = both.new(8)
+    gate = Gate(both.store)
+    join = start_all([lambda rid=rid: both.decide(rid) for rid in ids[:4]])
+    gate.wait_for(4)
+    closing = start_all([both.store.close])
+    later = start_all([lambda rid=rid: both.decide(rid) for rid in ids[4:]])
+    gate.open_when(9)
+    results = join() + later()
+    assert [None] == closing()
+    assert ["ok"] == gate.out
+    assert [(gate.key,)] == both.committed("SELECT key FROM meta WHERE key = ?", (gate.key,))
+    for request_id, result in zip(ids, results, strict=True):
+        assert result == "approved" or isinstance(result, StoreClosedError), result
+        assert ("approved" if result == "approved" else "pending") == both.status(request_id)
+    wait_for_waiters(both.store, 0)

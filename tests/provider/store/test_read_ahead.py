@@ -9,7 +9,6 @@ notification (a reconnect) still wakes every poll to re-read.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from approval_guard.provider import PostgresStore
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.pg_listen import settled_states
+from tests.support.api import wait_for
 
 REFUND = {"payment_id": "p_1", "amount": 4900, "currency": "GBP"}
 
@@ -98,13 +98,10 @@ def _people(store: PostgresStore) -> tuple[Any, Any]:
 
 
 def _until(check: Callable[[], Any], seconds: float = 10) -> Any:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.01)
-    return None
+    try:
+        return wait_for(check, timeout=seconds)
+    except AssertionError:
+        return None
 
 
 @pytest.mark.postgres

@@ -19,12 +19,12 @@ import pytest
 
 from approval_guard.provider.store import sqlite_group
 from approval_guard.provider.store.sqlite_group import is_busy
-from tests.provider.store.test_group_commit import Env
+from tests.support.group_env import GroupEnv
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    made = Env(tmp_path / "busy.sqlite3")
+def env(tmp_path: Path) -> Iterator[GroupEnv]:
+    made = GroupEnv("sqlite", str(tmp_path / "busy.sqlite3"))
     try:
         yield made
     finally:
@@ -50,10 +50,10 @@ def _hold_write_lock(path: str, seconds: float) -> threading.Event:
     return holding
 
 
-def test_a_writer_waits_for_another_processes_write_lock_and_then_writes(env: Env) -> None:
+def test_a_writer_waits_for_another_processes_write_lock_and_then_writes(env: GroupEnv) -> None:
     """The lock held for 0.5 s: the decision waits it out and is kept."""
     (request_id,) = env.new(1)
-    _hold_write_lock(env.path, 0.5)
+    _hold_write_lock(env.where, 0.5)
     started = time.monotonic()
     assert "approved" == env.decide(request_id)
     assert 0.3 < time.monotonic() - started < 5
@@ -61,12 +61,12 @@ def test_a_writer_waits_for_another_processes_write_lock_and_then_writes(env: En
 
 
 def test_a_writer_gives_up_after_the_busy_timeout(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: GroupEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Held longer than the busy timeout (0.3 s here): "database is locked", nothing written."""
     monkeypatch.setattr(sqlite_group, "BUSY_TIMEOUT_MS", 300)
     (request_id,) = env.new(1)
-    _hold_write_lock(env.path, 2.0)
+    _hold_write_lock(env.where, 2.0)
     started = time.monotonic()
     with pytest.raises(sqlite3.OperationalError, match="database is locked"):
         env.decide(request_id)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import collections
+import contextlib
 import json
 import threading
 import time
@@ -14,6 +16,7 @@ import pytest
 
 import approval_guard as ag
 from approval_guard.provider import ProviderServer, Store
+from approval_guard.provider.store.protocol import StoreProtocol
 from approval_guard.provider.webhooks.signing import (
     WebhookSignatureError,
     WebhookTarget,
@@ -22,7 +25,9 @@ from approval_guard.provider.webhooks.signing import (
     parse_secret,
     verify,
 )
-from tests.support.api import Api
+from tests.support.api import Api, sign_in, wait_for
+from tests.support.databases import SharedDatabase
+from tests.support.fleet import Fleet
 from tests.support.guards import finish, in_thread
 from tests.support.webhook_receiver import Delivery, Receiver
 
@@ -42,12 +47,14 @@ def _clients(server: ProviderServer) -> tuple[Api, Api]:
 
 def _settled(store: Any, timeout: float = 20.0) -> list[Any]:
     """The outbox once no row is pending (a 200 is recorded just after it is answered)."""
-    end = time.monotonic() + timeout
-    while True:
-        items = store.list_webhooks()
-        if all(item.state != "pending" for item in items) or time.monotonic() > end:
-            return list(items)
-        time.sleep(0.02)
+    # Not met in time: the caller's assertions say what is still pending.
+    with contextlib.suppress(AssertionError):
+        wait_for(
+            store.list_webhooks,
+            lambda items: all(item.state != "pending" for item in items),
+            timeout=timeout,
+        )
+    return list(store.list_webhooks())
 
 
 def test_created_then_decided_arrive_signed_and_verify(tmp_path: Path, receiver: Receiver) -> None:
@@ -56,7 +63,7 @@ def test_created_then_decided_arrive_signed_and_verify(tmp_path: Path, receiver:
     with _serve(tmp_path / "a.db", target, public_url="https://review.example/") as server:
         api, reviewer = _clients(server)
         arguments = {"payment_id": "p_1", "amount": 4900, "token": {"$redacted": "0123456789ab"}}
-        request = api.new(arguments=arguments)
+        request = api.new(arguments=arguments, redacted=["/token"])
         first = receiver.wait_count(1)[0]
         reviewer.decide(request["id"], {"status": "approved", "note": "fine"}).raise_for_status()
         got = receiver.wait_count(2)
@@ -72,6 +79,7 @@ def test_created_then_decided_arrive_signed_and_verify(tmp_path: Path, receiver:
         data = delivery.json["data"]
         assert request["id"] == data["id"]
         assert arguments == data["arguments"]  # the marker exactly as the adapter sent it
+        assert ["/token"] == data["redacted"]  # API 1.3: which markers are redactions
         assert f"https://review.example/?request={request['id']}" == data["url"]
         assert request["deadline_at"] == data["deadline_at"]
     decision = got[1].json["data"]["decision"]
@@ -176,9 +184,7 @@ def test_an_unreachable_target_is_given_up_and_audited(tmp_path: Path) -> None:
         with _serve(store, target, webhook_give_up_after=0.5) as server:
             api, _ = _clients(server)
             request = api.new()
-            end = time.monotonic() + 20
-            while time.monotonic() < end and not audited:
-                time.sleep(0.05)
+            wait_for(lambda: audited, timeout=20, what="the give-up was never audited")
             (item,) = store.list_webhooks()
     store.close()
     assert "given_up" == item.state and item.next_attempt_at is None
@@ -260,7 +266,10 @@ def test_a_store_without_targets_queues_nothing(tmp_path: Path) -> None:
 def test_the_slack_message_shows_markers_not_secrets_and_links_the_request(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    """A guarded call with a redacted key: the Slack text has the marker, the link, no secret."""
+    """A guarded call with a redacted key: the Slack text has the marker, the link, no secret.
+
+    The guard lists the marker's place (API 1.3 ``redacted``): only so is it shown as one.
+    """
     secret_value = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
     target = WebhookTarget(receiver.url, None, "slack")
     with _serve(tmp_path / "a.db", target, public_url="https://review.example") as server:
@@ -330,18 +339,11 @@ def test_slack_names_the_approvers_and_escapes_markup() -> None:
 
 
 def test_signing_in_from_a_request_link_keeps_the_request(tmp_path: Path) -> None:
-    """``/?token=...&request=ID`` redirects to ``/?request=ID``, the token gone."""
-    import requests
-
+    """``/?token=...&request=ID``'s button signs in to ``/?request=ID``, the token gone."""
     with ProviderServer(str(tmp_path / "a.db")) as server:
         tokens = server.first_start_tokens
         assert tokens is not None
-        answer = requests.get(
-            f"{server.url}/",
-            params={"token": tokens.reviewer, "request": "a/b c"},
-            allow_redirects=False,
-            timeout=10,
-        )
+        answer = sign_in(server.url, tokens.reviewer, request="a/b c")
     assert 303 == answer.status_code
     assert "/?request=a%2Fb%20c" == answer.headers["Location"]
 
@@ -363,3 +365,88 @@ def test_the_deliveries_are_the_same_bytes_the_signature_covers(
         delivery: Delivery = receiver.wait_count(1)[0]
     verify(SECRET, delivery.headers, delivery.body)
     assert b'"big":9007199254740993' in delivery.body
+
+
+# --------------------------------------------------------------------------- several instances
+
+
+def test_two_instances_claim_disjoint_rows(shared_db: SharedDatabase) -> None:
+    """Two stores on one database, claiming at once from many threads, never hold the same row."""
+    a, b = shared_db.open(), shared_db.open()
+    try:
+        target = WebhookTarget("http://127.0.0.1:9/hook")
+        for store in (a, b):
+            store.set_webhooks([target])
+        tokens = a.ensure_initial_credentials()
+        assert tokens is not None
+        owner = a.authenticate(tokens.instance)
+        assert owner is not None
+        for i in range(60):
+            (a if i % 2 else b).create_request(
+                owner=owner, idempotency_key=str(i), tool="t", arguments={}, timeout_seconds=60
+            )
+        claimed: list[tuple[str, str]] = []
+        lock = threading.Lock()
+        start = threading.Barrier(6)
+
+        def claim(store: StoreProtocol, owner_id: str) -> None:
+            start.wait()
+            while True:
+                got = store.claim_webhooks(owner=owner_id, urls=[target.url], limit=3, lease=30)
+                if not got:
+                    return
+                with lock:
+                    claimed.extend((item.id, owner_id) for item in got)
+
+        threads = [
+            threading.Thread(target=claim, args=(store, f"{name}{n}"))
+            for name, store in (("a", a), ("b", b))
+            for n in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert 60 == len(claimed) == len({item for item, _ in claimed})
+        assert [] == a.claim_webhooks(owner="late", urls=[target.url], limit=100, lease=30)
+    finally:
+        a.close()
+        b.close()
+
+
+def _start_in_fleet(fleet: Fleet, hook: Receiver) -> Any:
+    return fleet.start(
+        "--webhook", hook.url, "--webhook-secret", SECRET, "--webhook-backoff", "0.05"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_two_instances_deliver_each_event_once(fleet: Fleet) -> None:
+    """Events made on either of two instances reach the receiver once each, retries included."""
+    with Receiver(statuses=[500] * 8) as hook:
+        hook.delay = 0.02
+        a, b = _start_in_fleet(fleet, hook), _start_in_fleet(fleet, hook)
+        ids = []
+        for i in range(12):
+            instance = a if i % 2 else b
+            made = fleet.api(instance).new()
+            ids.append(made["id"])
+            decided = fleet.api(b if i % 2 else a, reviewer=True).decide(
+                made["id"], {"status": "approved"}
+            )
+            assert 200 == decided.status_code, decided.text
+        got = hook.wait_for(lambda got: sum(d.status == 200 for d in got) >= 24, timeout=60)
+        for instance in (a, b):
+            instance.process.terminate()
+            instance.process.communicate(timeout=20)
+
+    delivered = collections.Counter(d.id for d in got if d.status == 200)
+    assert 24 == len(delivered) and {1} == set(delivered.values())
+    per_request = collections.Counter(
+        (d.json["data"]["id"], d.json["type"]) for d in got if d.status == 200
+    )
+    assert {(i, t) for i in ids for t in ("request.created", "request.decided")} == set(per_request)
+    assert 24 + 8 == len(got)  # each failure retried once more, nothing posted twice besides
+    for delivery in got:
+        verify(SECRET, delivery.headers, delivery.body)

@@ -174,6 +174,7 @@ def request_from_row(row: Any) -> StoredRequest:
         decision_grant=_grant_summary(row),
         batch=row["batch"],
         context=row["context"],
+        redacted=() if row["redacted"] is None else tuple(load_stored(row["redacted"])),
     )
 
 

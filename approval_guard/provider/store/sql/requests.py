@@ -12,7 +12,7 @@ from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json, check_json_value
 from approval_guard._codec.wire import CANCELLED, EXPIRED, PENDING
 from approval_guard.provider.rules.config import Rules
-from approval_guard.provider.store.checks import body_hash, check_editable
+from approval_guard.provider.store.checks import body_hash, check_editable, check_redacted
 from approval_guard.provider.store.ids import new_id
 from approval_guard.provider.store.models import (
     KEY_RETENTION,
@@ -93,6 +93,7 @@ class RequestsMixin(SQLStoreBase):
         rules: Rules | None = None,
         batch: str | None = None,
         context: str | None = None,
+        redacted: Sequence[str] | None = None,
     ) -> CreateResult:
         """Create a pending request, or replay the one this key already made.
 
@@ -117,13 +118,21 @@ class RequestsMixin(SQLStoreBase):
             raise InvalidJSON("the arguments must be a JSON object")
         check_json_value(arguments)
         names = check_editable(arguments, editable)
+        hidden = check_redacted(arguments, redacted)
         for given in (requested_by, batch, context):
             if given is not None:
                 check_json_value(given)
         if not 1 <= approvals_required <= 10:
             raise ValueError(f"approvals_required must be 1 to 10, not {approvals_required!r}")
         digest = body_hash(
-            tool, arguments, timeout_seconds, names, requested_by, batch=batch, context=context
+            tool,
+            arguments,
+            timeout_seconds,
+            names,
+            requested_by,
+            batch=batch,
+            context=context,
+            redacted=hidden,
         )
         existing = self.replay(owner, idempotency_key, digest)
         if existing is not None:
@@ -144,8 +153,8 @@ class RequestsMixin(SQLStoreBase):
                     tx.execute(
                         "INSERT INTO requests (id, owner_id, idempotency_key, body_sha256, tool, "
                         "arguments, timeout, status, created_at, deadline_at, editable, "
-                        "requested_by, approvals_required, batch, context) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                        "requested_by, approvals_required, batch, context, redacted) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
                         (
                             request_id,
                             owner.id,
@@ -162,6 +171,7 @@ class RequestsMixin(SQLStoreBase):
                             approvals_required,
                             batch,
                             context,
+                            canonical_json(list(hidden)) if hidden else None,
                         ),
                     )
                 )

@@ -1,10 +1,9 @@
-"""The team rules on PostgreSQL: two instances on one schema count a quorum exactly once."""
+"""The team rules on two instances of one database (SQLite, PostgreSQL): a quorum counted once."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -12,16 +11,17 @@ import requests
 from approval_guard.provider import PostgresStore, ProviderServer
 from approval_guard.provider.rules.config import parse_rules
 from tests.support.api import REFUND, Api
+from tests.support.databases import SharedDatabase, only_postgres
 from tests.support.team import RULES
-
-pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def two(pg_schema_dsn: str) -> Iterator[tuple[ProviderServer, ProviderServer, dict[str, str]]]:
-    """Two ProviderServers, each on its own PostgresStore of one schema; alice and bob added."""
+def two(
+    shared_db: SharedDatabase,
+) -> Iterator[tuple[ProviderServer, ProviderServer, dict[str, str]]]:
+    """Two ProviderServers, each on its own store of one database; alice and bob added."""
     rules = parse_rules(RULES)
-    stores = [PostgresStore(pg_schema_dsn), PostgresStore(pg_schema_dsn)]
+    stores = [shared_db.open(), shared_db.open()]
     servers = [ProviderServer(store, rules=rules) for store in stores]
     tokens = servers[0].first_start_tokens
     assert tokens is not None and servers[1].first_start_tokens is None
@@ -99,9 +99,9 @@ def test_the_same_person_on_both_instances_counts_once(
     assert "pending" == Api(b.url, tokens["alice"]).poll(created["id"]).json()["status"]
 
 
-def test_reviewers_and_audit_on_postgres(pg_schema_dsn: str, tmp_path: Path) -> None:
-    """Roles are kept, removal revokes, audit rows read back, on the PostgreSQL store."""
-    store = PostgresStore(pg_schema_dsn)
+def test_reviewers_and_audit_read_back(shared_db: SharedDatabase) -> None:
+    """Roles are kept, removal revokes, audit rows read back, on each store."""
+    store = shared_db.open()
     try:
         token = store.add_reviewer("carol", roles=["admin", "payments"])
         found = store.authenticate(token)
@@ -116,10 +116,12 @@ def test_reviewers_and_audit_on_postgres(pg_schema_dsn: str, tmp_path: Path) -> 
         store.close()
 
 
-def test_an_older_postgres_schema_gets_the_new_columns_on_open(pg_schema_dsn: str) -> None:
+@only_postgres
+def test_an_older_postgres_schema_gets_the_new_columns_on_open(shared_db: SharedDatabase) -> None:
     """Columns added since schema 1 are added (ADD COLUMN IF NOT EXISTS) when a store opens."""
     import psycopg
 
+    pg_schema_dsn = shared_db.where
     PostgresStore(pg_schema_dsn).close()
     with psycopg.connect(pg_schema_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE ag_credentials DROP COLUMN roles")
