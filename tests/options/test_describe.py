@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import approval_guard as ag
-from approval_guard._options.dict_spec import check_dict_options
+from approval_guard._options.shape import unknown_tool
+from approval_guard._options.spec import build_spec
 from approval_guard.testing import LocalProvider, approve_after
 from tests.support.tools import define, refund, run
 
@@ -31,10 +32,10 @@ def test_a_bad_describe_raises_at_decoration(guard: ag.Guard, describe: Any, wor
         ag.requires_approval(describe=describe)
 
 
-def test_a_bad_describe_of_a_dict_tool_raises_when_its_options_are_checked() -> None:
-    """A framework's tool known by its arguments' names checks it too."""
+def test_a_bad_describe_of_a_framework_tool_raises_when_its_options_are_checked() -> None:
+    """A framework's tool, checked by the one builder before it is known, checks it too."""
     with pytest.raises(ag.ConfigurationError, match="describe must be a callable"):
-        check_dict_options({"describe": 3}, tool="issue_refund")
+        build_spec(unknown_tool(), options={"describe": 3}, name="issue_refund")
 
 
 def test_an_async_describe_on_a_sync_tool_raises_at_decoration(guard: ag.Guard) -> None:

@@ -18,8 +18,8 @@ import requests
 
 from approval_guard.provider.rules.config import parse_rules
 from approval_guard.testing import LocalProvider
-from tests.provider.http.test_editable_arguments import MARKER, signed_in
-from tests.support.api import Api
+from tests.provider.http.test_editable_arguments import MARKER
+from tests.support.api import Api, signed_in
 
 RULES = """\
 [tools.issue_refund]
