@@ -149,10 +149,8 @@ class Guard:
         self._late_sync = late_sync(self._client.perform, self._clock, timings, self._client.here)
         self._worker = default_worker()
         self._on_event = check_on_event(on_event)
-        # HMAC key of redaction markers: secret, never shown. Random unless given, so
-        # markers are stable for this Guard's life (see the README on replays).
+        # HMAC key of redaction markers (secret): random unless given, stable for this Guard.
         self._redaction_key = new_key() if redaction_key is None else check_key(redaction_key)
-        # The person every call is made for, unless harness_call(requested_by=...) says.
         self._requested_by = None if requested_by is None else check_requested_by(requested_by)
         self._check()
 
@@ -181,11 +179,7 @@ class Guard:
         return self._ledger
 
     def close(self) -> None:
-        """Close pooled HTTP connections, the sync tools' and every event loop's.
-
-        From a coroutine, prefer ``await guard.aclose()``: ``close()`` cannot wait
-        on the running loop, so it only schedules that loop's client to close.
-        """
+        """Close pooled HTTP connections (a coroutine should ``await guard.aclose()``)."""
         self._client.close()
         if self._aclient is not None:
             self._aclient.close()

@@ -40,6 +40,10 @@ class HarnessCall:
             cancelled and the call returns ``NotRun(CANCELLED)``.
         requested_by: The person the agent acts for in this call (overrides
             ``Guard(requested_by=...)``); 1 to 200 printable characters.
+        batch: The agent's turn this call belongs to (API 1.3 ``batch``).
+        reason: The agent's stated reason for this call (sent as API 1.3 ``context``).
+        started_at: When the harness first started this tool call (aware): the limit
+            counts from then.
     """
 
     idempotency_key: str | None = None
@@ -47,11 +51,8 @@ class HarnessCall:
     abandon: threading.Event | None = None
     #: The person this call is made for (overrides ``Guard(requested_by=...)``).
     requested_by: str | None = None
-    #: The batch (one turn's calls) this call belongs to (API 1.3 ``batch``).
     batch: str | None = None
-    #: The agent's stated reason for this call (sent as API 1.3 ``context``).
     reason: str | None = None
-    #: When the harness first started this tool call (aware): the limit counts from then.
     started_at: datetime | None = None
 
 
@@ -126,32 +127,6 @@ def harness_call(
 ) -> Iterator[HarnessCall]:
     """Tell guarded calls made inside the block what the harness knows about this tool call.
 
-    - ``idempotency_key``: the harness's own id for the tool call. A harness that
-      retries the call (after a crash, on another worker) passes the same key, so
-      the same approval request is recovered instead of a second one created; the
-      execution record then makes sure it runs at most once.
-    - ``limit``: how long the harness lets this call wait (overrides
-      ``Guard(harness_limit=...)``).
-    - ``abandon``: an event the harness sets when it gives up on the call; the
-      pending request is then cancelled and the call returns ``NotRun(CANCELLED)``.
-    - ``requested_by``: the person the agent acts for in this call (overrides
-      ``Guard(requested_by=...)``), sent with the request; a provider may refuse
-      that person's own approval. 1 to 200 printable characters.
-    - ``batch``: the id of the agent's turn (or run step) this call belongs to,
-      sent as API 1.3's ``batch``, so a reviewer sees a turn's requests together
-      and may decide them at once. 1 to 200 printable characters. Every guarded
-      call in the block carries it (one turn's calls share one id).
-    - ``reason``: the agent's own sentence saying why it makes this call, sent as
-      API 1.3's ``context`` and shown to the reviewer, labelled as the agent's
-      words; nothing is decided from it. At most 1,000 characters are sent: a
-      longer one is cut to fit and ends with ``" [… cut]"``. It takes the place
-      of the tool's ``describe=`` sentence.
-    - ``started_at``: when the harness first started this tool call, as an aware
-      ``datetime``, if that was before now: a durable harness that runs the call
-      again after a crash passes its first attempt's time, so the ``limit`` counts
-      from then and a recovered call never waits a fresh limit (the request sent
-      is the same either way). ``approval_guard.dbos`` passes it for you.
-
     ``batch`` and ``reason`` need a provider that serves API 1.3: an older one
     refuses the create (400), and the call returns ``NotRun(NOT_OBTAINED)`` without
     running. Without them the request is exactly as before.
@@ -175,6 +150,16 @@ def harness_call(
             cancelled and the call returns ``NotRun(CANCELLED)``.
         requested_by: The person the agent acts for in this call (overrides
             ``Guard(requested_by=...)``); 1 to 200 printable characters.
+        batch: The id of the agent's turn (or run step) this call belongs to, sent as API
+            1.3's ``batch`` so a reviewer sees a turn's requests together and may decide
+            them at once; 1 to 200 printable characters.
+        reason: The agent's own sentence saying why it makes this call, sent as API 1.3's
+            ``context`` and shown to the reviewer as the agent's words (nothing is decided
+            from it); a longer one than 1,000 characters is cut to fit, ending
+            ``" [… cut]"``. It takes the place of the tool's ``describe=`` sentence.
+        started_at: When the harness first started this tool call (an aware ``datetime``):
+            a durable harness that runs the call again after a crash passes its first
+            attempt's time, so ``limit`` counts from then (``approval_guard.dbos`` does).
     """
     if idempotency_key is not None:
         check_key(idempotency_key)

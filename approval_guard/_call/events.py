@@ -94,7 +94,11 @@ class Decided:
         status: ``"approved"`` or ``"denied"``.
         note: The reviewer's note, if any.
         decided_by: The reviewer, as the provider names them (API 1.1 ``decided_by``), if it does;
-            every approver, ``"alice, bob"``, when several had to approve.
+            every approver, ``"alice, bob"``, when several had to approve; the granter for a
+            grant; ``"rule:NAME"`` for a rules-file auto-decision.
+        grant_id: API 1.3: the standing grant (or standing denial) that decided it as it was made.
+        granted_by: Who gave that grant, ``"alice"`` or ``"alice, bob"``.
+        rule: API 1.3: the name of the rules file's auto-decision that decided it.
     """
 
     tool: str

@@ -47,6 +47,10 @@ def step_key(workflow_id: str, step_id: int) -> str:
     ``dbos:<workflow id>:<step id>``; when that is longer than the contract's 255
     characters or holds a character a key may not (a space, non-ASCII), the
     workflow id is replaced by its SHA-256: ``dbos~<hex>:<step id>``, never cut.
+
+    Args:
+        workflow_id: The DBOS workflow's id.
+        step_id: The step's position in the workflow (DBOS's function id).
     """
     key = f"dbos:{workflow_id}:{step_id}"
     if len(key) <= _MAX_KEY and all(32 < ord(ch) < 127 for ch in key):
@@ -85,9 +89,10 @@ def durable(fn: Callable[..., Any], /, *, name: str | None = None) -> Callable[.
     request when the workflow is cancelled, and its outcome is checkpointed by
     DBOS. Outside a workflow it is the guarded tool, unchanged.
 
-    ``fn``: the guarded tool (``@guard.requires_approval``), sync or async. It
-    should make one guarded call: every guarded call it makes shares the step's key.
-    ``name``: the step's name in DBOS (default ``approval_guard:<tool name>``).
+    Args:
+        fn: The guarded tool (``@guard.requires_approval``), sync or async. It should
+            make one guarded call: every guarded call it makes shares the step's key.
+        name: The step's name in DBOS (default ``approval_guard:<tool name>``).
     """
     if not callable(fn):
         raise ConfigurationError(f"durable() takes a guarded tool, not {type(fn).__name__}")

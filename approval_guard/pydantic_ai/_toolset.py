@@ -44,13 +44,13 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
         tool_options: Each guarded tool's name -> its options (checked when the toolset is made).
         on_not_run: Made from the :class:`~approval_guard.NotRun` of a call that did not run, and
             returned in its place. Default: ``str``.
+        batch: Send each call's run step as API 1.3's ``batch`` (see :func:`guarded`).
     """
 
     guard: Guard = field(kw_only=True)
     #: Each guarded tool's name -> its options (checked when the toolset is made).
     tool_options: Mapping[str, Mapping[str, Any]] = field(kw_only=True)
     on_not_run: Callable[[NotRun], Any] = field(default=str, kw_only=True)
-    #: Send each call's run step as API 1.3's ``batch`` (see :func:`guarded`).
     batch: bool = field(default=True, kw_only=True)
 
     def __post_init__(self) -> None:

@@ -28,6 +28,7 @@ DOCUMENTED = (
     "approval_guard.adk",
     "approval_guard.claude",
     "approval_guard.crewai",
+    "approval_guard.dbos",
     "approval_guard.langchain",
     "approval_guard.pydantic_ai",
     "approval_guard.mcp_proxy",

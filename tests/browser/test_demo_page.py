@@ -53,6 +53,7 @@ def test_approving_in_the_browser_during_the_demo_shows_the_end_not_offline(
     try:
         page = context.new_page()
         page.goto(_browser_link(demo))
+        page.get_by_test_id("sign-in").click()  # the link alone signs nobody in
         card = page.get_by_test_id("pending-list").locator("li").first
         card.get_by_test_id("approve").click()
 
@@ -107,6 +108,7 @@ def test_the_demo_page_offers_a_grant_and_the_demo_shows_the_repeat_covered(
     try:
         page = context.new_page()
         page.goto(_browser_link(demo))
+        page.get_by_test_id("sign-in").click()  # the link alone signs nobody in
         card = page.get_by_test_id("pending-list").locator("li").first
         card.get_by_test_id("grant-offer-toggle").click()
         card.get_by_test_id("approve-grant").click()

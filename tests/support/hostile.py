@@ -148,6 +148,8 @@ def hostile_guard(p: HostileProvider) -> ag.Guard:
         poll_wait="1s",
         return_margin="1s",
         deadline_margin="1s",
+        # Its own record: a port the process reused must not find another test's request ids.
+        ledger=ag.MemoryLedger(),
     )
 
 
