@@ -142,7 +142,7 @@ def test_waiting_never_blocks_the_event_loop(provider: LocalProvider, guard: ag.
     assert waited >= 0.9
     gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
     # Generous bounds: a blocked loop would show one gap of about a second.
-    assert max(gaps) < 0.25
+    assert max(gaps) < 0.6
     assert len(ticks) >= 0.5 * waited / period
 
 
