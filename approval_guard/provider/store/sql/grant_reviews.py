@@ -255,6 +255,7 @@ class GrantReviewsMixin(GrantsMixin):
                     and current.requested_by is not None
                     and any(same_person(n, current.requested_by) for n, _ in granters)
                 )
+                or (grant_row["decision"] == APPROVED and not rule.grants)
             ):
                 raise GrantRefused(f"grant {grant_id} does not cover request {request_id}")
             now = self.now()
