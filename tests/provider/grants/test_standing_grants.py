@@ -443,3 +443,58 @@ def test_a_self_grant_is_refused_where_self_approval_is_off(desk: Desk) -> None:
     assert answer.status_code == 403 and error_type(answer) == "forbidden"
     assert desk.as_("bob").get("/v1/grants?all=1").json()["grants"] == []
     assert desk.agent.poll(first["id"]).json()["approvals"] == []
+
+
+def raw_grant(desk: Desk, request_id: str, who: str, text: str) -> requests.Response:
+    """A decision whose body is JSON text (numbers such as 1e9999999999999999999999 as written)."""
+    api = desk.as_(who)
+    return api.session.post(
+        f"{api.url}/v1/requests/{request_id}/decision",
+        data=text.encode(),
+        headers=api.headers(**{"Content-Type": "application/json"}),
+        timeout=10,
+    )
+
+
+HUGE = "1e9999999999999999999999"  # valid JSON; more than any Decimal can hold
+
+
+def test_numbers_beyond_decimals_reach_are_compared_exactly_never_a_500(desk: Desk) -> None:
+    """A bound or a value of 1e9999999999999999999999 is compared exactly: 200/201, not 500."""
+    first = desk.agent.new()
+    given = raw_grant(
+        desk,
+        first["id"],
+        "alice",
+        '{"status": "approved", "grant": {"for": "1h", '
+        f'"match": {{"amount": {{"min": 0.0, "max": {HUGE}}}}}}}}}',
+    )
+    assert given.status_code == 200, given.text
+    for text, expected in (
+        ("1e999999999999999999999", "approved"),
+        ("1e-9999999999999999999999", "approved"),
+        ("1e" + "9" * 5000, "pending"),
+        ("1e99999999999999999999999", "pending"),
+        ("-1e-9999999999999999999999", "pending"),
+    ):
+        body = (
+            '{"tool": "issue_refund", "timeout": "30m", "arguments": '
+            f'{{"payment_id": "payment_123", "amount": {text}, "currency": "GBP"}}}}'
+        )
+        answer = raw_create(desk.agent, body)
+        assert answer.status_code == 201, (text[:40], answer.text)
+        assert answer.json()["status"] == expected, text[:40]
+
+
+def test_a_bound_whose_exponent_no_comparison_can_hold_is_a_400(desk: Desk) -> None:
+    """max = 1e<5000 digits> is refused (400) and records nothing."""
+    first = desk.agent.new()
+    answer = raw_grant(
+        desk,
+        first["id"],
+        "alice",
+        '{"status": "approved", "grant": {"for": "1h", '
+        f'"match": {{"amount": {{"min": 1, "max": 1e{"9" * 5000}}}}}}}}}',
+    )
+    assert answer.status_code == 400, answer.text
+    assert desk.agent.poll(first["id"]).json()["status"] == "pending"
