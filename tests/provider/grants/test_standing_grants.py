@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import requests
 
+from approval_guard.provider import ProviderServer
+from approval_guard.provider.rules.config import parse_rules
 from tests.support.api import REFUND, Api, error_type
 from tests.support.grants import Desk, open_desk, store_kind  # noqa: F401 (fixture)
 
@@ -498,3 +500,18 @@ def test_a_bound_whose_exponent_no_comparison_can_hold_is_a_400(desk: Desk) -> N
     )
     assert answer.status_code == 400, answer.text
     assert desk.agent.poll(first["id"]).json()["status"] == "pending"
+
+
+def test_a_grant_covers_nothing_once_its_tool_needs_more_approvals_than_gave_it(
+    desk: Desk,
+) -> None:
+    """Restarted with approvals_required = 2, alice's grant alone approves nothing."""
+    granted(desk)
+    desk.server.close()
+    stricter = RULES.replace('max_grant = "2h"', 'max_grant = "2h"\napprovals_required = 2')
+    desk.server = ProviderServer(desk.store, rules=parse_rules(stricter))
+    desk.server.start()
+    agent = Api(desk.server.url, desk.tokens["instance"])
+    made = agent.new()
+    assert made["status"] == "pending", made.get("decision")
+    assert made["approvals_required"] == 2

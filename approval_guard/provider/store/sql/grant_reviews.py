@@ -250,6 +250,9 @@ class GrantReviewsMixin(GrantsMixin):
                 or current.tool != grant_row["tool"]
                 or not grant_row_covers(grant_row, current)
                 or (
+                    grant_row["decision"] == APPROVED and len(granters) < current.approvals_required
+                )
+                or (
                     grant_row["decision"] == APPROVED
                     and not rule.self_approval
                     and current.requested_by is not None

@@ -182,6 +182,8 @@ class GrantsMixin(SQLStoreBase):
                     continue  # a grant never approves a request made for one of its granters
                 if wanted == APPROVED and not rule.grants:
                     continue
+                if wanted == APPROVED and len(granters) < request.approvals_required:
+                    continue  # the tool now needs more people than gave it (rules changed)
                 used = returned(
                     tx.execute(
                         "UPDATE grants SET used = used + 1, "
