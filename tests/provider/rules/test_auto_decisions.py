@@ -250,3 +250,43 @@ def test_a_value_beyond_decimals_reach_meets_the_rules_exactly_never_a_500(
     finally:
         opened.server.close()
         opened.store.close()
+
+
+PERSON_RULES = """\
+[[tools.issue_refund.auto]]
+name = "not for mallory"
+decision = "deny"
+match = {}
+requested_by = ["mallory@example.com"]
+
+[[tools.issue_refund.auto]]
+name = "small"
+decision = "approve"
+match = { amount = { max = 1000 } }
+"""
+
+
+@pytest.mark.parametrize(
+    "who", ["mallory@example.com", "Mallory@Example.com", "\uff4dallory@example.com"]
+)
+def test_a_deny_rules_person_is_matched_as_self_approval_matches_one(
+    store_kind: tuple[str, str | None],  # noqa: F811
+    tmp_path: Path,
+    who: str,
+) -> None:
+    """Another case or a fullwidth letter of the denied person's name is still denied."""
+    kind, dsn = store_kind
+    opened = open_desk(kind, dsn, PERSON_RULES, tmp_path=tmp_path)
+    try:
+        body = {
+            "tool": "issue_refund",
+            "arguments": {**REFUND, "amount": 5},
+            "timeout": "30m",
+            "requested_by": who,
+        }
+        made = opened.agent.new(body=body)
+        assert made["status"] == "denied", made.get("decision")
+        assert made["decision"]["decided_by"] == "rule:not for mallory"
+    finally:
+        opened.server.close()
+        opened.store.close()

@@ -327,8 +327,17 @@ class GrantsMixin(SQLStoreBase):
 
 
 def rule_covers(auto: AutoRule, request: StoredRequest) -> bool:
-    if auto.requested_by is not None and request.requested_by not in auto.requested_by:
-        return False
+    if auto.requested_by is not None:
+        asked_for = request.requested_by
+        if asked_for is None:
+            return False
+        if auto.decision == DENIED:
+            # A denial's person is matched as self-approval matches one (case, fullwidth
+            # forms): "Mallory@Example.com" must not slip past a rule denying mallory's.
+            if not any(same_person(name, asked_for) for name in auto.requested_by):
+                return False
+        elif asked_for not in auto.requested_by:
+            return False  # an approval's person exactly as written (stricter)
     return covers(auto.match, request.arguments, granted=None)
 
 
