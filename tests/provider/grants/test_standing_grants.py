@@ -515,3 +515,23 @@ def test_a_grant_covers_nothing_once_its_tool_needs_more_approvals_than_gave_it(
     made = agent.new()
     assert made["status"] == "pending", made.get("decision")
     assert made["approvals_required"] == 2
+
+
+def test_a_standing_denial_for_one_person_holds_for_their_name_in_another_case(
+    desk: Desk,
+) -> None:
+    """Denied for dave's calls ("same"): "Dave" is denied too, not approved by an "any" grant."""
+    granted(desk, {"for": "1h", "requested_by": "any", "match": {"amount": "any"}})
+    body = {"tool": "issue_refund", "arguments": REFUND, "timeout": "30m", "requested_by": "dave"}
+    first = desk.agent.new(body=body)
+    assert first["status"] == "approved"  # alice's grant covers anyone's call
+    other = desk.agent.new(body={**body, "arguments": {**REFUND, "currency": "EUR"}})
+    answer = desk.as_("bob").decide(
+        other["id"],
+        {"status": "denied", "grant": {"for": "1h", "match": {"currency": "any"}}},
+    )
+    assert answer.status_code == 200, answer.text
+    for who in ("dave", "Dave", "\uff44ave"):
+        made = desk.agent.new(body={**body, "requested_by": who})
+        assert made["status"] == "denied", who
+    assert desk.agent.new(body={**body, "requested_by": "erin"})["status"] == "approved"

@@ -342,8 +342,14 @@ def rule_covers(auto: AutoRule, request: StoredRequest) -> bool:
 
 
 def grant_row_covers(row: Any, request: StoredRequest) -> bool:
-    if row["requested_by_mode"] == "same" and request.requested_by != row["for_requested_by"]:
-        return False
+    if row["requested_by_mode"] == "same":
+        asked_for, granted_for = request.requested_by, row["for_requested_by"]
+        if row["decision"] == DENIED and asked_for is not None and granted_for is not None:
+            # A standing denial's person as self-approval matches one: "Dave" is dave.
+            if not same_person(granted_for, asked_for):
+                return False
+        elif asked_for != granted_for:
+            return False  # a grant's person exactly as written (stricter)
     return covers(
         load_stored(row["scope"]), request.arguments, granted=load_stored(row["arguments"])
     )
