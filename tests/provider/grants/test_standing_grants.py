@@ -535,3 +535,22 @@ def test_a_standing_denial_for_one_person_holds_for_their_name_in_another_case(
         made = desk.agent.new(body={**body, "requested_by": who})
         assert made["status"] == "denied", who
     assert desk.agent.new(body={**body, "requested_by": "erin"})["status"] == "approved"
+
+
+def test_a_grant_is_not_applied_to_pending_requests_once_its_tool_turns_grants_off(
+    desk: Desk,
+) -> None:
+    """Restarted with grants = false on the tool, apply decides nothing (as a create would not)."""
+    waiting = desk.agent.new(arguments={**REFUND, "amount": 10})["id"]
+    grant = granted(desk)["grant"]
+    desk.server.close()
+    off = RULES.replace('max_grant = "2h"', 'max_grant = "2h"\ngrants = false')
+    desk.server = ProviderServer(desk.store, rules=parse_rules(off))
+    desk.server.start()
+    alice = Api(desk.server.url, desk.tokens["alice"])
+    agent = Api(desk.server.url, desk.tokens["instance"])
+    assert agent.new(arguments={**REFUND, "amount": 10})["status"] == "pending"
+    url = f"{desk.server.url}/v1/grants/{grant['id']}/apply"
+    results = alice.session.post(url, json={"ids": [waiting]}, headers=alice.headers()).json()
+    assert "error" in results["results"][0], results
+    assert agent.poll(waiting).json()["status"] == "pending"

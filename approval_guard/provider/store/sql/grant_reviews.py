@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from approval_guard._codec.wire import APPROVED, PENDING
+from approval_guard._codec.wire import PENDING
 from approval_guard.provider.rules.checks import same_person
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.models import (
@@ -37,7 +37,11 @@ from approval_guard.provider.store.sql.grant_tables import (
     grant_from_row,
     live_reviewer,
 )
-from approval_guard.provider.store.sql.grants import GrantsMixin, grant_row_covers
+from approval_guard.provider.store.sql.grants import (
+    GrantsMixin,
+    grant_may_decide,
+    grant_row_covers,
+)
 
 
 class GrantReviewsMixin(GrantsMixin):
@@ -249,15 +253,7 @@ class GrantReviewsMixin(GrantsMixin):
                 row["owner_id"] != grant_row["agent_id"]
                 or current.tool != grant_row["tool"]
                 or not grant_row_covers(grant_row, current)
-                or (
-                    grant_row["decision"] == APPROVED and len(granters) < current.approvals_required
-                )
-                or (
-                    grant_row["decision"] == APPROVED
-                    and not rule.self_approval
-                    and current.requested_by is not None
-                    and any(same_person(n, current.requested_by) for n, _ in granters)
-                )
+                or not grant_may_decide(grant_row, granters, current, rule)
             ):
                 raise GrantRefused(f"grant {grant_id} does not cover request {request_id}")
             now = self.now()

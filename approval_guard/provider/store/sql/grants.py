@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -171,19 +172,8 @@ class GrantsMixin(SQLStoreBase):
                 if row["decision"] != wanted:
                     continue
                 granters = self._live_granters(tx, row["id"], rule)
-                if granters is None:
+                if granters is None or not grant_may_decide(row, granters, request, rule):
                     continue
-                if (
-                    wanted == APPROVED
-                    and not rule.self_approval
-                    and request.requested_by is not None
-                    and any(same_person(name, request.requested_by) for name, _ in granters)
-                ):
-                    continue  # a grant never approves a request made for one of its granters
-                if wanted == APPROVED and not rule.grants:
-                    continue
-                if wanted == APPROVED and len(granters) < request.approvals_required:
-                    continue  # the tool now needs more people than gave it (rules changed)
                 used = returned(
                     tx.execute(
                         "UPDATE grants SET used = used + 1, "
@@ -324,6 +314,27 @@ class GrantsMixin(SQLStoreBase):
             )
         logger.debug("request %s %s by %s", request.id, status, names)
         return updated
+
+
+def grant_may_decide(
+    row: Any, granters: Sequence[tuple[str, str]], request: StoredRequest, rule: ToolRule
+) -> bool:
+    """Whether the tool's rule, as it is now, lets this grant decide this request.
+
+    The one check of a grant's use, at a create and when applied to a pending
+    request alike: an approval needs grants still on for the tool, at least as
+    many givers as the request needs approvals, and none of them the person the
+    request is for where self-approval is off. A standing denial needs nothing more.
+    """
+    if row["decision"] != APPROVED:
+        return True
+    if not rule.grants or len(granters) < request.approvals_required:
+        return False
+    return (
+        rule.self_approval
+        or request.requested_by is None
+        or not any(same_person(name, request.requested_by) for name, _ in granters)
+    )
 
 
 def rule_covers(auto: AutoRule, request: StoredRequest) -> bool:
