@@ -158,6 +158,8 @@ class GrantsMixin(SQLStoreBase):
         rule = (rules or NO_RULES).for_tool(request.tool)
         now = self.now()
         autos = [one for one in rule.auto if rule_covers(one, request)]
+        if autos and not _agent_live(tx, owner):
+            autos = []  # removed since its token was read: a rule decides nothing for it
         for auto in autos:
             if auto.decision == DENIED:
                 return self._decide_by(tx, request, rule, now, source, auto=auto)
@@ -314,6 +316,20 @@ class GrantsMixin(SQLStoreBase):
             )
         logger.debug("request %s %s by %s", request.id, status, names)
         return updated
+
+
+def _agent_live(tx: Tx, owner: Credential) -> bool:
+    """Whether the create's agent credential is live as this transaction sees it.
+
+    Its token was read before the create's transaction; a removal that committed
+    since has ended its grants, and must keep a rule from deciding for it too.
+    """
+    return (
+        returned(
+            tx.execute("SELECT 1 FROM credentials WHERE id = ? AND revoked_at IS NULL", (owner.id,))
+        )
+        is not None
+    )
 
 
 def grant_may_decide(
