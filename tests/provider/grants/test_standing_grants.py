@@ -554,3 +554,27 @@ def test_a_grant_is_not_applied_to_pending_requests_once_its_tool_turns_grants_o
     results = alice.session.post(url, json={"ids": [waiting]}, headers=alice.headers()).json()
     assert "error" in results["results"][0], results
     assert agent.poll(waiting).json()["status"] == "pending"
+
+
+def test_covers_pending_counts_only_the_requests_apply_would_decide(
+    store_kind: tuple[str, str | None],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """self_approval = false: alice's grant never lists (nor decides) a call made for alice."""
+    kind, dsn = store_kind
+    rules = "[tools.issue_refund]\nself_approval = false\n"
+    opened = open_desk(kind, dsn, rules, tmp_path=tmp_path)
+    try:
+        body = {"tool": "issue_refund", "arguments": REFUND, "timeout": "30m"}
+        hers = opened.agent.new(body={**body, "requested_by": "alice"})["id"]
+        daves = opened.agent.new(body={**body, "requested_by": "dave"})["id"]
+        first = opened.agent.new(body={**body, "requested_by": "erin"})
+        answer = opened.grant(first["id"], "alice", {"for": "1h", "requested_by": "any"})
+        assert answer.status_code == 200, answer.text
+        grant_id = answer.json()["grant"]["id"]
+        shown = opened.as_("alice").get(f"/v1/grants/{grant_id}").json()
+        assert shown["covers_pending"] == [daves]
+        assert hers != daves
+    finally:
+        opened.server.close()
+        opened.store.close()

@@ -212,12 +212,21 @@ class GrantReviewsMixin(GrantsMixin):
                 (PENDING, grant.tool, grant.agent_id, to_us(self.now())),
             ).fetchall()
             grant_row = db.execute("SELECT * FROM grants WHERE id = ?", (grant_id,)).fetchone()
-        return [
-            row["id"]
-            for row in rows
-            if row["id"] != grant.from_request
-            and grant_row_covers(grant_row, request_from_row(row))
-        ]
+            rule = (rules or NO_RULES).for_tool(grant.tool)
+            granters = self._live_granters(db, grant_id, rule)
+        if granters is None:
+            return []
+        # Exactly what apply would decide: covered, and the rule lets the grant decide it.
+        out = []
+        for row in rows:
+            current = request_from_row(row)
+            if (
+                row["id"] != grant.from_request
+                and grant_row_covers(grant_row, current)
+                and grant_may_decide(grant_row, granters, current, rule)
+            ):
+                out.append(row["id"])
+        return out
 
     def apply_grant(
         self,

@@ -28,6 +28,7 @@ from approval_guard.provider.store.models import (
     StoredRequest,
 )
 from approval_guard.provider.store.sql.base import (
+    Reader,
     SQLStoreBase,
     Tx,
     credential_from_row,
@@ -216,7 +217,9 @@ class GrantsMixin(SQLStoreBase):
             ).fetchall()
         )
 
-    def _live_granters(self, tx: Tx, grant_id: str, rule: ToolRule) -> list[tuple[str, str]] | None:
+    def _live_granters(
+        self, tx: Reader, grant_id: str, rule: ToolRule
+    ) -> list[tuple[str, str]] | None:
         """``[(name, id)]`` of a grant's givers; None if one is gone or no longer allowed."""
         rows = tx.execute(
             "SELECT ga.name AS granter, ga.reviewer_id AS granter_id, c.* "
