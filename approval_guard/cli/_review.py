@@ -191,6 +191,14 @@ def _decide_many(args: argparse.Namespace, status: str) -> int:
         return usage_failed(UsageError("an id is listed twice: list each request once"))
     if getattr(args, "edits", None):
         return usage_failed(UsageError("--set edits one request: give a single ID with it"))
+    if any(
+        getattr(args, option, None) not in (None, [])
+        for option in ("grant_for", "grant_uses", "grant_match", "grant_requested_by")
+    ):
+        # A grant is given on one request (its scope is that request's): never dropped.
+        return usage_failed(
+            UsageError("--grant-* gives a grant on one request: give a single ID with it")
+        )
     valid_for = args.valid_for if status == _wire.APPROVED else None
     with closing(_reviewer(args)) as client:
         results = client.decide_many(ids, status, note=args.note, valid_for=valid_for)

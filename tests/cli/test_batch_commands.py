@@ -155,3 +155,15 @@ def test_several_ids_against_an_older_provider_are_decided_one_by_one(
     assert [f"approved {ids[0]}", f"approved {ids[1]}"] == [lines[0], lines[2]]
     assert lines[1].startswith("missing-id: not decided:")
     assert ["approved", "approved"] == [read(provider, one)["status"] for one in ids]
+
+
+def test_a_grant_with_several_ids_is_a_usage_error_not_dropped(
+    capsys: pytest.CaptureFixture[str], provider: LocalProvider
+) -> None:
+    """``approve A B --grant-for 1h`` gives no grant silently: exit 2, nothing decided."""
+    one, two = create(provider), create(provider)
+    code, _, err = run(capsys, provider, "approve", one, two, "--grant-for", "1h")
+    assert 2 == code, err
+    assert "--grant" in err
+    assert 2 == run(capsys, provider, "approve", one, two, "--grant-uses", "0")[0]
+    assert ["pending", "pending"] == [read(provider, x)["status"] for x in (one, two)]

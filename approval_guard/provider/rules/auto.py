@@ -27,7 +27,9 @@ class AutoRule:
     decision: str
     #: Argument name -> checked constraint (see :mod:`~approval_guard.provider.rules.scope`).
     match: Mapping[str, Any] = attrs.field(factory=dict)
-    #: Only calls on behalf of one of these (exactly as sent); None: anyone's, or nobody's.
+    #: Only calls on behalf of one of these; None: anyone's, or nobody's. An approve rule
+    #: compares names exactly as sent; a deny rule as self-approval does (case and
+    #: compatibility forms folded), so a variant of a denied name is still denied.
     requested_by: tuple[str, ...] | None = None
 
 

@@ -68,15 +68,83 @@ def is_integer(value: object) -> bool:
     return isinstance(value, JSONNumber) and bool(_INTEGER_TEXT.fullmatch(value.text))
 
 
-def as_decimal(value: object) -> decimal.Decimal:
-    """A JSON number's exact value (a float by its shortest text, as it was written)."""
+#: A JSON number's parts as written: sign, digits, fraction digits, exponent.
+_NUMBER_TEXT = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
+#: The most digits a bound's or a listed number's exponent may have (an
+#: exponent this long is beyond every quantity; a value's is clamped past it).
+MAX_EXPONENT_DIGITS = 600
+_CLAMP = 10 ** (MAX_EXPONENT_DIGITS + 1)
+
+
+def _parts(value: object) -> tuple[int, int, str]:
+    """``(sign, adjusted exponent, significant digits)``: a JSON number's exact value.
+
+    Never through ``Decimal`` alone: ``1e9999999999999999999999`` is valid JSON
+    that no ``Decimal`` can hold, and an exponent of thousands of digits is more
+    than ``int()`` reads. A value's exponent beyond :data:`MAX_EXPONENT_DIGITS`
+    digits is clamped past every bound's (bounds are refused beyond it), so
+    every comparison with a bound stays exact.
+    """
+    if isinstance(value, (JSONNumber, float)):
+        text = value.text if isinstance(value, JSONNumber) else repr(value)
+        found = _NUMBER_TEXT.fullmatch(text)
+        if found is None:
+            raise ScopeError("not a number")
+        sign_text, whole, fraction, exponent_text = found.groups()
+        fraction = fraction or ""
+        digits = whole + fraction
+        exponent_text = exponent_text or "0"
+        negative_exponent = exponent_text.startswith("-")
+        exponent_digits = exponent_text.lstrip("+-").lstrip("0") or "0"
+        if len(exponent_digits) > MAX_EXPONENT_DIGITS:
+            exponent = -_CLAMP if negative_exponent else _CLAMP
+        else:
+            exponent = -int(exponent_digits) if negative_exponent else int(exponent_digits)
+        exponent -= len(fraction)
+        sign = -1 if sign_text else 1
+    elif isinstance(value, (int, decimal.Decimal)) and not isinstance(value, bool):
+        exact = decimal.Decimal(value).as_tuple()
+        if not isinstance(exact.exponent, int):
+            raise ScopeError("not a number")
+        digits = "".join(str(one) for one in exact.digits)
+        exponent = exact.exponent
+        sign = -1 if exact.sign else 1
+    else:
+        raise ScopeError("not a number")
+    significant = digits.lstrip("0")
+    if not significant:
+        return 0, 0, ""
+    kept = significant.rstrip("0")
+    # The exponent of the first significant digit: 1234.5 is 1.2345e3.
+    return sign, exponent + len(significant) - 1, kept
+
+
+def compare_numbers(left: object, right: object) -> int:
+    """-1, 0 or 1 as JSON number ``left`` is below, equal to or above ``right``, exactly."""
+    left_sign, left_exponent, left_digits = _parts(left)
+    right_sign, right_exponent, right_digits = _parts(right)
+    if left_sign != right_sign:
+        return -1 if left_sign < right_sign else 1
+    if left_sign == 0:
+        return 0
+    if left_exponent != right_exponent:
+        magnitude = -1 if left_exponent < right_exponent else 1
+    else:
+        width = max(len(left_digits), len(right_digits))
+        a, b = left_digits.ljust(width, "0"), right_digits.ljust(width, "0")
+        magnitude = (a > b) - (a < b)
+    return magnitude * left_sign
+
+
+def _comparable(value: object) -> bool:
+    """A number a bound or an ``in`` list may hold: its exponent short enough to be exact."""
     if isinstance(value, JSONNumber):
-        return decimal.Decimal(value.text)
-    if isinstance(value, float):
-        return decimal.Decimal(repr(value))
-    if isinstance(value, (int, decimal.Decimal)) and not isinstance(value, bool):
-        return decimal.Decimal(value)
-    raise ScopeError("not a number")
+        found = _NUMBER_TEXT.fullmatch(value.text)
+        if found is None:
+            return False
+        exponent = (found.group(4) or "0").lstrip("+-").lstrip("0")
+        return len(exponent) <= MAX_EXPONENT_DIGITS
+    return True
 
 
 def _scalar(value: object) -> bool:
@@ -105,11 +173,15 @@ def check_constraint(name: str, value: object, *, allow_same: bool) -> Constrain
                 bound = value[key]
                 if not is_number(bound):
                     raise ScopeError(f"{name}: {key} must be a number (not true/false)")
+                if not _comparable(bound):
+                    raise ScopeError(
+                        f"{name}: {key}'s exponent has more than {MAX_EXPONENT_DIGITS} digits"
+                    )
                 bounds[key] = bound
         if (
             "min" in bounds
             and "max" in bounds
-            and as_decimal(bounds["min"]) > as_decimal(bounds["max"])
+            and compare_numbers(bounds["min"], bounds["max"]) > 0
         ):
             raise ScopeError(f"{name}: min is greater than max")
         return bounds
@@ -120,7 +192,11 @@ def check_constraint(name: str, value: object, *, allow_same: bool) -> Constrain
         if len(values) > MAX_IN:
             raise ScopeError(f"{name}: in may list at most {MAX_IN} values")
         for one in values:
-            if not _scalar(one) or (isinstance(one, str) and len(one) > MAX_TEXT):
+            if (
+                not _scalar(one)
+                or (isinstance(one, str) and len(one) > MAX_TEXT)
+                or not _comparable(one)
+            ):
                 raise ScopeError(
                     f"{name}: in lists strings, numbers, true, false or null (no tables or lists)"
                 )
@@ -190,10 +266,9 @@ def satisfies(constraint: Constraint, value: object, granted: object = None) -> 
     bounds = [constraint[key] for key in ("min", "max") if key in constraint]
     if all(is_integer(bound) for bound in bounds) and not is_integer(value):
         return False
-    exact = as_decimal(value)
-    if "min" in constraint and exact < as_decimal(constraint["min"]):
+    if "min" in constraint and compare_numbers(value, constraint["min"]) < 0:
         return False
-    return not ("max" in constraint and exact > as_decimal(constraint["max"]))
+    return not ("max" in constraint and compare_numbers(value, constraint["max"]) > 0)
 
 
 def _same_scalar(value: object, listed: object) -> bool:
@@ -203,7 +278,7 @@ def _same_scalar(value: object, listed: object) -> bool:
         # An integer listed covers only that integer written as one.
         if is_integer(listed) != is_integer(value):
             return False
-        return as_decimal(value) == as_decimal(listed)
+        return compare_numbers(value, listed) == 0
     if isinstance(listed, bool) or listed is None:
         return value is listed
     return isinstance(value, str) and value == listed

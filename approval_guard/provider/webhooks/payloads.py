@@ -161,6 +161,10 @@ def slack_payload(
         line = f"Approval needed: {tool} ({left}; {who})"
     elif kind == "request.decided":
         by = decision.get("decided_by")
+        grant = decision.get("grant")
+        if isinstance(grant, dict) and grant.get("id") and by:
+            # A standing grant decided it as it was made: nobody clicked just now.
+            by = f"grant {grant['id']} of {by}"
         line = f"{tool} was {_mrkdwn(status)}" + (f" by {_mrkdwn(str(by))}" if by else "")
     else:
         line = f"{tool}: {_mrkdwn(status)}"

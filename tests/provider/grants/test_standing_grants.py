@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import requests
 
+from approval_guard.provider import ProviderServer
+from approval_guard.provider.rules.config import parse_rules
 from tests.support.api import REFUND, Api, error_type
 from tests.support.grants import Desk, open_desk, store_kind  # noqa: F401 (fixture)
 
@@ -443,3 +445,136 @@ def test_a_self_grant_is_refused_where_self_approval_is_off(desk: Desk) -> None:
     assert answer.status_code == 403 and error_type(answer) == "forbidden"
     assert desk.as_("bob").get("/v1/grants?all=1").json()["grants"] == []
     assert desk.agent.poll(first["id"]).json()["approvals"] == []
+
+
+def raw_grant(desk: Desk, request_id: str, who: str, text: str) -> requests.Response:
+    """A decision whose body is JSON text (numbers such as 1e9999999999999999999999 as written)."""
+    api = desk.as_(who)
+    return api.session.post(
+        f"{api.url}/v1/requests/{request_id}/decision",
+        data=text.encode(),
+        headers=api.headers(**{"Content-Type": "application/json"}),
+        timeout=10,
+    )
+
+
+HUGE = "1e9999999999999999999999"  # valid JSON; more than any Decimal can hold
+
+
+def test_numbers_beyond_decimals_reach_are_compared_exactly_never_a_500(desk: Desk) -> None:
+    """A bound or a value of 1e9999999999999999999999 is compared exactly: 200/201, not 500."""
+    first = desk.agent.new()
+    given = raw_grant(
+        desk,
+        first["id"],
+        "alice",
+        '{"status": "approved", "grant": {"for": "1h", '
+        f'"match": {{"amount": {{"min": 0.0, "max": {HUGE}}}}}}}}}',
+    )
+    assert given.status_code == 200, given.text
+    for text, expected in (
+        ("1e999999999999999999999", "approved"),
+        ("1e-9999999999999999999999", "approved"),
+        ("1e" + "9" * 5000, "pending"),
+        ("1e99999999999999999999999", "pending"),
+        ("-1e-9999999999999999999999", "pending"),
+    ):
+        body = (
+            '{"tool": "issue_refund", "timeout": "30m", "arguments": '
+            f'{{"payment_id": "payment_123", "amount": {text}, "currency": "GBP"}}}}'
+        )
+        answer = raw_create(desk.agent, body)
+        assert answer.status_code == 201, (text[:40], answer.text)
+        assert answer.json()["status"] == expected, text[:40]
+
+
+def test_a_bound_whose_exponent_no_comparison_can_hold_is_a_400(desk: Desk) -> None:
+    """max = 1e<5000 digits> is refused (400) and records nothing."""
+    first = desk.agent.new()
+    answer = raw_grant(
+        desk,
+        first["id"],
+        "alice",
+        '{"status": "approved", "grant": {"for": "1h", '
+        f'"match": {{"amount": {{"min": 1, "max": 1e{"9" * 5000}}}}}}}}}',
+    )
+    assert answer.status_code == 400, answer.text
+    assert desk.agent.poll(first["id"]).json()["status"] == "pending"
+
+
+def test_a_grant_covers_nothing_once_its_tool_needs_more_approvals_than_gave_it(
+    desk: Desk,
+) -> None:
+    """Restarted with approvals_required = 2, alice's grant alone approves nothing."""
+    granted(desk)
+    desk.server.close()
+    stricter = RULES.replace('max_grant = "2h"', 'max_grant = "2h"\napprovals_required = 2')
+    desk.server = ProviderServer(desk.store, rules=parse_rules(stricter))
+    desk.server.start()
+    agent = Api(desk.server.url, desk.tokens["instance"])
+    made = agent.new()
+    assert made["status"] == "pending", made.get("decision")
+    assert made["approvals_required"] == 2
+
+
+def test_a_standing_denial_for_one_person_holds_for_their_name_in_another_case(
+    desk: Desk,
+) -> None:
+    """Denied for dave's calls ("same"): "Dave" is denied too, not approved by an "any" grant."""
+    granted(desk, {"for": "1h", "requested_by": "any", "match": {"amount": "any"}})
+    body = {"tool": "issue_refund", "arguments": REFUND, "timeout": "30m", "requested_by": "dave"}
+    first = desk.agent.new(body=body)
+    assert first["status"] == "approved"  # alice's grant covers anyone's call
+    other = desk.agent.new(body={**body, "arguments": {**REFUND, "currency": "EUR"}})
+    answer = desk.as_("bob").decide(
+        other["id"],
+        {"status": "denied", "grant": {"for": "1h", "match": {"currency": "any"}}},
+    )
+    assert answer.status_code == 200, answer.text
+    for who in ("dave", "Dave", "\uff44ave"):
+        made = desk.agent.new(body={**body, "requested_by": who})
+        assert made["status"] == "denied", who
+    assert desk.agent.new(body={**body, "requested_by": "erin"})["status"] == "approved"
+
+
+def test_a_grant_is_not_applied_to_pending_requests_once_its_tool_turns_grants_off(
+    desk: Desk,
+) -> None:
+    """Restarted with grants = false on the tool, apply decides nothing (as a create would not)."""
+    waiting = desk.agent.new(arguments={**REFUND, "amount": 10})["id"]
+    grant = granted(desk)["grant"]
+    desk.server.close()
+    off = RULES.replace('max_grant = "2h"', 'max_grant = "2h"\ngrants = false')
+    desk.server = ProviderServer(desk.store, rules=parse_rules(off))
+    desk.server.start()
+    alice = Api(desk.server.url, desk.tokens["alice"])
+    agent = Api(desk.server.url, desk.tokens["instance"])
+    assert agent.new(arguments={**REFUND, "amount": 10})["status"] == "pending"
+    url = f"{desk.server.url}/v1/grants/{grant['id']}/apply"
+    results = alice.session.post(url, json={"ids": [waiting]}, headers=alice.headers()).json()
+    assert "error" in results["results"][0], results
+    assert agent.poll(waiting).json()["status"] == "pending"
+
+
+def test_covers_pending_counts_only_the_requests_apply_would_decide(
+    store_kind: tuple[str, str | None],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """self_approval = false: alice's grant never lists (nor decides) a call made for alice."""
+    kind, dsn = store_kind
+    rules = "[tools.issue_refund]\nself_approval = false\n"
+    opened = open_desk(kind, dsn, rules, tmp_path=tmp_path)
+    try:
+        body = {"tool": "issue_refund", "arguments": REFUND, "timeout": "30m"}
+        hers = opened.agent.new(body={**body, "requested_by": "alice"})["id"]
+        daves = opened.agent.new(body={**body, "requested_by": "dave"})["id"]
+        first = opened.agent.new(body={**body, "requested_by": "erin"})
+        answer = opened.grant(first["id"], "alice", {"for": "1h", "requested_by": "any"})
+        assert answer.status_code == 200, answer.text
+        grant_id = answer.json()["grant"]["id"]
+        shown = opened.as_("alice").get(f"/v1/grants/{grant_id}").json()
+        assert shown["covers_pending"] == [daves]
+        assert hers != daves
+    finally:
+        opened.server.close()
+        opened.store.close()

@@ -201,3 +201,92 @@ def test_a_good_auto_rule_parses_deny_rules_first() -> None:
     rule = parse_rules(AUTO).for_tool("issue_refund")
     assert [one.decision for one in rule.auto] == ["denied", "approved", "approved"]
     assert rule.max_grant == 3600 and rule.grants is True
+
+
+FRACTION_RULES = """\
+[[tools.issue_refund.auto]]
+name = "huge"
+decision = "deny"
+match = { amount = { min = 100000.5 } }
+
+[[tools.issue_refund.auto]]
+name = "small"
+decision = "approve"
+match = { amount = { min = 0.0, max = 1000.5 } }
+"""
+
+
+def test_a_value_beyond_decimals_reach_meets_the_rules_exactly_never_a_500(
+    store_kind: tuple[str, str | None],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """1e9999999999999999999999 is denied by min = 100000.5; its reciprocal approved, no 500."""
+    kind, dsn = store_kind
+    opened = open_desk(kind, dsn, FRACTION_RULES, tmp_path=tmp_path)
+    try:
+        for text, expected in (
+            ("1e9999999999999999999999", "denied"),
+            ("1e" + "9" * 5000, "denied"),
+            ("1e-9999999999999999999999", "approved"),
+            ("-1e9999999999999999999999", "pending"),
+        ):
+            body = (
+                '{"tool": "issue_refund", "timeout": "30m", "arguments": '
+                f'{{"payment_id": "p", "amount": {text}, "currency": "GBP"}}}}'
+            )
+            answer = opened.agent.session.post(
+                f"{opened.server.url}/v1/requests",
+                data=body.encode(),
+                headers=opened.agent.headers(
+                    **{
+                        "Idempotency-Key": text[:30] + str(len(text)),
+                        "Content-Type": "application/json",
+                    }
+                ),
+                timeout=10,
+            )
+            assert answer.status_code == 201, (text[:40], answer.text)
+            assert answer.json()["status"] == expected, text[:40]
+    finally:
+        opened.server.close()
+        opened.store.close()
+
+
+PERSON_RULES = """\
+[[tools.issue_refund.auto]]
+name = "not for mallory"
+decision = "deny"
+match = {}
+requested_by = ["mallory@example.com"]
+
+[[tools.issue_refund.auto]]
+name = "small"
+decision = "approve"
+match = { amount = { max = 1000 } }
+"""
+
+
+@pytest.mark.parametrize(
+    "who", ["mallory@example.com", "Mallory@Example.com", "\uff4dallory@example.com"]
+)
+def test_a_deny_rules_person_is_matched_as_self_approval_matches_one(
+    store_kind: tuple[str, str | None],  # noqa: F811
+    tmp_path: Path,
+    who: str,
+) -> None:
+    """Another case or a fullwidth letter of the denied person's name is still denied."""
+    kind, dsn = store_kind
+    opened = open_desk(kind, dsn, PERSON_RULES, tmp_path=tmp_path)
+    try:
+        body = {
+            "tool": "issue_refund",
+            "arguments": {**REFUND, "amount": 5},
+            "timeout": "30m",
+            "requested_by": who,
+        }
+        made = opened.agent.new(body=body)
+        assert made["status"] == "denied", made.get("decision")
+        assert made["decision"]["decided_by"] == "rule:not for mallory"
+    finally:
+        opened.server.close()
+        opened.store.close()

@@ -127,3 +127,24 @@ def test_a_new_reviewer_of_a_removed_ones_name_may_approve(store: Any) -> None:
     store.decide(request_id, reviewer=new, status="approved", rules=QUORUM)
     done = store.decide(request_id, reviewer=alice, status="approved", rules=QUORUM)
     assert done.decision.decided_by == "bob, alice"
+
+
+def test_a_create_by_an_agent_removed_since_its_token_was_read_is_decided_by_nothing(
+    store: Any,
+) -> None:
+    """An auto-approve rule does not approve a create whose agent was removed meanwhile."""
+    rules = parse_rules(
+        '[[tools.issue_refund.auto]]\nname = "all"\ndecision = "approve"\nmatch = {}\n'
+    )
+    robot = store.authenticate(store.add_agent("robot"))
+    assert store.remove_agent("robot")
+    made = store.create_request(
+        owner=robot,
+        idempotency_key="k1",
+        tool="issue_refund",
+        arguments=REFUND,
+        timeout_seconds=1800,
+        rules=rules,
+    )
+    assert made.request.status == "pending"
+    assert made.request.decision is None

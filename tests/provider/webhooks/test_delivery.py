@@ -17,6 +17,7 @@ import pytest
 import approval_guard as ag
 from approval_guard.provider import ProviderServer, Store
 from approval_guard.provider.store.protocol import StoreProtocol
+from approval_guard.provider.webhooks.payloads import slack_payload
 from approval_guard.provider.webhooks.signing import (
     WebhookSignatureError,
     WebhookTarget,
@@ -450,3 +451,23 @@ def test_two_instances_deliver_each_event_once(fleet: Fleet) -> None:
     assert 24 + 8 == len(got)  # each failure retried once more, nothing posted twice besides
     for delivery in got:
         verify(SECRET, delivery.headers, delivery.body)
+
+
+def test_the_slack_format_says_a_grant_decided_it() -> None:
+    """ "issue_refund was approved by grant G of alice", not as if alice had just clicked."""
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    event = {
+        "type": "request.decided",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "data": {
+            "id": "r1",
+            "tool": "issue_refund",
+            "status": "approved",
+            "arguments": {"amount": 1},
+            "deadline_at": "2026-01-01T00:30:00Z",
+            "approvals_required": 1,
+            "decision": {"decided_by": "alice", "grant": {"id": "grant_ab12", "uses_left": 2}},
+        },
+    }
+    text = json.dumps(slack_payload(event, public_url=None, now=now))
+    assert "approved by grant grant_ab12 of alice" in text

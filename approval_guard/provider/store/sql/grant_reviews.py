@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from approval_guard._codec.wire import APPROVED, PENDING
+from approval_guard._codec.wire import PENDING
 from approval_guard.provider.rules.checks import same_person
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.models import (
@@ -37,7 +37,11 @@ from approval_guard.provider.store.sql.grant_tables import (
     grant_from_row,
     live_reviewer,
 )
-from approval_guard.provider.store.sql.grants import GrantsMixin, grant_row_covers
+from approval_guard.provider.store.sql.grants import (
+    GrantsMixin,
+    grant_may_decide,
+    grant_row_covers,
+)
 
 
 class GrantReviewsMixin(GrantsMixin):
@@ -208,12 +212,21 @@ class GrantReviewsMixin(GrantsMixin):
                 (PENDING, grant.tool, grant.agent_id, to_us(self.now())),
             ).fetchall()
             grant_row = db.execute("SELECT * FROM grants WHERE id = ?", (grant_id,)).fetchone()
-        return [
-            row["id"]
-            for row in rows
-            if row["id"] != grant.from_request
-            and grant_row_covers(grant_row, request_from_row(row))
-        ]
+            rule = (rules or NO_RULES).for_tool(grant.tool)
+            granters = self._live_granters(db, grant_id, rule)
+        if granters is None:
+            return []
+        # Exactly what apply would decide: covered, and the rule lets the grant decide it.
+        out = []
+        for row in rows:
+            current = request_from_row(row)
+            if (
+                row["id"] != grant.from_request
+                and grant_row_covers(grant_row, current)
+                and grant_may_decide(grant_row, granters, current, rule)
+            ):
+                out.append(row["id"])
+        return out
 
     def apply_grant(
         self,
@@ -249,13 +262,7 @@ class GrantReviewsMixin(GrantsMixin):
                 row["owner_id"] != grant_row["agent_id"]
                 or current.tool != grant_row["tool"]
                 or not grant_row_covers(grant_row, current)
-                or (
-                    grant_row["decision"] == APPROVED
-                    and not rule.self_approval
-                    and current.requested_by is not None
-                    and any(same_person(n, current.requested_by) for n, _ in granters)
-                )
-                or (grant_row["decision"] == APPROVED and not rule.grants)
+                or not grant_may_decide(grant_row, granters, current, rule)
             ):
                 raise GrantRefused(f"grant {grant_id} does not cover request {request_id}")
             now = self.now()

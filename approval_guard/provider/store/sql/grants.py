@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,7 @@ from approval_guard.provider.store.models import (
     StoredRequest,
 )
 from approval_guard.provider.store.sql.base import (
+    Reader,
     SQLStoreBase,
     Tx,
     credential_from_row,
@@ -157,6 +159,8 @@ class GrantsMixin(SQLStoreBase):
         rule = (rules or NO_RULES).for_tool(request.tool)
         now = self.now()
         autos = [one for one in rule.auto if rule_covers(one, request)]
+        if autos and not _agent_live(tx, owner):
+            autos = []  # removed since its token was read: a rule decides nothing for it
         for auto in autos:
             if auto.decision == DENIED:
                 return self._decide_by(tx, request, rule, now, source, auto=auto)
@@ -171,16 +175,7 @@ class GrantsMixin(SQLStoreBase):
                 if row["decision"] != wanted:
                     continue
                 granters = self._live_granters(tx, row["id"], rule)
-                if granters is None:
-                    continue
-                if (
-                    wanted == APPROVED
-                    and not rule.self_approval
-                    and request.requested_by is not None
-                    and any(same_person(name, request.requested_by) for name, _ in granters)
-                ):
-                    continue  # a grant never approves a request made for one of its granters
-                if wanted == APPROVED and not rule.grants:
+                if granters is None or not grant_may_decide(row, granters, request, rule):
                     continue
                 used = returned(
                     tx.execute(
@@ -222,7 +217,9 @@ class GrantsMixin(SQLStoreBase):
             ).fetchall()
         )
 
-    def _live_granters(self, tx: Tx, grant_id: str, rule: ToolRule) -> list[tuple[str, str]] | None:
+    def _live_granters(
+        self, tx: Reader, grant_id: str, rule: ToolRule
+    ) -> list[tuple[str, str]] | None:
         """``[(name, id)]`` of a grant's givers; None if one is gone or no longer allowed."""
         rows = tx.execute(
             "SELECT ga.name AS granter, ga.reviewer_id AS granter_id, c.* "
@@ -324,15 +321,65 @@ class GrantsMixin(SQLStoreBase):
         return updated
 
 
-def rule_covers(auto: AutoRule, request: StoredRequest) -> bool:
-    if auto.requested_by is not None and request.requested_by not in auto.requested_by:
+def _agent_live(tx: Tx, owner: Credential) -> bool:
+    """Whether the create's agent credential is live as this transaction sees it.
+
+    Its token was read before the create's transaction; a removal that committed
+    since has ended its grants, and must keep a rule from deciding for it too.
+    """
+    return (
+        returned(
+            tx.execute("SELECT 1 FROM credentials WHERE id = ? AND revoked_at IS NULL", (owner.id,))
+        )
+        is not None
+    )
+
+
+def grant_may_decide(
+    row: Any, granters: Sequence[tuple[str, str]], request: StoredRequest, rule: ToolRule
+) -> bool:
+    """Whether the tool's rule, as it is now, lets this grant decide this request.
+
+    The one check of a grant's use, at a create and when applied to a pending
+    request alike: an approval needs grants still on for the tool, at least as
+    many givers as the request needs approvals, and none of them the person the
+    request is for where self-approval is off. A standing denial needs nothing more.
+    """
+    if row["decision"] != APPROVED:
+        return True
+    if not rule.grants or len(granters) < request.approvals_required:
         return False
+    return (
+        rule.self_approval
+        or request.requested_by is None
+        or not any(same_person(name, request.requested_by) for name, _ in granters)
+    )
+
+
+def rule_covers(auto: AutoRule, request: StoredRequest) -> bool:
+    if auto.requested_by is not None:
+        asked_for = request.requested_by
+        if asked_for is None:
+            return False
+        if auto.decision == DENIED:
+            # A denial's person is matched as self-approval matches one (case, fullwidth
+            # forms): "Mallory@Example.com" must not slip past a rule denying mallory's.
+            if not any(same_person(name, asked_for) for name in auto.requested_by):
+                return False
+        elif asked_for not in auto.requested_by:
+            return False  # an approval's person exactly as written (stricter)
     return covers(auto.match, request.arguments, granted=None)
 
 
 def grant_row_covers(row: Any, request: StoredRequest) -> bool:
-    if row["requested_by_mode"] == "same" and request.requested_by != row["for_requested_by"]:
-        return False
+    if row["requested_by_mode"] == "same":
+        asked_for, granted_for = request.requested_by, row["for_requested_by"]
+        if row["decision"] == DENIED and asked_for is not None and granted_for is not None:
+            # A standing denial's person as self-approval matches one: "Dave" is dave.
+            if not same_person(granted_for, asked_for):
+                return False
+        elif asked_for != granted_for:
+            return False  # a grant's person exactly as written (stricter)
     return covers(
         load_stored(row["scope"]), request.arguments, granted=load_stored(row["arguments"])
     )
