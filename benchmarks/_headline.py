@@ -50,6 +50,8 @@ PICKS: tuple[Pick, ...] = (
     ),
     Pick("overhead", "guard overhead per call", "guard overhead, network removed"),
     Pick("server", "PostgreSQL: decision on A -> poll on B", "cross-instance wake (PostgreSQL)"),
+    Pick("grants", "granted call: create sent", "granted call: create sent -> tool starts, p50"),
+    Pick("grants", "create p50 with", "create p50 among 10,000 live grants on the tool"),
 )
 
 

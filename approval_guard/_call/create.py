@@ -7,11 +7,10 @@ import logging
 from collections.abc import Generator
 from typing import Any, cast
 
-import attrs
-
 from approval_guard._call.events import RequestCreated
 from approval_guard._call.ops import Abandoned, CallPlan, Obtained, Op
 from approval_guard._call.outcome import NotRun, Reason
+from approval_guard._call.plan import without_redacted
 from approval_guard._call.retry import Again, GaveUp, retrying
 from approval_guard._call.state import CallState, failure, seconds_text
 from approval_guard._call.verdict import check_echo, reused_key
@@ -116,7 +115,7 @@ def create_attempt(
             )
         created(call, checked, answer)
         return checked, call.sampled(answer, checked)
-    if answer.status == 400 and plan.plain_body is not None:
+    if answer.status == 400 and plan.sends_redacted:
         # An older provider refuses API 1.3's ``redacted`` as an unknown field (a
         # 400 creates nothing): the same create without it, at once, same key.
         log.info(
@@ -125,7 +124,7 @@ def create_attempt(
             plan.tool,
             answer.describe(),
         )
-        call.plan = attrs.evolve(plan, body=plan.plain_body, plain_body=None)
+        call.plan = without_redacted(plan)
         return Again(context=answer, fresh=True)
     if call.policy.retryable(answer, creating=True):
         log.warning("creating a request for %s: %s; retrying", plan.tool, answer.describe())

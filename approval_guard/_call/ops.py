@@ -138,10 +138,10 @@ class CallPlan:
     batch: str | None = None
     #: The stated reason sent (API 1.3 ``context``), as sent (cut to fit), if any.
     context: str | None = None
-    #: ``body`` without API 1.3's ``redacted`` (None: the body has none), sent after
-    #: a provider refused the body with 400, as an older one refuses a field it
-    #: does not know.
-    plain_body: bytes | None = None
+    #: ``body`` carries API 1.3's ``redacted``: a provider that refuses it with 400,
+    #: as an older one refuses a field it does not know, gets the body without it
+    #: (``_call/plan.py``'s ``without_redacted``, made only then).
+    sends_redacted: bool = False
 
 
 @attrs.frozen

@@ -145,7 +145,7 @@ def plan_call(
     # API 1.3: where the markers are, so a provider shows only these as redactions.
     # (Every marker is the guard's: arguments holding one were refused above.)
     places = markers_at(arguments) if how is not None else []
-    body, sent_plain = _bodies(
+    body = _body(
         arguments_json,
         spec.name,
         timeout,
@@ -180,7 +180,7 @@ def plan_call(
         arguments_json=arguments_json,
         batch=batch,
         context=context,
-        plain_body=sent_plain,
+        sends_redacted=bool(places),
     )
 
 
@@ -190,7 +190,7 @@ def with_context(plan: CallPlan, context: str) -> CallPlan:
     arguments_json = plan.arguments_json
     if arguments_json is None:
         arguments_json = dumps(plan.arguments)
-    body, plain = _bodies(
+    body = _body(
         arguments_json,
         plan.tool,
         plan.timeout,
@@ -198,12 +198,30 @@ def with_context(plan: CallPlan, context: str) -> CallPlan:
         plan.requested_by,
         batch=plan.batch,
         context=context,
-        places=markers_at(plan.arguments) if plan.redacted else [],
+        places=markers_at(plan.arguments) if plan.sends_redacted else [],
     )
-    return attrs.evolve(plan, body=body, plain_body=plain, context=context)
+    return attrs.evolve(plan, body=body, context=context)
 
 
-def _bodies(
+def without_redacted(plan: CallPlan) -> CallPlan:
+    """``plan`` sending its create without API 1.3's ``redacted`` (an older provider's 400)."""
+    arguments_json = plan.arguments_json
+    if arguments_json is None:
+        arguments_json = dumps(plan.arguments)
+    body = _body(
+        arguments_json,
+        plan.tool,
+        plan.timeout,
+        plan.editable,
+        plan.requested_by,
+        batch=plan.batch,
+        context=plan.context,
+        places=[],
+    )
+    return attrs.evolve(plan, body=body, sends_redacted=False)
+
+
+def _body(
     arguments_json: bytes,
     tool: str,
     timeout: float,
@@ -213,25 +231,14 @@ def _bodies(
     batch: str | None,
     context: str | None,
     places: list[str],
-) -> tuple[bytes, bytes | None]:
-    """The create body, and the same without API 1.3's ``redacted`` (None: it has none).
-
-    A call that uses no 1.3 field sends the bytes a 1.2 provider knows; one whose
-    ``redacted`` an older provider refuses is sent again as the second body.
-    """
-    if batch is None and context is None:
-        plain = (
-            b'{"arguments":' + arguments_json + _body_tail(tool, timeout, editable, requested_by)
-        )
-    else:  # a turn's or a call's own: not worth keeping
-        plain = request_body(
-            arguments_json,
-            body_rest(tool, timeout, editable, requested_by, batch=batch, context=context),
-        )
-    if not places:
-        return plain, None
+) -> bytes:
+    """The create body: a call that uses no 1.3 field sends the bytes a 1.2 provider knows."""
+    if batch is None and context is None and not places:
+        return b'{"arguments":' + arguments_json + _body_tail(tool, timeout, editable, requested_by)
     rest = body_rest(tool, timeout, editable, requested_by, batch=batch, context=context)
-    return request_body(arguments_json, {**rest, "redacted": places}), plain
+    if places:
+        rest["redacted"] = places
+    return request_body(arguments_json, rest)
 
 
 def _rereader(

@@ -31,7 +31,6 @@ from approval_guard.provider.store.sql.base import (
     Reader,
     SQLStoreBase,
     Tx,
-    credential_from_row,
     from_us,
     insert_audit,
     returned,
@@ -222,18 +221,21 @@ class GrantsMixin(SQLStoreBase):
     ) -> list[tuple[str, str]] | None:
         """``[(name, id)]`` of a grant's givers; None if one is gone or no longer allowed."""
         rows = tx.execute(
-            "SELECT ga.name AS granter, ga.reviewer_id AS granter_id, c.* "
+            "SELECT ga.name, ga.reviewer_id, c.id, c.revoked_at, c.roles "
             "FROM grant_approvals ga LEFT JOIN credentials c ON c.id = ga.reviewer_id "
             "WHERE ga.grant_id = ? ORDER BY ga.n",
             (grant_id,),
         ).fetchall()
         out = []
-        for row in rows:
-            if row["id"] is None or row["revoked_at"] is not None:
+        for name, reviewer_id, found, revoked_at, roles in rows:
+            if found is None or revoked_at is not None:
                 return None
-            if not rule.may_decide(credential_from_row(row).roles):
+            # Roles are read only where the rule names approvers (a reviewer without one is none).
+            if rule.approvers is not None and not rule.may_decide(
+                tuple(load_stored(roles)) if roles else ()
+            ):
                 return None
-            out.append((str(row["granter"]), str(row["granter_id"])))
+            out.append((str(name), str(reviewer_id)))
         return out or None
 
     def _decide_by(
