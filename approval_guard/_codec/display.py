@@ -162,14 +162,25 @@ def markers_at(value: Any) -> list[str]:
 
 
 def _find(value: Any, at: str, found: list[str]) -> None:
-    if redaction_digest(value) is not None:
-        found.append(at)
-    elif isinstance(value, dict):
+    # Runs on every redacted call's arguments: the marker test inline, no pointer
+    # escaped unless it must be, scalars never visited.
+    if isinstance(value, dict):
+        if len(value) == 1 and REDACTED_KEY in value:
+            digest = value[REDACTED_KEY]
+            if type(digest) is str and _MARKER_DIGEST.fullmatch(digest):
+                found.append(at)
+                return
         for key, item in value.items():
-            _find(item, at + pointer((key,)), found)
+            if isinstance(item, _NESTED):
+                step = key if "~" not in key and "/" not in key else pointer((key,))[1:]
+                _find(item, f"{at}/{step}", found)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            _find(item, f"{at}/{i}", found)
+            if isinstance(item, _NESTED):
+                _find(item, f"{at}/{i}", found)
+
+
+_NESTED = (dict, list)
 
 
 __all__ = [
