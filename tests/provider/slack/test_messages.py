@@ -208,7 +208,7 @@ def test_a_stop_while_the_post_is_in_flight_waits_for_it_and_keeps_its_ts(
     made = Api(server.url, tokens.instance).new(
         body={"tool": "small_refund", "arguments": {"amount": 1}, "timeout": "30m"}
     )
-    time.sleep(0.3)  # the post is in flight, unanswered
+    assert fake_slack.arrived.wait(10)  # the post is in flight, unanswered
     server.stop()
     assert 1 == len(fake_slack.of("chat.postMessage"))  # the stop waited for its answer
     fake_slack.delay = 0.0
