@@ -56,7 +56,7 @@ def test_smtp_down_the_request_is_made_and_the_mail_goes_once_smtp_is_back(
         assert "sent" == sent.state
         mail = team.mail_for(created["id"], "alice@example.com")
         assert mail.links()
-        time.sleep(0.3)  # a second send would have come by now
+        # One row, settled: a second send needs a second row or this one pending again.
         assert 1 == len(box.received)
         rows = [r.action for r in team.store.audit(request_id=created["id"])]
         assert 1 == rows.count("email.sent")
