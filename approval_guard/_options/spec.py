@@ -247,8 +247,8 @@ def build_spec(
     both = sorted(set(editable) & redacted_names(redaction))
     if both:
         raise ConfigurationError(
-            f"{both[0]!r} is both redacted and editable: a reviewer cannot edit a value "
-            "they cannot see"
+            f"{both[0]!r} of {label} is both redacted and editable: a reviewer cannot edit "
+            "a value they cannot see"
         )
     converters = {arg: shape.converter(arg) for arg in editable} if known is not None else {}
     return ToolSpec(

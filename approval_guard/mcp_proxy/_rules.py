@@ -20,7 +20,8 @@ import attrs
 from approval_guard._codec.duration import DurationLike
 from approval_guard._options.options import DEFAULT_TIMEOUT
 from approval_guard._options.schema import schema_converter
-from approval_guard._options.spec import MAX_TIMEOUT, seconds_option
+from approval_guard._options.shape import unknown_tool
+from approval_guard._options.spec import MAX_TIMEOUT, build_spec, seconds_option
 from approval_guard.exceptions import ConfigurationError
 
 __all__ = ["ProxyRules"]
@@ -120,13 +121,17 @@ class ProxyRules:
                         f"{flag} names {tool!r}, which no --guard pattern matches: its calls "
                         "are relayed without a request, so there is nothing to edit or redact"
                     )
-        for tool, args in rules.editable.items():
-            both = sorted(set(args) & {path.split(".")[0] for path in rules.redact.get(tool, ())})
-            if both:
-                raise ConfigurationError(
-                    f"{tool}:{both[0]} is both redacted and editable: a reviewer cannot edit a "
-                    "value they cannot see"
-                )
+        # The one builder checks each tool's options now (their form, and nothing both
+        # redacted and editable); the names are checked once the child lists its tools.
+        for tool in sorted({*rules.editable, *rules.redact}):
+            build_spec(
+                unknown_tool(),
+                options={
+                    "editable": rules.editable.get(tool, ()),
+                    "redact": rules.redact.get(tool),
+                },
+                name=tool,
+            )
         return rules
 
     def guards(self, tool: str) -> bool:

@@ -112,7 +112,7 @@ def test_abandoning_during_a_slow_create_returns_promptly(
 def test_cancelling_a_task_during_a_slow_create_returns_promptly(
     provider: LocalProvider,
 ) -> None:
-    """A task cancelled 0.3 s into a 2.5 s create: CancelledError at once, nothing left pending."""
+    """A task cancelled while its create is held up 2.5 s: CancelledError at once, none pending."""
     provider.faults.add("delay", on="create", delay=CREATE_DELAY)
     guard = make_guard(provider)
 
@@ -122,7 +122,8 @@ def test_cancelling_a_task_during_a_slow_create_returns_promptly(
 
     async def main() -> float:
         task = asyncio.create_task(refund("p"))
-        await asyncio.sleep(0.3)
+        # The create is held up at the provider's fault proxy (its delay logged).
+        await asyncio.to_thread(wait_for, lambda: provider.faults.log, timeout=10)
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -51,14 +51,16 @@ def _wait_for_status(
 
 
 def _reviewer(
-    provider: LocalProvider, after: float, decide: Callable[[str], Any]
+    provider: LocalProvider, ready: Callable[[], object], decide: Callable[[str], Any]
 ) -> threading.Thread:
-    """A person in another thread: waits for the next request, thinks ``after`` s, decides."""
+    """A person in another thread: waits for the next request, then until ``ready()``, decides."""
 
     def review() -> None:
         request = provider.next_request(timeout=10)
-        time.sleep(after)
-        decide(request.id)
+        try:
+            wait_for(ready, timeout=10)
+        finally:
+            decide(request.id)
 
     thread = threading.Thread(target=review, daemon=True)
     thread.start()
@@ -116,7 +118,7 @@ def test_guarded_async_def_is_a_coroutine_function(guard: ag.Guard) -> None:
 
 
 def test_waiting_never_blocks_the_event_loop(provider: LocalProvider, guard: ag.Guard) -> None:
-    """A ticking task keeps its rate while a guarded call waits a second for approval."""
+    """A ticking task keeps its rate while a guarded call waits for approval."""
     period = 0.02
     refund = _refund_tool(guard, [])
 
@@ -129,7 +131,17 @@ def test_waiting_never_blocks_the_event_loop(provider: LocalProvider, guard: ag.
                 await asyncio.sleep(period)
 
         ticking = asyncio.create_task(ticker())
-        reviewer = _reviewer(provider, 1.0, provider.approve)
+        # Approved once the call waits on its poll and the ticker has ticked on
+        # meanwhile (some 50 periods): a loop blocked by the wait never gets there.
+        polling = threading.Event()
+
+        def ready() -> bool:
+            if not polling.is_set() and provider.wait_for_polls(1, 0):
+                polling.set()
+                del ticks[:]  # count only the ticks while the call waits
+            return polling.is_set() and len(ticks) >= 50
+
+        reviewer = _reviewer(provider, ready, provider.approve)
         start = time.monotonic()
         result = await refund("payment_1")
         waited = time.monotonic() - start
@@ -139,7 +151,7 @@ def test_waiting_never_blocks_the_event_loop(provider: LocalProvider, guard: ag.
 
     result, waited, ticks = asyncio.run(main())
     assert "refunded payment_1" == result
-    assert waited >= 0.9
+    assert len(ticks) >= 50
     gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
     # Generous bounds: a blocked loop would show one gap of about a second.
     assert max(gaps) < 0.6
@@ -356,13 +368,14 @@ def test_cancelling_during_the_claim_gives_the_claim_back(
 ) -> None:
     """A cancel that lands while the record is claimed: the tool does not run, nor count as run."""
     claiming = threading.Event()
+    cancelling = threading.Event()
 
     class SlowLedger(ag.MemoryLedger):
         def claim(
             self, request_id: str, *, tool: str, worker: str, arguments_digest: str | None = None
         ) -> bool:
             claiming.set()
-            time.sleep(0.3)
+            cancelling.wait(10)  # the claim is still under way when the cancel lands
             return super().claim(
                 request_id, tool=tool, worker=worker, arguments_digest=arguments_digest
             )
@@ -371,6 +384,13 @@ def test_cancelling_during_the_claim_gives_the_claim_back(
     guard = ag.Guard(base_url=provider.url, credential=provider.credential, ledger=ledger)
     provider.policy = approve_after(0.0)
     ran: list[str] = []
-    asyncio.run(_cancel_when(_refund_tool(guard, ran)("payment_1"), _until(claiming.is_set)))
+
+    async def claimed() -> None:
+        await _until(claiming.is_set)
+        # _cancel_when cancels as soon as this returns, before the loop runs again:
+        # the claim's answer can only come back after the cancel.
+        cancelling.set()
+
+    asyncio.run(_cancel_when(_refund_tool(guard, ran)("payment_1"), claimed()))
     assert [] == ran
     assert [] == ledger.recent()  # released: a retry with the same key may still run it

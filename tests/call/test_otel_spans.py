@@ -256,7 +256,7 @@ def test_a_cancelled_tool_on_the_when_false_path_is_no_error_span(
 
     async def slow(amount: int) -> None:
         started.set()
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()  # never done: the task is cancelled here
 
     tool = guard.requires_approval(when=lambda args: False)(slow)
 

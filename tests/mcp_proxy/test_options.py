@@ -53,8 +53,9 @@ def _marker_child(marker: Path) -> list[str]:
         (["--guard", "write_*", "--editable", "read_notes:x"], "which no --guard pattern matches"),
         (
             ["--guard", "*", "--editable", "t:a", "--redact", "t:a.b"],
-            "t:a is both redacted and editable",
+            "'a' of t is both redacted and editable",
         ),
+        (["--guard", "*", "--redact", "t:a..b"], "redact paths must be names joined by dots"),
         (["--guard", "*", "--listen", "127.0.0.1"], "--listen takes HOST:PORT"),
         (["--guard", "*", "--listen", "127.0.0.1:99999"], "--listen takes HOST:PORT"),
         (["--guard", "*", "--listen", "0.0.0.0:8931"], "listens only on a loopback address"),

@@ -49,6 +49,8 @@ class FakeSlack:
         self.down = False
         #: Seconds each answer waits (a slow Slack).
         self.delay = 0.0
+        #: Set when a call has come in (before ``delay``): a call in flight.
+        self.arrived = threading.Event()
         #: (channel, ts) -> {"text", "blocks"}: each message as it is now.
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._ts = 0
@@ -70,6 +72,7 @@ class FakeSlack:
                     for key in ("blocks", "view"):
                         if isinstance(body.get(key), str):
                             body[key] = json.loads(body[key])
+                fake.arrived.set()
                 if fake.delay:
                     time.sleep(fake.delay)
                 status, answer, extra = fake._answer(method, headers, body)

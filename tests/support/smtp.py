@@ -67,6 +67,7 @@ class _Handler:
         self.box = box
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.box.arrived.set()
         if self.box.delay:
             await asyncio.sleep(self.box.delay)
         parsed = email.message_from_bytes(envelope.original_content, policy=email.policy.default)
@@ -101,6 +102,8 @@ class Mailbox:
         self.received: list[Received] = []
         #: Seconds each mail's DATA waits before it is accepted.
         self.delay = 0.0
+        #: Set when a mail's DATA has come in (before ``delay``): a mail in flight.
+        self.arrived = threading.Event()
         self.lock = threading.Condition()
         self.login = login
         self.server_tls: ssl.SSLContext | None = None

@@ -43,6 +43,8 @@ class Receiver:
         self.hold: threading.Event | None = None
         #: Seconds each answer waits (so that racing deliverers would overlap).
         self.delay = 0.0
+        #: Set when a delivery has come in (before ``hold``/``delay``): one in flight.
+        self.arrived = threading.Event()
         self._lock = threading.Condition()
         receiver = self
 
@@ -51,6 +53,7 @@ class Receiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                receiver.arrived.set()
                 if receiver.hold is not None:
                     receiver.hold.wait(30)
                 if receiver.delay:

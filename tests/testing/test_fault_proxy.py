@@ -25,6 +25,8 @@ from tests.support.serving import BurstServer, serve_in_thread
 class _Upstream(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     created: list[bytes] = []
+    #: Set when a "slow" poll has reached the upstream (the proxy waits for its answer).
+    slow_started = threading.Event()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -44,6 +46,7 @@ class _Upstream(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # a poll; "slow" waits 2 s first
         if "slow" in self.path:
+            _Upstream.slow_started.set()
             time.sleep(2)
         self._answer(200, {"id": self.path.rsplit("/", 1)[-1], "status": "pending"})
 
@@ -51,6 +54,7 @@ class _Upstream(BaseHTTPRequestHandler):
 @pytest.fixture
 def proxy() -> Iterator[FaultProxy]:
     _Upstream.created = []
+    _Upstream.slow_started = threading.Event()
     upstream = BurstServer(("127.0.0.1", 0), _Upstream)
     upstream.daemon_threads = True
     serve_in_thread(upstream)
@@ -135,7 +139,7 @@ def test_a_slow_answer_on_one_connection_does_not_hold_up_another(proxy: FaultPr
         target=lambda: requests.get(f"{proxy.url}/v1/requests/slow", timeout=10)
     )
     slow.start()
-    time.sleep(0.2)
+    assert _Upstream.slow_started.wait(5)
     start = time.monotonic()
     assert 201 == _create(proxy).status_code
     assert time.monotonic() - start < 1
@@ -164,7 +168,7 @@ def test_stop_cuts_a_waiting_answer_at_once(proxy: FaultProxy) -> None:
 
     waiting = threading.Thread(target=call)
     waiting.start()
-    time.sleep(0.3)
+    assert _Upstream.slow_started.wait(5)
     start = time.monotonic()
     proxy.stop()
     waiting.join(5)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -27,11 +28,22 @@ def test_names_are_fixed() -> None:
         assert provider.credential not in repr(provider)
 
 
-def test_next_request_blocks_until_a_new_request_appears(provider: LocalProvider) -> None:
+def test_next_request_blocks_until_a_new_request_appears(
+    provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """next_request waits for a request it has not returned before, oldest first."""
     api = Api(provider.url, provider.credential)
+    store = provider.store
+    waiting = threading.Event()
+    wait_for_change = store.wait_for_change
+
+    def noted(**kwargs: Any) -> int:
+        waiting.set()
+        return wait_for_change(**kwargs)
+
+    monkeypatch.setattr(store, "wait_for_change", noted)
     thread, out = in_thread(lambda: provider.next_request(timeout=5))
-    time.sleep(0.1)
+    assert waiting.wait(5)  # it found nothing pending and waits for a change
     first = api.new(tool="first")
     second = api.new(tool="second")
     thread.join(5)

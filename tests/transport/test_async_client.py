@@ -75,9 +75,9 @@ def test_waiting_async_calls_hold_no_thread_each(provider: LocalProvider) -> Non
         await tool(-1)  # warm: the client, the resolver's executor
         seen["before"] = _client_threads()
         tasks = [asyncio.ensure_future(tool(n)) for n in range(calls)]
+        # Every call's poll is held at the provider: whatever a call waits with is there now.
         while provider.server.waiting_polls < calls:
             await asyncio.sleep(0.02)
-        await asyncio.sleep(0.2)
         seen["waiting"] = _client_threads()
         for request in provider.requests():
             if request.status == "pending":
@@ -228,8 +228,11 @@ def test_idle_connections_kept_are_bounded(provider: LocalProvider) -> None:
         approver = _approve_when_waiting(provider, calls)
         await asyncio.gather(*(tool(n) for n in range(calls)))
         approver.join(10)
-        # Client sockets kept, as this loop sees them (server-side ones close with theirs).
-        await asyncio.sleep(0.5)
+        # Client sockets kept, as this loop sees them (server-side ones close with theirs):
+        # those beyond the kept ones close once their calls are done.
+        deadline = time.monotonic() + 10
+        while _open_sockets() - before > 2 * KEEP_ALIVE and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         return _open_sockets() - before
 
     kept = asyncio.run(main())

@@ -85,7 +85,7 @@ def test_news_for_calls_that_left_is_forgotten_without_another_batch(
         await asyncio.gather(*polls, return_exceptions=True)
         provider.answer(0, [approved(_request(f"req-{n}")) for n in range(20)])
         await _until(lambda: not waits.batches)
-        await asyncio.sleep(1.0)  # past LINGER and its sweep
+        await _until(lambda: not waits._interests)  # once lingered 0.2 s and swept
         left = len(waits._interests)
         waits.close()
         return left

@@ -4,7 +4,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +16,7 @@ import pytest
 
 from approval_guard._codec.wire import parse_timestamp
 from approval_guard._codec.wire_models import parse_request
+from approval_guard.provider.http.waits import Notifier
 from approval_guard.testing import LocalProvider
 from tests.support.api import Api, error_type, in_thread
 from tests.support.raw_http import listed
@@ -287,14 +292,24 @@ def test_history_of_unknown_request_is_404(reviewer: Api) -> None:
 
 
 def test_events_answers_as_soon_as_something_changes(
-    api: Api, reviewer: Api, provider: LocalProvider
+    api: Api, reviewer: Api, provider: LocalProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """/v1/events?after=N waits, then answers {seq} right after a create."""
     seq = reviewer.get("/v1/events").json()["seq"]
+    watching = threading.Event()
+    watch_any = Notifier.watch_any
+
+    @contextlib.contextmanager
+    def noted(self: Notifier) -> Iterator[asyncio.Event]:
+        with watch_any(self) as event:
+            watching.set()
+            yield event
+
+    monkeypatch.setattr(Notifier, "watch_any", noted)
     thread, out = in_thread(
         lambda: reviewer.get("/v1/events", params={"after": seq, "wait": "20s"})
     )
-    time.sleep(0.2)
+    assert watching.wait(5)  # the request waits for a change
     started = time.monotonic()
     api.new()
     thread.join(5)

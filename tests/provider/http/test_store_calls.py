@@ -23,6 +23,7 @@ import requests
 from approval_guard.provider import ProviderServer
 from approval_guard.provider.http.store_calls import StoreCalls
 from approval_guard.provider.store.models import StoreClosedError
+from approval_guard.provider.store.sqlite_group import SQLiteTransactions
 from tests.provider.store.test_group_commit import Commits
 from tests.support.group import Gate
 from tests.support.group_env import GroupEnv
@@ -119,7 +120,9 @@ def test_with_the_writer_busy_calls_go_to_worker_threads(env: GroupEnv) -> None:
         calls = StoreCalls(env.store, asyncio.get_running_loop())
         waiting = asyncio.ensure_future(calls(decide))
         started = time.monotonic()
-        await asyncio.sleep(0.3)  # the loop is free meanwhile
+        # The loop is free meanwhile: it hears back from this helper thread once the
+        # call blocks on the writer lock in a worker thread.
+        await asyncio.to_thread(gate.wait_for, 1)
         free = time.monotonic() - started
         assert not waiting.done()
         threading.Thread(target=gate.open_when, args=(1,), daemon=True).start()
@@ -165,7 +168,9 @@ def test_stores_without_run_at_once_use_worker_threads() -> None:
     assert loop_thread != call_thread
 
 
-def test_a_served_decision_waits_out_another_processes_write_lock(tmp_path: Path) -> None:
+def test_a_served_decision_waits_out_another_processes_write_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The file's write lock held elsewhere: the decision waits (and is kept); the loop serves."""
     db = tmp_path / "served.sqlite3"
     with ProviderServer(str(db)) as server:
@@ -181,6 +186,16 @@ def test_a_served_decision_waits_out_another_processes_write_lock(tmp_path: Path
         request_id = made.json()["id"]
         other = sqlite3.connect(str(db), isolation_level=None, timeout=10)
         other.execute("BEGIN IMMEDIATE")
+        # Set once a writer waits for the lock in a worker thread (the only writer
+        # from here on is the decision): the read below then runs while it waits.
+        waiting = threading.Event()
+        begin = SQLiteTransactions.begin
+
+        def noted_begin(self: SQLiteTransactions) -> None:
+            waiting.set()
+            begin(self)
+
+        monkeypatch.setattr(SQLiteTransactions, "begin", noted_begin)
         decided: list[requests.Response] = []
         decider = threading.Thread(
             target=lambda: decided.append(
@@ -194,7 +209,7 @@ def test_a_served_decision_waits_out_another_processes_write_lock(tmp_path: Path
         )
         try:
             decider.start()
-            time.sleep(0.3)
+            assert waiting.wait(10)
             started = time.monotonic()
             read = requests.get(
                 f"{server.url}/v1/requests/{request_id}",

@@ -208,7 +208,7 @@ def test_a_stop_while_the_post_is_in_flight_waits_for_it_and_keeps_its_ts(
     made = Api(server.url, tokens.instance).new(
         body={"tool": "small_refund", "arguments": {"amount": 1}, "timeout": "30m"}
     )
-    time.sleep(0.3)  # the post is in flight, unanswered
+    assert fake_slack.arrived.wait(10)  # the post is in flight, unanswered
     server.stop()
     assert 1 == len(fake_slack.of("chat.postMessage"))  # the stop waited for its answer
     fake_slack.delay = 0.0
@@ -236,7 +236,10 @@ def test_an_update_slack_can_never_accept_is_given_up_at_once(team: SlackTeam) -
     assert team.slack.wait_for(
         lambda _: any(row["action"] == "slack.given_up" for row in team.audit(made["id"]))
     )
-    time.sleep(0.5)  # the backoff is 0.05 s: a retried row would call again by now
+    # Given up is settled: the outbox claims only pending rows, so none calls Slack again
+    # (a row kept for a retry would still be pending here, its backoff 0.05 s).
+    rows = [item for item in team.server.store.list_webhooks() if item.request_id == made["id"]]
+    assert rows and all("pending" != item.state for item in rows), rows
     assert 1 == len(team.slack.of("chat.update"))
 
 

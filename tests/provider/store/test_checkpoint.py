@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 from approval_guard.provider import Store
 from approval_guard.provider.store.sqlite_checkpoint import WRITES_PER_CHECKPOINT
 from tests.support.api import wait_for
+from tests.support.group import wait_for_waiters
 
 
 def _make(store: Store, n: int) -> list[str]:
@@ -110,16 +110,27 @@ def test_the_wal_starts_over_once_a_reader_in_the_middle_of_it_is_done(tmp_path:
         _make(store, 5)  # not yet copied: the reader below reads them from the WAL
         reader.execute("BEGIN")
         reader.execute("SELECT COUNT(*) FROM requests").fetchone()
-        done = threading.Timer(0.3, lambda: reader.execute("COMMIT"))
+
+        # The reader ends its read once the write below waits behind the restart.
+        def end_the_read() -> None:
+            wait_for_waiters(store, 1)
+            reader.execute("COMMIT")
+
+        done = threading.Thread(target=end_the_read)
         done.start()
         # What the checkpoint thread runs: a PASSIVE checkpoint, then the restart.
         checkpoint = threading.Thread(target=store._checkpoints._run)
         checkpoint.start()
         assert restarting.wait(10)
         lock = store._group.lock
-        while lock.acquire(blocking=False):  # until the restart holds the writer lock
-            lock.release()
-            time.sleep(0.001)
+
+        def held() -> bool:
+            if lock.acquire(blocking=False):
+                lock.release()
+                return False
+            return True
+
+        wait_for(held, timeout=10, what="the restart holding the writer lock")
         store.create_request(
             owner=owner, idempotency_key="after", tool="t", arguments={}, timeout_seconds=60
         )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 
 import pytest
 
 from approval_guard.provider.store.ids import new_id
+from tests.support.api import wait_for
 from tests.support.forks import in_a_fresh_fork, in_c_forked_child
 
 
@@ -77,13 +77,9 @@ def test_a_child_forked_while_a_thread_draws_an_id_can_draw_its_own() -> None:
             if pid == 0:  # pragma: no cover - the child
                 new_id()
                 os._exit(0)
-            end = time.monotonic() + 5
-            while time.monotonic() < end:
-                done, _status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    break
-                time.sleep(0.01)
-            else:
+            try:
+                wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0], timeout=5)  # noqa: B023
+            except AssertionError:
                 hung += 1
                 os.kill(pid, 9)
                 os.waitpid(pid, 0)

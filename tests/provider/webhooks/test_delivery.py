@@ -7,7 +7,6 @@ import collections
 import contextlib
 import json
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -159,14 +158,14 @@ def test_a_stop_while_a_webhook_is_in_flight_records_it_and_it_is_not_sent_again
         first.start()
         api, _ = _clients(first)
         api.new()
-        time.sleep(0.3)  # the delivery is in flight, unanswered
+        assert hook.arrived.wait(10)  # the delivery is in flight, unanswered
         first.stop()
         first.close()
         assert 1 == len(hook.deliveries)
         hook.delay = 0.0
         with _serve(db, target) as second:
+            # Settled is the signal: a row the stop left pending is sent again before that.
             (item,) = _settled(second.store)
-            time.sleep(0.5)  # a row left pending would be sent again by now
             assert 1 == len(hook.deliveries)
     assert ("delivered", 1) == (item.state, item.attempts)
 
