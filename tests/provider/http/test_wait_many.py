@@ -229,6 +229,7 @@ def test_a_decision_on_one_instance_wakes_a_batched_wait_on_the_other(
     assert [(made[2]["id"], "denied")] == [(r["id"], r["status"]) for r in body["requests"]]
 
 
+@only_postgres  # LISTEN/NOTIFY: SQLite instances learn of it only at their next look
 def test_async_calls_waiting_on_one_instance_run_when_approved_on_the_other(
     two: tuple[ProviderServer, ProviderServer, str, str],
 ) -> None:
