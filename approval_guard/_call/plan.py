@@ -145,16 +145,23 @@ def plan_call(
     # API 1.3: where the markers are, so a provider shows only these as redactions.
     # (Every marker is the guard's: arguments holding one were refused above.)
     places = markers_at(arguments) if how is not None else []
-    body = _body(
-        arguments_json,
-        spec.name,
-        timeout,
-        editable,
-        requested_by,
-        batch=batch,
-        context=context,
-        places=places,
-    )
+    if batch is None and context is None and not places:  # most calls: the kept tail
+        body = (
+            b'{"arguments":'
+            + arguments_json
+            + _body_tail(spec.name, timeout, editable, requested_by)
+        )
+    else:
+        body = _body(
+            arguments_json,
+            spec.name,
+            timeout,
+            editable,
+            requested_by,
+            batch=batch,
+            context=context,
+            places=places,
+        )
     if started is None:
         started = clock.monotonic()
 

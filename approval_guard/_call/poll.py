@@ -122,7 +122,11 @@ def decided(call: CallState, request: ApprovalRequest, sample: ClockSample) -> O
         request.status,
         # Scrubbed, bounded and without control characters since the wire (_wire.py).
         "-" if decision is None or decision.decided_by is None else decision.decided_by,
-        "" if decision is None else standing_text(decision),
+        # Most answers name no grant nor rule: told apart without a call.
+        ""
+        if decision is None
+        or (decision.grant is None and not (decision.decided_by or "").startswith("rule:"))
+        else standing_text(decision),
     )
     if (
         call.emit
