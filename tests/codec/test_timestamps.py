@@ -189,13 +189,18 @@ def test_an_approval_with_any_rfc_3339_offset_and_long_fraction_runs(
 ) -> None:
     """Lower-case t/z, an offset and a nanosecond fraction are RFC 3339: the approval runs."""
 
+    # One decision, written the same way in every answer (the guard reads it again
+    # before running: two answers a second apart must not look like two decisions).
+    later = datetime.now(timezone(timedelta(hours=-5))) + timedelta(minutes=5)
+    expires_at = f"{later:%Y-%m-%dt%H:%M:%S}.123456789-05:00"
+    decided_at = format_timestamp(datetime.now(timezone.utc)).lower()
+
     def rewrite(method: str, path: str, reply: Reply) -> Reply:
         body = json.loads(reply.body) if reply.body else None
         decision = body.get("decision") if isinstance(body, dict) else None
         if isinstance(decision, dict) and decision.get("expires_at"):
-            later = datetime.now(timezone(timedelta(hours=-5))) + timedelta(minutes=5)
-            decision["expires_at"] = f"{later:%Y-%m-%dt%H:%M:%S}.123456789-05:00"
-            decision["decided_at"] = format_timestamp(datetime.now(timezone.utc)).lower()
+            decision["expires_at"] = expires_at
+            decision["decided_at"] = decided_at
             reply.body = json.dumps(body).encode()
         return reply
 
