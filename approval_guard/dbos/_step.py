@@ -190,7 +190,11 @@ def _first_attempt() -> dict[str, Any]:
     started = time.time()
     if facts.started_at is not None:
         started = min(started, facts.started_at.timestamp())
-    return {"started": started, **{name: getattr(facts, name) for name in _CHECKPOINTED}}
+    return {
+        "workflow": DBOS.workflow_id,
+        "started": started,
+        **{name: getattr(facts, name) for name in _CHECKPOINTED},
+    }
 
 
 @contextmanager
@@ -201,6 +205,9 @@ def _step_facts(first: Any) -> Iterator[None]:
     assert workflow_id is not None and step_id is not None
     facts = _harness.current()
     checkpoint: dict[str, Any] = first if isinstance(first, dict) else {"started": first}
+    if checkpoint.get("workflow", workflow_id) != workflow_id:
+        # DBOS.fork_workflow copied another workflow's first step: this is a new call.
+        checkpoint = _first_attempt()
     started = datetime.fromtimestamp(checkpoint["started"], tz=timezone.utc)
     if facts.started_at is not None:
         started = min(started, facts.started_at)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +352,26 @@ def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
             return True
         pause.wait(0.05)
     return condition()
+
+
+def test_a_fork_from_the_guarded_step_is_a_new_call_with_its_own_limit(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """DBOS.fork_workflow from the guarded step: a new call, asked now, not the original's limit."""
+    long_ago = datetime.now(timezone.utc) - timedelta(days=1)
+    with SetWorkflowID("wf-fork"), ag.harness_call(started_at=long_ago, idempotency_key="tc_1"):
+        first = one_call("refund", 4)
+    assert isinstance(first, ag.NotRun) and first.reason is ag.Reason.NOT_OBTAINED
+    assert file_provider.stats.creates == 0  # its limit had passed: not even asked
+    (step,) = [
+        s
+        for s in DBOS.list_workflow_steps("wf-fork")
+        if s["function_name"] == "approval_guard:refund"
+    ]
+    file_provider.policy = approve_after(0)
+    with SetWorkflowID("wf-fork-2"):
+        forked = DBOS.fork_workflow("wf-fork", step["function_id"])
+    assert forked.get_result() == "refunded 4"
+    assert tools["runs"]() == [4]
+    (key,) = sent_keys(file_provider.db)
+    assert key.startswith("dbos:wf-fork-2:")
