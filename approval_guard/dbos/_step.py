@@ -15,11 +15,14 @@ workflow, or inside another step, the tool is called as it is.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import hashlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, ParamSpec, TypeVar, cast, overload
@@ -129,8 +132,27 @@ def as_step(name: str, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
     """``fn(*args, **kwargs)``: in workflow code, as the durable step ``name``; else as it is."""
     if not _in_workflow():
         return fn(*args, **kwargs)
+    if _loop_running():
+        # Async workflow code calling a sync tool: DBOS.run_step refuses a running
+        # loop, so the steps run on a thread of their own, in this context (the
+        # workflow's), while the loop waits, as it waits for any sync call.
+        context = contextvars.copy_context()
+        with ThreadPoolExecutor(1, thread_name_prefix="approval_guard-dbos-step") as pool:
+            return pool.submit(context.run, _as_steps, name, fn, args, kwargs).result()
+    return _as_steps(name, fn, args, kwargs)
+
+
+def _as_steps(name: str, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
     started = DBOS.run_step({"name": STARTED_STEP}, _first_attempt)
     return DBOS.run_step({"name": name}, _in_step, started, fn, args, kwargs)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def as_step_async(name: str, fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any) -> R:

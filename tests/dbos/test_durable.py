@@ -57,6 +57,11 @@ async def one_call_async(tool: str, amount: int) -> Any:
     return await TOOLS[tool]("payment_123", amount)
 
 
+@DBOS.workflow(name="ag_test_sync_tools_async")
+async def sync_tools_async(tool: str) -> list[Any]:
+    return [TOOLS[tool]("payment_123", 1), TOOLS[tool]("payment_123", 2)]
+
+
 @pytest.fixture
 def tools(file_provider: LocalProvider, tmp_path: Path) -> Iterator[dict[str, Callable[..., Any]]]:
     """``refund`` and ``refund_async``: guarded and durable, counting their runs in ``runs``."""
@@ -375,3 +380,21 @@ def test_a_fork_from_the_guarded_step_is_a_new_call_with_its_own_limit(
     assert tools["runs"]() == [4]
     (key,) = sent_keys(file_provider.db)
     assert key.startswith("dbos:wf-fork-2:")
+
+
+@pytest.mark.parametrize("tool", ["refund", "refund_by_guard"])
+def test_a_sync_guarded_tool_in_async_workflow_code_is_a_durable_step(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider, tool: str
+) -> None:
+    """Called directly in an async workflow, a sync tool runs as its step, each with its own key."""
+    file_provider.policy = approve_after(0)
+
+    async def run() -> Any:
+        with SetWorkflowID("wf-sync-in-async"):
+            handle = await DBOS.start_workflow_async(sync_tools_async, tool)
+        return await handle.get_result()
+
+    assert asyncio.run(run()) == ["refunded 1", "refunded 2"]
+    keys = sent_keys(file_provider.db)
+    assert len(set(keys)) == 2 and all(k.startswith("dbos:wf-sync-in-async:") for k in keys)
+    assert tools["runs"]() == [1, 2]
