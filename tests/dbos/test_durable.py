@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -398,3 +400,42 @@ def test_a_sync_guarded_tool_in_async_workflow_code_is_a_durable_step(
     keys = sent_keys(file_provider.db)
     assert len(set(keys)) == 2 and all(k.startswith("dbos:wf-sync-in-async:") for k in keys)
     assert tools["runs"]() == [1, 2]
+
+
+def test_the_harness_abandon_event_withdraws_while_dbos_cannot_be_read(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """The harness's event withdraws the request while the watcher waits on DBOS's database."""
+    EVENTS["stop"] = threading.Event()
+    try:
+        with SetWorkflowID("wf-busy"):
+            handle = DBOS.start_workflow(abandoned_call, "refund", "stop")
+        request = file_provider.next_request(timeout=30)
+        lock = sqlite3.connect(dbos_app.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            lock.execute("BEGIN EXCLUSIVE")  # no reader gets in: DBOS's reads wait
+            assert _wait_until(_watcher_reading, 15)
+            EVENTS["stop"].set()
+            assert _wait_until(lambda: file_provider.get(request.id).status == "cancelled", 10)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        out = handle.get_result()
+    finally:
+        EVENTS.clear()
+    assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.CANCELLED
+    assert tools["runs"]() == []
+
+
+def _watcher_reading() -> bool:
+    """The cancellation watcher's thread is inside DBOS.list_workflows."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        if names.get(ident) != "approval_guard-dbos-cancel":
+            continue
+        walk: Any = frame
+        while walk is not None:
+            if walk.f_code.co_name == "list_workflows":
+                return True
+            walk = walk.f_back
+    return False
