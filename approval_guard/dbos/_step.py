@@ -1,9 +1,11 @@
 """A guarded tool as a DBOS step: the key from the workflow, the outcome checkpointed once.
 
 Inside a DBOS workflow, :func:`durable` runs the guarded call as two steps. The
-first checkpoints when the call first started (wall clock), so a workflow
-recovered after a crash keeps counting the harness's limit from the first
-attempt. The second is the guarded call itself: its idempotency key is the
+first checkpoints when the call first started (wall clock) and the facts of an
+enclosing ``harness_call`` (its key, limit, requested_by, batch, reason), so a
+workflow recovered after a crash (where DBOS runs it without the harness's
+context) keeps counting the harness's limit from the first attempt and sends
+the first attempt's create. The second is the guarded call itself: its idempotency key is the
 workflow's id and the step's position (:func:`step_key`), so the recovered step
 sends the same create and adopts the same request; the ledger decides whether
 the tool already started; and DBOS checkpoints the result (the tool's value, its
@@ -13,11 +15,14 @@ workflow, or inside another step, the tool is called as it is.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import hashlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, ParamSpec, TypeVar, cast, overload
@@ -127,25 +132,44 @@ def as_step(name: str, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
     """``fn(*args, **kwargs)``: in workflow code, as the durable step ``name``; else as it is."""
     if not _in_workflow():
         return fn(*args, **kwargs)
-    started = DBOS.run_step({"name": STARTED_STEP}, time.time)
+    if _loop_running():
+        # Async workflow code calling a sync tool: DBOS.run_step refuses a running
+        # loop, so the steps run on a thread of their own, in this context (the
+        # workflow's), while the loop waits, as it waits for any sync call.
+        context = contextvars.copy_context()
+        with ThreadPoolExecutor(1, thread_name_prefix="approval_guard-dbos-step") as pool:
+            return pool.submit(context.run, _as_steps, name, fn, args, kwargs).result()
+    return _as_steps(name, fn, args, kwargs)
+
+
+def _as_steps(name: str, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
+    started = DBOS.run_step({"name": STARTED_STEP}, _first_attempt)
     return DBOS.run_step({"name": name}, _in_step, started, fn, args, kwargs)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def as_step_async(name: str, fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any) -> R:
     """``await fn(*args, **kwargs)``, as the durable step ``name`` in async workflow code."""
     if not _in_workflow():
         return await fn(*args, **kwargs)
-    started = await DBOS.run_step_async({"name": STARTED_STEP}, time.time)
+    started = await DBOS.run_step_async({"name": STARTED_STEP}, _first_attempt)
     return await DBOS.run_step_async({"name": name}, _in_step_async, started, fn, args, kwargs)
 
 
-def _in_step(started: float, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
+def _in_step(started: Any, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
     with _step_facts(started):
         return fn(*args, **kwargs)
 
 
 async def _in_step_async(
-    started: float, fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any
+    started: Any, fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any
 ) -> R:
     with _step_facts(started):
         return await fn(*args, **kwargs)
@@ -173,16 +197,45 @@ def _in_workflow() -> bool:
     return DBOS.workflow_id is not None and DBOS.step_id is None
 
 
+#: The harness facts the first step checkpoints (``abandon``, an event, is the attempt's own).
+_CHECKPOINTED = ("idempotency_key", "limit", "requested_by", "batch", "reason")
+
+
+def _first_attempt() -> dict[str, Any]:
+    """The first step's checkpoint: when the call started (wall clock) and the harness's facts.
+
+    A recovered workflow runs without the context of a ``harness_call`` made around
+    it, so the first attempt's facts, not the recovery's, are the call's: the same
+    key (the same request, the same execution record row) and the same start.
+    """
+    facts = _harness.current()
+    started = time.time()
+    if facts.started_at is not None:
+        started = min(started, facts.started_at.timestamp())
+    return {
+        "workflow": DBOS.workflow_id,
+        "started": started,
+        **{name: getattr(facts, name) for name in _CHECKPOINTED},
+    }
+
+
 @contextmanager
-def _step_facts(started: float) -> Iterator[None]:
+def _step_facts(first: Any) -> Iterator[None]:
     """The harness facts of the guarded call running as the current step."""
     workflow_id = DBOS.workflow_id
     step_id = DBOS.step_id
     assert workflow_id is not None and step_id is not None
     facts = _harness.current()
-    first = facts.started_at or datetime.fromtimestamp(started, tz=timezone.utc)
+    checkpoint: dict[str, Any] = first if isinstance(first, dict) else {"started": first}
+    if checkpoint.get("workflow", workflow_id) != workflow_id:
+        # DBOS.fork_workflow copied another workflow's first step: this is a new call.
+        checkpoint = _first_attempt()
+    started = datetime.fromtimestamp(checkpoint["started"], tz=timezone.utc)
+    if facts.started_at is not None:
+        started = min(started, facts.started_at)
+    kept = {name: checkpoint[name] for name in _CHECKPOINTED if name in checkpoint}
     with watching(workflow_id, facts.abandon) as abandon:
-        key = facts.idempotency_key or step_key(workflow_id, step_id)
-        step = attrs.evolve(facts, idempotency_key=key, abandon=abandon, started_at=first)
+        key = kept.pop("idempotency_key", facts.idempotency_key) or step_key(workflow_id, step_id)
+        step = attrs.evolve(facts, **kept, idempotency_key=key, abandon=abandon, started_at=started)
         with _harness.using(step):
             yield

@@ -257,3 +257,23 @@ def test_a_recovery_that_takes_the_workflow_from_a_worker_mid_tool_records_alrea
     # result, and worker 2, which ran the tool, adopts it (its value is in its own log only).
     assert (taking["ran"], taking["reason"]) == (False, "already_executed")
     assert (ran["ran"], ran["reason"]) == (False, "already_executed")
+
+
+def test_a_harness_key_around_the_workflow_is_the_key_of_its_recovery(
+    durable: Durable, provider: Any, dbos_workers: Workers, tmp_path: Path
+) -> None:
+    """harness_call(idempotency_key=...) around the workflow: the recovery adopts that request."""
+    spec = _spec(durable, provider, tmp_path, harness_key="toolcall_abc")
+    crashed = dbos_workers.start(spec)
+    request = provider.next_request(timeout=60)
+
+    _kill(crashed)
+
+    recovering = dbos_workers.start(_recover(spec))
+    assert provider.wait_for_polls(1, timeout=60)  # the recovered step waits on it again
+    assert [r.id for r in provider.requests()] == [request.id]
+    provider.approve(request.id, valid_for="5m")
+    result = dbos_workers.result(recovering)
+    assert (result["ran"], result["value"]) == (True, "refunded payment_123 by worker 2")
+    assert tool_runs(tmp_path) == ["2"]
+    assert [r.id for r in provider.requests()] == [request.id]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,11 @@ def abandoned_call(tool: str, event: str) -> Any:
 @DBOS.workflow(name="ag_test_one_call_async")
 async def one_call_async(tool: str, amount: int) -> Any:
     return await TOOLS[tool]("payment_123", amount)
+
+
+@DBOS.workflow(name="ag_test_sync_tools_async")
+async def sync_tools_async(tool: str) -> list[Any]:
+    return [TOOLS[tool]("payment_123", 1), TOOLS[tool]("payment_123", 2)]
 
 
 @pytest.fixture
@@ -351,3 +359,83 @@ def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
             return True
         pause.wait(0.05)
     return condition()
+
+
+def test_a_fork_from_the_guarded_step_is_a_new_call_with_its_own_limit(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """DBOS.fork_workflow from the guarded step: a new call, asked now, not the original's limit."""
+    long_ago = datetime.now(timezone.utc) - timedelta(days=1)
+    with SetWorkflowID("wf-fork"), ag.harness_call(started_at=long_ago, idempotency_key="tc_1"):
+        first = one_call("refund", 4)
+    assert isinstance(first, ag.NotRun) and first.reason is ag.Reason.NOT_OBTAINED
+    assert file_provider.stats.creates == 0  # its limit had passed: not even asked
+    (step,) = [
+        s
+        for s in DBOS.list_workflow_steps("wf-fork")
+        if s["function_name"] == "approval_guard:refund"
+    ]
+    file_provider.policy = approve_after(0)
+    with SetWorkflowID("wf-fork-2"):
+        forked = DBOS.fork_workflow("wf-fork", step["function_id"])
+    assert forked.get_result() == "refunded 4"
+    assert tools["runs"]() == [4]
+    (key,) = sent_keys(file_provider.db)
+    assert key.startswith("dbos:wf-fork-2:")
+
+
+@pytest.mark.parametrize("tool", ["refund", "refund_by_guard"])
+def test_a_sync_guarded_tool_in_async_workflow_code_is_a_durable_step(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider, tool: str
+) -> None:
+    """Called directly in an async workflow, a sync tool runs as its step, each with its own key."""
+    file_provider.policy = approve_after(0)
+
+    async def run() -> Any:
+        with SetWorkflowID("wf-sync-in-async"):
+            handle = await DBOS.start_workflow_async(sync_tools_async, tool)
+        return await handle.get_result()
+
+    assert asyncio.run(run()) == ["refunded 1", "refunded 2"]
+    keys = sent_keys(file_provider.db)
+    assert len(set(keys)) == 2 and all(k.startswith("dbos:wf-sync-in-async:") for k in keys)
+    assert tools["runs"]() == [1, 2]
+
+
+def test_the_harness_abandon_event_withdraws_while_dbos_cannot_be_read(
+    dbos_app: str, tools: dict[str, Any], file_provider: LocalProvider
+) -> None:
+    """The harness's event withdraws the request while the watcher waits on DBOS's database."""
+    EVENTS["stop"] = threading.Event()
+    try:
+        with SetWorkflowID("wf-busy"):
+            handle = DBOS.start_workflow(abandoned_call, "refund", "stop")
+        request = file_provider.next_request(timeout=30)
+        lock = sqlite3.connect(dbos_app.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            lock.execute("BEGIN EXCLUSIVE")  # no reader gets in: DBOS's reads wait
+            assert _wait_until(_watcher_reading, 15)
+            EVENTS["stop"].set()
+            assert _wait_until(lambda: file_provider.get(request.id).status == "cancelled", 10)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        out = handle.get_result()
+    finally:
+        EVENTS.clear()
+    assert isinstance(out, ag.NotRun) and out.reason is ag.Reason.CANCELLED
+    assert tools["runs"]() == []
+
+
+def _watcher_reading() -> bool:
+    """The cancellation watcher's thread is inside DBOS.list_workflows."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        if names.get(ident) != "approval_guard-dbos-cancel":
+            continue
+        walk: Any = frame
+        while walk is not None:
+            if walk.f_code.co_name == "list_workflows":
+                return True
+            walk = walk.f_back
+    return False

@@ -26,6 +26,9 @@ Keys of the spec (JSON in the environment, so a DSN's password stays out of ``ps
 ``after`` (optional)
     A file the workflow writes once the guarded step has returned, after which it
     sleeps ``block`` seconds (so the test can kill it with the step checkpointed).
+``harness_key`` (optional, mode ``"start"``, sync)
+    The workflow is called directly inside ``harness_call(idempotency_key=...)``
+    (a harness that names the key around the workflow, not inside it).
 ``barrier`` (optional)
     As in ``ledger_worker.py``: every worker launches DBOS at one instant.
 
@@ -120,6 +123,12 @@ def main() -> None:
     try:
         if spec["mode"] == "start":
             flow: Any = refund_flow_async if spec.get("asynchronous") else refund_flow
+            if spec.get("harness_key"):
+                with (
+                    SetWorkflowID(spec["workflow"]),
+                    ag.harness_call(idempotency_key=spec["harness_key"]),
+                ):
+                    flow("payment_123")
             with SetWorkflowID(spec["workflow"]):
                 handle = DBOS.start_workflow(flow, "payment_123")
         else:
