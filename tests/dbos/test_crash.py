@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from approval_guard._ledger.protocol import FINISHED, STARTED
+from tests.support.api import wait_for
 from tests.support.frameworks import require_framework
 from tests.support.ledger import provider_rows, tool_runs
 
@@ -52,13 +53,14 @@ def _kill(process: subprocess.Popen[str]) -> None:
 
 
 def _wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if process.poll() is not None:
-            pytest.fail(f"worker exited {process.returncode}: {process.communicate()[1][-3000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"{path.name} did not appear within {timeout} s")
-        time.sleep(0.01)
+    """Until the worker writes ``path``; a worker that exits first fails the test at once."""
+    wait_for(
+        lambda: path.exists() or process.poll() is not None,
+        timeout=timeout,
+        what=f"{path.name} written",
+    )
+    if not path.exists():
+        pytest.fail(f"worker exited {process.returncode}: {process.communicate()[1][-3000:]}")
 
 
 def _recover(spec: dict[str, Any], index: int = 2) -> dict[str, Any]:
@@ -199,10 +201,12 @@ def test_cancelled_from_another_process_through_dbos_client_withdraws_the_reques
         client.cancel_workflow(spec["workflow"])
     finally:
         client.destroy()
-    end = time.monotonic() + 15
-    while provider.get(request.id).status != "cancelled":
-        assert time.monotonic() < end, "the request was not withdrawn within 15 s"
-        time.sleep(0.05)
+    wait_for(
+        lambda: provider.get(request.id).status,
+        lambda status: status == "cancelled",
+        timeout=15,
+        what="the request withdrawn",
+    )
     assert tool_runs(tmp_path) == []
     waiting.kill()
 

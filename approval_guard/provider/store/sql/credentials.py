@@ -6,6 +6,7 @@ import logging
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard._codec.wire import PENDING
@@ -36,6 +37,8 @@ from approval_guard.provider.store.sql.grant_tables import end_grants_of
 logger = logging.getLogger("approval_guard.provider")
 
 _TOKEN_PREFIX = {INSTANCE: "agi_", REVIEWER: "agr_"}
+#: What a named credential of each kind is called (its audit actions, its lock).
+_WHO = {INSTANCE: "agent", REVIEWER: "reviewer"}
 #: A named reviewer's name: 1 to this many printable characters.
 MAX_REVIEWER_NAME = 64
 #: A role: 1 to this many printable characters without spaces.
@@ -142,25 +145,34 @@ class CredentialsMixin(SQLStoreBase):
         Raises :class:`ReviewerNameError` for a bad name or role, or a name a
         live reviewer already has (two instances adding one name at once make one).
         """
+        return self._add_named(REVIEWER, name, check_roles(roles), source=source, actor=actor)
+
+    def _add_named(
+        self, kind: str, name: str, roles: tuple[str, ...], *, source: str, actor: str
+    ) -> str:
+        """A named reviewer or agent: one live credential per name and kind, audited."""
         check_reviewer_name(name)
-        roles = check_roles(roles)
-        token = _TOKEN_PREFIX[REVIEWER] + secrets.token_urlsafe(32)
+        token = _TOKEN_PREFIX[kind] + secrets.token_urlsafe(32)
+        who = _WHO[kind]
         with self._writing() as tx:
-            tx.lock("reviewers")
+            tx.lock(who + "s")
             if tx.execute(
                 "SELECT 1 FROM credentials WHERE kind = ? AND name = ? AND revoked_at IS NULL",
-                (REVIEWER, name),
+                (kind, name),
             ).fetchone():
-                raise ReviewerNameError(f"a live reviewer is already named {name!r}")
-            self._insert_credential(tx, REVIEWER, name, token, roles)
+                raise ReviewerNameError(f"a live {who} is already named {name!r}")
+            self._insert_credential(tx, kind, name, token, roles)
+            detail: dict[str, Any] = {"name": name}
+            if kind == REVIEWER:
+                detail["roles"] = list(roles)
             insert_audit(
                 tx,
                 at=self.now(),
                 actor=actor,
                 source=source,
-                action="reviewer.added",
+                action=f"{who}.added",
                 request_id=None,
-                detail={"name": name, "roles": list(roles)},
+                detail=detail,
             )
         return token
 
@@ -173,12 +185,17 @@ class CredentialsMixin(SQLStoreBase):
 
         False when no live reviewer has the name.
         """
+        return self._remove_named(REVIEWER, name, source=source, actor=actor)
+
+    def _remove_named(self, kind: str, name: str, *, source: str, actor: str) -> bool:
+        """Revoke the live reviewer or agent of this name (see :meth:`_revoke_in`), audited."""
         now = self.now()
+        who = _WHO[kind]
         with self._writing() as tx:
-            tx.lock("reviewers")
+            tx.lock(who + "s")
             rows = tx.execute(
                 "SELECT id FROM credentials WHERE kind = ? AND name = ? AND revoked_at IS NULL",
-                (REVIEWER, name),
+                (kind, name),
             ).fetchall()
             for row in rows:
                 self._revoke_in(tx, row[0], name, now)
@@ -188,7 +205,7 @@ class CredentialsMixin(SQLStoreBase):
                     at=now,
                     actor=actor,
                     source=source,
-                    action="reviewer.removed",
+                    action=f"{who}.removed",
                     request_id=None,
                     detail={"name": name},
                 )
@@ -326,26 +343,7 @@ class CredentialsMixin(SQLStoreBase):
 
         Raises :class:`ReviewerNameError` for a bad name or one a live agent has.
         """
-        check_reviewer_name(name)
-        token = _TOKEN_PREFIX[INSTANCE] + secrets.token_urlsafe(32)
-        with self._writing() as tx:
-            tx.lock("agents")
-            if tx.execute(
-                "SELECT 1 FROM credentials WHERE kind = ? AND name = ? AND revoked_at IS NULL",
-                (INSTANCE, name),
-            ).fetchone():
-                raise ReviewerNameError(f"a live agent is already named {name!r}")
-            self._insert_credential(tx, INSTANCE, name, token)
-            insert_audit(
-                tx,
-                at=self.now(),
-                actor=actor,
-                source=source,
-                action="agent.added",
-                request_id=None,
-                detail={"name": name},
-            )
-        return token
+        return self._add_named(INSTANCE, name, (), source=source, actor=actor)
 
     def list_agents(self) -> list[Credential]:
         """Every live agent (instance credential), oldest first."""
@@ -353,26 +351,7 @@ class CredentialsMixin(SQLStoreBase):
 
     def remove_agent(self, name: str, *, source: str = "cli", actor: str = "cli") -> bool:
         """Revoke the live agent of this name: its calls are refused, its grants end at once."""
-        now = self.now()
-        with self._writing() as tx:
-            tx.lock("agents")
-            rows = tx.execute(
-                "SELECT id FROM credentials WHERE kind = ? AND name = ? AND revoked_at IS NULL",
-                (INSTANCE, name),
-            ).fetchall()
-            for row in rows:
-                self._revoke_in(tx, row[0], name, now)
-            if rows:
-                insert_audit(
-                    tx,
-                    at=now,
-                    actor=actor,
-                    source=source,
-                    action="agent.removed",
-                    request_id=None,
-                    detail={"name": name},
-                )
-        return bool(rows)
+        return self._remove_named(INSTANCE, name, source=source, actor=actor)
 
     # ------------------------------------------------------------------ sessions
 
