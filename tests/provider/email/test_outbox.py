@@ -58,7 +58,12 @@ def test_smtp_down_the_request_is_made_and_the_mail_goes_once_smtp_is_back(
         assert mail.links()
         # One row, settled: a second send needs a second row or this one pending again.
         assert 1 == len(box.received)
-        rows = [r.action for r in team.store.audit(request_id=created["id"])]
+        # The audit row is written after the row settles: wait for it, then count it once.
+        rows = wait_for(
+            lambda: [r.action for r in team.store.audit(request_id=created["id"])],
+            lambda actions: "email.sent" in actions,
+            what="the email.sent audit row",
+        )
         assert 1 == rows.count("email.sent")
     finally:
         team.server.close()
