@@ -82,6 +82,8 @@ def _settings(p: HostileProvider, events: list[Any]) -> dict[str, Any]:
         "return_margin": "1s",
         "deadline_margin": "1s",
         "on_event": events.append,
+        # Its own record: a port the process reused must not find another test's request ids.
+        "ledger": ag.MemoryLedger(),
     }
 
 
