@@ -26,7 +26,7 @@ def test_ctrl_c_during_the_create_still_withdraws_the_request(
     with pytest.raises(KeyboardInterrupt):
         ctrl_c_during(lambda: tool("p", 1), after=0.4)
     # Withdrawn by the recovery, or as soon as the delayed create is answered.
-    wait_for(lambda: [r.status for r in provider.requests()] == ["cancelled"], timeout=5)
+    wait_for(lambda: [r.status for r in provider.requests()] == ["cancelled"], timeout=15)
 
 
 def test_a_recovered_approval_does_not_run_once_the_harness_has_abandoned_it(
