@@ -8,6 +8,7 @@ row; the others see :class:`NotPendingError` with the winner's result.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,8 +43,9 @@ from approval_guard.provider.store.sql.requests import RACE_ATTEMPTS, RequestsMi
 
 logger = logging.getLogger("approval_guard.provider")
 
-#: Where a decision may come from (the audit rows' ``channel``).
+#: Where a decision may come from (the audit rows' ``channel``): these, or a channel's name.
 CHANNELS = ("api", "page", "cli", "slack", "email")
+_CHANNEL_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
 class _LostRace(Exception):
@@ -152,8 +154,8 @@ class DecisionsMixin(GrantReviewsMixin, RequestsMixin):
         """:meth:`decide`, and the grant it gave (None when it gave none)."""
         if status not in (APPROVED, DENIED):
             raise ValueError(f"a decision is 'approved' or 'denied', not {status!r}")
-        if channel not in CHANNELS:
-            raise ValueError(f"a decision's channel is one of {CHANNELS}, not {channel!r}")
+        if not isinstance(channel, str) or not _CHANNEL_NAME.fullmatch(channel):
+            raise ValueError(f"a decision's channel is a channel's name, not {channel!r}")
         check_json_value(note)
         if arguments is not None and status != APPROVED:
             raise InvalidEdit("a denial cannot carry 'arguments': only an approval can edit")

@@ -1,0 +1,1 @@
+"""Ways of reaching reviewers, one interface (``base``): webhooks, Slack, email, ntfy, Discord."""
