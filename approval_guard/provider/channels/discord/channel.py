@@ -1,0 +1,162 @@
+"""The Discord channel: one message per request in one channel, following it until it ends.
+
+At a request's creation the outbox posts its message (Approve / Deny…
+buttons) to the configured channel and the store keeps the message's id;
+each later moment (an approval counted, decided, expired, cancelled) edits
+that message to the request as it is then, without buttons once it is not
+pending. A request's items share one target sent one at a time, so its post
+goes before its edits; an edit whose post has not happened yet waits for it.
+A post that finds its message already kept (sent before a crash, settled
+after it) edits instead, so a request has one message.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from starlette.concurrency import run_in_threadpool
+
+from approval_guard.provider.channels.base import (
+    CREATED,
+    Channel,
+    ChannelKind,
+    ChannelSettingsError,
+    Identity,
+    Item,
+    Moment,
+    NewItem,
+    Permanent,
+    Retry,
+    Route,
+    SendResult,
+    Sent,
+)
+from approval_guard.provider.channels.discord import settings as discord_settings
+from approval_guard.provider.channels.discord.api import DiscordApi, result
+from approval_guard.provider.channels.discord.interactions import PATH, Interactions
+from approval_guard.provider.channels.discord.message import message
+from approval_guard.provider.channels.discord.settings import (
+    ENV_DISCORD_BOT_TOKEN,
+    ENV_DISCORD_PUBLIC_KEY,
+    DiscordSettings,
+    check_snowflake,
+    check_user,
+)
+from approval_guard.provider.channels.discord.verify import load_key
+
+if TYPE_CHECKING:
+    from approval_guard.provider.store.protocol import StoreProtocol
+
+NAME = "discord"
+#: The outbox rows' ``event_type`` s: the request's message posted, then edited.
+POST, EDIT = "discord.post", "discord.edit"
+#: Seconds an edit first waits for its message's post (doubling, up to :data:`MAX_POST_WAIT`).
+POST_WAIT = 1.0
+MAX_POST_WAIT = 300.0
+
+
+class DiscordChannel(Channel):
+    """A configured Discord channel (see the module's docstring).
+
+    :param settings: the application, its channel and the API URL.
+    :param public_url: the provider's public URL (each message links the review page), or None.
+    """
+
+    name: ClassVar[str] = NAME
+    deadline: ClassVar[float] = 10.0
+    per_target: ClassVar[int] = 1
+
+    def __init__(self, settings: DiscordSettings, *, public_url: str | None = None) -> None:
+        try:
+            key = load_key(settings.public_key)
+        except ValueError as exc:
+            raise ChannelSettingsError(str(exc)) from None
+        self.settings = settings
+        self.public_url = public_url
+        self._api = DiscordApi(settings, timeout=self.deadline)
+        self._interactions = Interactions(key, public_url=public_url)
+
+    def __repr__(self) -> str:
+        return f"DiscordChannel(channel={self.settings.channel!r})"
+
+    def queue(self, moment: Moment) -> Sequence[NewItem]:
+        """The post at creation; an edit at every later moment."""
+        request = moment.request
+        rule = moment.rules.for_tool(request.tool)
+        payload: dict[str, Any] = {"approvers": list(rule.approvers) if rule.approvers else None}
+        return [
+            NewItem(
+                # One target per request: its post before its edits, other requests not held up.
+                target=f"discord:{self.settings.channel}:{request.id}",
+                event_type=POST if moment.kind == CREATED else EDIT,
+                payload=payload,
+            )
+        ]
+
+    async def send(self, item: Item, store: StoreProtocol) -> SendResult:
+        """Post the request's message, or edit it to the request as it is now."""
+        request = await run_in_threadpool(store.get_request, item.request_id)
+        if request is None:
+            return Permanent("the request is no longer in the store")
+        approvers = item.payload.get("approvers")
+        body = message(
+            request,
+            now=store.now(),
+            approvers=[str(one) for one in approvers] if isinstance(approvers, list) else None,
+            public_url=self.public_url,
+        )
+        channel = self.settings.channel
+        posted = await run_in_threadpool(store.channel_message, NAME, request.id)
+        if posted is None and item.event_type == POST:
+            answer = await self._api.create_message(channel, body)
+            if not answer.ok:
+                return result(answer, what="posting the message")
+            message_id = answer.data.get("id")
+            try:
+                check_snowflake(message_id, "a Discord message id")
+            except ValueError:
+                return Retry("Discord's answer named no message id")
+            await run_in_threadpool(store.keep_channel_message, NAME, request.id, str(message_id))
+            return Sent(f"message {message_id}")
+        if posted is None:
+            wait = min(POST_WAIT * 2 ** min(item.attempts, 10), MAX_POST_WAIT)
+            return Retry("the request's message is not posted yet", after=wait)
+        answer = await self._api.edit_message(channel, posted, body)
+        if not answer.ok:
+            return result(answer, what="editing the message")
+        return Sent(f"message {posted} edited")
+
+    def routes(self) -> Sequence[Route]:
+        """``POST /discord/interactions``."""
+        return [(PATH, {"POST": self._interactions})]
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self._api.close()
+
+
+class DiscordKind(ChannelKind):
+    """Discord: ``serve --discord-bot-token --discord-public-key --discord-channel``."""
+
+    name: ClassVar[str] = NAME
+    identity: ClassVar[Identity | None] = Identity(
+        kind=NAME, flag="--discord-user", metavar="ID", check=check_user
+    )
+    env: ClassVar[tuple[str, ...]] = (ENV_DISCORD_BOT_TOKEN, ENV_DISCORD_PUBLIC_KEY)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """``--discord-bot-token``, ``--discord-public-key``, ``--discord-channel``, the API URL."""
+        discord_settings.add_arguments(parser)
+
+    @classmethod
+    def from_args(
+        cls, args: argparse.Namespace, env: Mapping[str, str], *, public_url: str | None
+    ) -> DiscordChannel | None:
+        """The channel the flags and environment ask for; None without ``--discord-channel``."""
+        found = discord_settings.settings_from_args(args, env)
+        if found is None:
+            return None
+        return DiscordChannel(found, public_url=public_url)
