@@ -72,7 +72,7 @@ def stale(request: StoredRequest) -> str:
 
 def reviewer_of(store: StoreProtocol, slack_user: str) -> Credential | None:
     """The live reviewer a Slack user id is linked to (None: unknown, or removed)."""
-    return store.slack_reviewer(slack_user)
+    return store.reviewer_by_identity("slack", slack_user)
 
 
 def check_may_open(
