@@ -327,8 +327,8 @@ async def _granted(
     note = (values.get("note") or "")[:MAX_INPUT].strip() or None
     grant = GrantSpec(for_seconds=seconds, uses=uses, match={}, requested_by="same")
     outcome = await run_in_threadpool(
-        lambda: actions.decide_granting(
-            ctx.store, ctx.rules, slack_user, request_id, grant=grant, note=note
+        lambda: actions.decide(
+            ctx.store, ctx.rules, slack_user, request_id, APPROVED, note=note, grant=grant
         )
     )
     return _ack(task=_reply(settings, channel, slack_user, outcome.reply))

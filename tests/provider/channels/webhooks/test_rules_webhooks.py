@@ -54,7 +54,10 @@ def _create(api: Api, tool: str, **extra: Any) -> dict[str, Any]:
 def _settled(store: Any, timeout: float = 20.0) -> list[Any]:
     """The outbox once no row is pending."""
     assert eventually(
-        lambda: all(item.state != "pending" for item in store.list_outbox(channels=("webhooks", "slack"))), timeout
+        lambda: all(
+            item.state != "pending" for item in store.list_outbox(channels=("webhooks", "slack"))
+        ),
+        timeout,
     )
     return list(store.list_outbox(channels=("webhooks", "slack")))
 
@@ -120,7 +123,10 @@ def test_defaults_webhooks_reach_every_tool_without_its_own_list(tmp_path: Path)
             general.wait_count(1)
             special.wait_count(1)
             _settled(server.store)
-            rows = {(item.request_id, item.target) for item in server.store.list_outbox(channels=("webhooks", "slack"))}
+            rows = {
+                (item.request_id, item.target)
+                for item in server.store.list_outbox(channels=("webhooks", "slack"))
+            }
     assert {(email["id"], general.url), (delete["id"], special.url)} == rows
 
 
