@@ -65,8 +65,9 @@ class DiscordChannel(Channel):
     """
 
     name: ClassVar[str] = NAME
-    deadline: ClassVar[float] = 10.0
+    deadline: float = 10.0
     per_target: ClassVar[int] = 1
+    audit_given_up: ClassVar[str | None] = "discord.given_up"
 
     def __init__(self, settings: DiscordSettings, *, public_url: str | None = None) -> None:
         try:
@@ -119,14 +120,14 @@ class DiscordChannel(Channel):
             except ValueError:
                 return Retry("Discord's answer named no message id")
             await run_in_threadpool(store.keep_channel_message, NAME, request.id, str(message_id))
-            return Sent(f"message {message_id}")
+            return Sent(f"message {message_id}", status=answer.status)
         if posted is None:
             wait = min(POST_WAIT * 2 ** min(item.attempts, 10), MAX_POST_WAIT)
             return Retry("the request's message is not posted yet", after=wait)
         answer = await self._api.edit_message(channel, posted, body)
         if not answer.ok:
             return result(answer, what="editing the message")
-        return Sent(f"message {posted} edited")
+        return Sent(f"message {posted} edited", status=answer.status)
 
     def routes(self) -> Sequence[Route]:
         """``POST /discord/interactions``."""
@@ -147,8 +148,13 @@ class DiscordKind(ChannelKind):
     env: ClassVar[tuple[str, ...]] = (ENV_DISCORD_BOT_TOKEN, ENV_DISCORD_PUBLIC_KEY)
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """``--discord-bot-token``, ``--discord-public-key``, ``--discord-channel``, the API URL."""
+    def add_arguments(cls, parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+        """``--discord-bot-token``, ``--discord-public-key``, ``--discord-channel``, the API URL.
+
+        ``env`` is not read here: the secrets' variables are read when the
+        channel is made, so they alone never look like flags given.
+        """
+        del env
         discord_settings.add_arguments(parser)
 
     @classmethod

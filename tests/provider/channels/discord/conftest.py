@@ -99,11 +99,11 @@ class DiscordTeam:
         return Api(self.server.url, self.tokens[name])
 
     def wait_given_up(self, request_id: str) -> dict[str, Any]:
-        """The request's ``channel.given_up`` audit row, once written."""
+        """The request's ``discord.given_up`` audit row, once written."""
         rows = wait_for(
-            lambda: [r for r in self.audit(request_id) if r["action"] == "channel.given_up"],
+            lambda: [r for r in self.audit(request_id) if r["action"] == "discord.given_up"],
             timeout=15,
-            what="no channel.given_up audit row",
+            what="no discord.given_up audit row",
         )
         return rows[0]
 

@@ -23,7 +23,7 @@ KEY = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, Publi
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    DiscordKind.add_arguments(parser)
+    DiscordKind.add_arguments(parser, {})
     return parser.parse_args(list(argv))
 
 
