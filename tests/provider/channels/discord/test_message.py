@@ -70,12 +70,13 @@ def test_buttons_are_gone_once_the_request_is_not_pending() -> None:
     """Approved, denied, expired, cancelled: no components, and how it ended is said."""
     decided = Decision(status="approved", note=None, decided_at=NOW, decided_by="alice")
     denied = Decision(status="denied", note="too much", decided_at=NOW, decided_by="carol")
-    for changed, words in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"status": "approved", "decision": decided}, "Approved:** `issue_refund` by `alice`"),
         ({"status": "denied", "decision": denied}, "Denied:** `issue_refund` by `carol`"),
         ({"status": "expired"}, "Expired"),
         ({"status": "cancelled", "cancelled_at": NOW}, "Cancelled"),
-    ]:
+    ]
+    for changed, words in cases:
         body = message(request(**changed), now=NOW)
         assert body["components"] == []
         assert words in body["content"]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.provider.channels.discord.conftest import DiscordTeam, make_team
+from tests.provider.channels.discord.conftest import DiscordTeam, discord_channel, make_team, start
+from tests.support.api import Api
 from tests.support.fake_discord import CHANNEL, RATE_LIMITED, TOKEN, UNAUTHORIZED, FakeDiscord
 from tests.support.fakes import ShiftedClock
 
@@ -128,3 +129,28 @@ def test_an_edit_of_a_deleted_message_is_given_up(team: DiscordTeam) -> None:
     team.discord.wait_calls("PATCH", 1)
     team.wait_given_up(made["id"])
     assert len(team.discord.of("PATCH")) == 1
+
+
+def test_after_a_restart_an_edit_finds_the_message_posted_before(
+    database: Any, discord: FakeDiscord, rules_file: Path, provider_clock: ShiftedClock
+) -> None:
+    """The message's id is kept in the store: a decision after a restart edits that message."""
+    team = make_team(database, discord, rules_file, provider_clock)
+    try:
+        made = team.new()
+        message_id = team.posted()["id"]
+        team.server.stop()
+        again = start(database, discord_channel(discord), rules_file, clock=provider_clock)
+        try:
+            answer = Api(again.url, team.tokens["bob"]).decide(made["id"], {"status": "approved"})
+            assert answer.status_code == 200, answer.text
+            edited = discord.wait_message(lambda m: m["components"] == [])
+        finally:
+            again.close()
+    finally:
+        team.server.close()
+    assert edited["id"] == message_id and "Approved" in edited["content"]
+    assert len(discord.of("POST")) == 1
+    assert {call.path for call in discord.of("PATCH")} == {
+        f"/api/v10/channels/{CHANNEL}/messages/{message_id}"
+    }
