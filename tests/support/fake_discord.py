@@ -7,7 +7,7 @@ wrong ``Authorization: Bot TOKEN``, ``404 {"message": "Unknown Message",
 "code": 10008}`` for a message it does not have; an edit changes only the
 fields it is given. Each call is recorded. ``script`` is consumed one answer
 per call (status, body, headers), e.g. :data:`RATE_LIMITED`; ``down`` answers
-every call ``502``.
+every call ``502``; :meth:`hold` keeps answers back (a call in flight).
 
 Discord's other side posts interactions to the provider the way Discord
 does: JSON signed with the application's Ed25519 private key (a real key made
@@ -76,6 +76,11 @@ class FakeDiscord:
         self.calls: list[Call] = []
         self.script: list[Answer] = []
         self.down = False
+        #: While True, each call waits (in flight) until :meth:`hold` lets it go.
+        self.holding = False
+        #: Set when a call has come in: a call in flight (see :meth:`hold`).
+        self.arrived = threading.Event()
+        self._released = threading.Event()
         #: message id -> the message object as it is now.
         self.messages: dict[str, dict[str, Any]] = {}
         self._ids = itertools.count(1400000000000000001)
@@ -88,6 +93,9 @@ class FakeDiscord:
             def _serve(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = {name.lower(): value for name, value in self.headers.items()}
+                fake.arrived.set()
+                if fake.holding:
+                    fake._released.wait(60)
                 try:
                     body = json.loads(raw) if raw else {}
                 except ValueError:
@@ -163,6 +171,21 @@ class FakeDiscord:
 
     # ---------------------------------------------------------------- for the tests
 
+    def hold(self, on: bool) -> None:
+        """Keep answers back (a call stays in flight) while ``on``; let them all go when not."""
+        if on:
+            self._released.clear()
+            self.arrived.clear()
+            self.holding = True
+        else:
+            self.holding = False
+            self._released.set()
+
+    def deliveries(self) -> int:
+        """How many calls reached the API."""
+        with self._lock:
+            return len(self.calls)
+
     def of(self, method: str) -> list[Call]:
         with self._lock:
             return [call for call in self.calls if call.method == method]
@@ -229,6 +252,7 @@ class FakeDiscord:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.hold(False)
         self.server.shutdown()
         self.server.server_close()
 

@@ -154,3 +154,14 @@ def test_after_a_restart_an_edit_finds_the_message_posted_before(
     assert {call.path for call in discord.of("PATCH")} == {
         f"/api/v10/channels/{CHANNEL}/messages/{message_id}"
     }
+
+
+def test_a_post_held_in_flight_is_sent_once_when_discord_answers(team: DiscordTeam) -> None:
+    """Discord slow to answer the post: the outbox never posts the same message twice at once."""
+    team.discord.hold(True)
+    made = team.new()
+    assert team.discord.arrived.wait(15)
+    team.discord.hold(False)
+    message = team.posted()
+    assert made["id"] in message["content"]
+    assert len(team.discord.of("POST")) == 1
