@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from approval_guard.provider.channels.base import (
     CREATED,
+    MOMENTS,
     Channel,
     ChannelKind,
     ChannelSettingsError,
@@ -83,7 +84,9 @@ class DiscordChannel(Channel):
         return f"DiscordChannel(channel={self.settings.channel!r})"
 
     def queue(self, moment: Moment) -> Sequence[NewItem]:
-        """The post at creation; an edit at every later moment."""
+        """The post at creation; an edit at every later moment of the request's life."""
+        if moment.kind not in MOMENTS:
+            return ()
         request = moment.request
         rule = moment.rules.for_tool(request.tool)
         payload: dict[str, Any] = {"approvers": list(rule.approvers) if rule.approvers else None}
