@@ -11,6 +11,7 @@ to replay it exactly; ``act(forged=True)`` sends it with its token or signature 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -104,6 +105,18 @@ class Driver:
         """How many times it was sent something (to show a permanent failure is not retried)."""
         raise NotImplementedError
 
+    def serve_args(self) -> list[str]:
+        """The ``approval-guard serve`` flags for this channel."""
+        raise NotImplementedError
+
+    def hold(self, on: bool) -> None:
+        """Keep its receiver's answers back (a delivery stays in flight), or let them go."""
+        raise NotImplementedError
+
+    def wait_in_flight(self) -> None:
+        """Block until something reached its receiver and is held there."""
+        raise NotImplementedError
+
 
 def _response(answer: requests.Response) -> tuple[int, str]:
     return answer.status_code, answer.text
@@ -145,6 +158,19 @@ class WebhooksDriver(Driver):
 
     def deliveries(self) -> int:
         return len(self.hook.deliveries)
+
+    def serve_args(self) -> list[str]:
+        return ["--webhook", self.hook.url]
+
+    def hold(self, on: bool) -> None:
+        if on:
+            self.hook.hold = threading.Event()
+            self.hook.arrived.clear()
+        elif self.hook.hold is not None:
+            self.hook.hold.set()
+
+    def wait_in_flight(self) -> None:
+        assert self.hook.arrived.wait(20)
 
 
 class SlackDriver(Driver):
@@ -236,6 +262,26 @@ class SlackDriver(Driver):
 
     def deliveries(self) -> int:
         return len(self.slack.of("chat.postMessage")) + len(self.slack.of("chat.update"))
+
+    def serve_args(self) -> list[str]:
+        return [
+            "--slack-bot-token",
+            TOKEN,
+            "--slack-signing-secret",
+            SIGNING_SECRET,
+            "--slack-channel",
+            CHANNEL,
+            "--slack-api-url",
+            self.slack.api_url,
+        ]
+
+    def hold(self, on: bool) -> None:
+        if on:
+            self.slack.arrived.clear()
+        self.slack.delay = 8.0 if on else 0.0
+
+    def wait_in_flight(self) -> None:
+        assert self.slack.arrived.wait(20)
 
 
 class EmailDriver(Driver):
@@ -329,6 +375,24 @@ class EmailDriver(Driver):
 
     def deliveries(self) -> int:
         return len(self.box.received)
+
+    def serve_args(self) -> list[str]:
+        return [
+            "--smtp-url",
+            self.box.url,
+            "--smtp-from",
+            "approvals@example.com",
+            "--email-to",
+            "role:payments",
+        ]
+
+    def hold(self, on: bool) -> None:
+        if on:
+            self.box.arrived.clear()
+        self.box.delay = 8.0 if on else 0.0
+
+    def wait_in_flight(self) -> None:
+        assert self.box.arrived.wait(20)
 
 
 DRIVERS: dict[str, Callable[[], Driver]] = {
