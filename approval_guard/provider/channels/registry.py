@@ -15,6 +15,9 @@ import importlib
 from approval_guard.provider.channels.base import ChannelKind, Identity
 
 KINDS: tuple[str, ...] = (
+    "approval_guard.provider.channels.webhooks.settings:WebhooksKind",
+    "approval_guard.provider.channels.slack.settings:SlackKind",
+    "approval_guard.provider.channels.email.settings:EmailKind",
     "approval_guard.provider.channels.discord:DiscordKind",
 )
 
