@@ -11,18 +11,27 @@ to replay it exactly; ``act(forged=True)`` sends it with its token or signature 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import attrs
 import requests
 
+from approval_guard.provider.channels.discord import DiscordChannel, DiscordSettings
+from approval_guard.provider.channels.discord.message import APPROVE, DENY, custom_id
 from approval_guard.provider.channels.email.settings import email_settings
 from approval_guard.provider.channels.links import Link, make_token
 from approval_guard.provider.channels.slack.settings import SlackSettings
 from approval_guard.provider.channels.webhooks.signing import WebhookTarget
 from approval_guard.provider.store.protocol import StoreProtocol
+from tests.support import fake_discord as discord_clicks
+from tests.support.fake_discord import CHANNEL as DISCORD_CHANNEL
+from tests.support.fake_discord import TOKEN as DISCORD_TOKEN
+from tests.support.fake_discord import UNAUTHORIZED as DISCORD_UNAUTHORIZED
+from tests.support.fake_discord import FakeDiscord
 from tests.support.fake_slack import SIGNING_SECRET, TOKEN, FakeSlack
 from tests.support.mail_team import post_decision, token_of
 from tests.support.slack_clicks import CHANNEL, block_action, form, post, sign
@@ -395,8 +404,118 @@ class EmailDriver(Driver):
         assert self.box.arrived.wait(20)
 
 
+class DiscordDriver(Driver):
+    name = "discord"
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Driver]:
+        with FakeDiscord() as discord:
+            self.discord = discord
+            yield self
+
+    def options(self) -> dict[str, Any]:
+        settings = DiscordSettings(
+            bot_token=DISCORD_TOKEN,
+            public_key=self.discord.public_key,
+            channel=DISCORD_CHANNEL,
+            api_url=self.discord.api_url,
+        )
+        return {"channels": [DiscordChannel(settings)], "webhook_backoff": 0.05}
+
+    def identity(self, person: str) -> str | None:
+        return str(80351110224678900 + PEOPLE.index(person))
+
+    def _message(self, request_id: str) -> dict[str, Any] | None:
+        for message in list(self.discord.messages.values()):
+            if request_id in str(message.get("content")):
+                return dict(message)
+        return None
+
+    def wait_reached(self, request_id: str) -> None:
+        assert self.discord.wait_for(lambda d: self._message(request_id) is not None)
+
+    def wait_updated(self, request_id: str) -> None:
+        assert self.discord.wait_for(
+            lambda d: "1 of 2" in str((self._message(request_id) or {}).get("content"))
+        ), self._message(request_id)
+
+    def wait_ended(self, request_id: str, status: str) -> None:
+        def done(_: FakeDiscord) -> bool:
+            message = self._message(request_id)
+            return message is not None and message["components"] == []
+
+        assert self.discord.wait_for(done), self._message(request_id)
+
+    def _send(self, interaction: dict[str, Any], *, forged: bool) -> Act:
+        raw = json.dumps(interaction).encode()
+        stamp = str(int(time.time()))
+        signer = FakeDiscord() if forged else self.discord  # another application's key
+        signature = signer.sign(raw, stamp)
+        endpoint = f"{self.url}/discord/interactions"
+
+        def send() -> Act:
+            answer = self.discord.post(
+                endpoint, interaction, body=raw, timestamp=int(stamp), signature=signature
+            )
+            return Act(answer.status_code, answer.text, replay=send)
+
+        return send()
+
+    def _click(self, user: str, request_id: str, status: str, *, forged: bool = False) -> Act:
+        self.wait_reached(request_id)
+        message = self._message(request_id)
+        assert message is not None
+        # The button's custom_id, as the message had it (a late click: its buttons are gone).
+        if status == "approved":
+            approve = custom_id(APPROVE, request_id)
+            return self._send(discord_clicks.click(user, message, approve), forged=forged)
+        deny = custom_id(DENY, request_id)
+        opened = self._send(discord_clicks.click(user, message, deny), forged=forged)
+        if opened.status != 200 or json.loads(opened.text).get("type") != 9:
+            return opened
+        modal = json.loads(opened.text)
+        submit = discord_clicks.submit(user, modal, {"reason": "not this one"}, message)
+        return self._send(submit, forged=forged)
+
+    def act(self, request_id: str, person: str, status: str, *, forged: bool = False) -> Act:
+        identity = self.identity(person)
+        assert identity is not None
+        return self._click(identity, request_id, status, forged=forged)
+
+    def act_unknown(self, request_id: str) -> Act:
+        return self._click("99999999999999999", request_id, "approved")
+
+    def outage(self, on: bool) -> None:
+        self.discord.down = on
+
+    def refuse_for_good(self) -> None:
+        self.discord.script = [DISCORD_UNAUTHORIZED] * 20
+
+    def deliveries(self) -> int:
+        return self.discord.deliveries()
+
+    def serve_args(self) -> list[str]:
+        return [
+            "--discord-bot-token",
+            DISCORD_TOKEN,
+            "--discord-public-key",
+            self.discord.public_key,
+            "--discord-channel",
+            DISCORD_CHANNEL,
+            "--discord-api-url",
+            self.discord.api_url,
+        ]
+
+    def hold(self, on: bool) -> None:
+        self.discord.hold(on)
+
+    def wait_in_flight(self) -> None:
+        assert self.discord.arrived.wait(20)
+
+
 DRIVERS: dict[str, Callable[[], Driver]] = {
     "webhooks": WebhooksDriver,
     "slack": SlackDriver,
     "email": EmailDriver,
+    "discord": DiscordDriver,
 }
