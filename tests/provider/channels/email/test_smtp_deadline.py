@@ -13,7 +13,7 @@ from approval_guard.provider.channels.email.smtp import parse_smtp_url, send
 
 
 def test_a_dripping_greeting_is_cut_at_the_sessions_deadline() -> None:
-    """Each byte within the read timeout, the greeting never whole: the send ends at its deadline."""
+    """Each byte in time, the greeting never whole: the send ends at its deadline."""
     listener = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
