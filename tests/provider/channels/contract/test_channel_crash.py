@@ -31,8 +31,13 @@ pytestmark = pytest.mark.slow
 INSTANCE = "agi_" + "c" * 40
 
 
+def _is_dsn(where: str) -> bool:
+    """A libpq connection string or URL, not a file path."""
+    return where.startswith("postgres") or "dbname=" in where
+
+
 def _open(where: str) -> StoreProtocol:
-    if where.startswith("postgresql"):
+    if _is_dsn(where):
         from approval_guard.provider import PostgresStore
 
         return PostgresStore(where)
@@ -48,7 +53,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def _serve(driver: Driver, database: str, rules: Path, port: int) -> subprocess.Popen[bytes]:
-    where = ["--dsn", database] if database.startswith("postgresql") else ["--db", database]
+    where = ["--dsn", database] if _is_dsn(database) else ["--db", database]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -77,7 +82,12 @@ def _serve(driver: Driver, database: str, rules: Path, port: int) -> subprocess.
         except requests.RequestException:
             return False
 
-    wait_for(up, timeout=30)
+    try:
+        wait_for(up, timeout=30)
+    except BaseException:
+        proc.kill()
+        proc.wait(10)
+        raise
     return proc
 
 
