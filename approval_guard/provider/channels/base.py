@@ -53,6 +53,16 @@ EXPIRED = "expired"
 CANCELLED = "cancelled"
 MOMENTS = (CREATED, APPROVAL, DECIDED, EXPIRED, CANCELLED)
 
+#: An outbox item's states.
+PENDING_DELIVERY = "pending"
+DELIVERED = "delivered"
+GIVEN_UP = "given_up"
+#: Not sent, on purpose: the request was decided, or the reviewer removed, before it went.
+SKIPPED = "skipped"
+#: Its reviewer's identity changed after it was queued: never sent, its links decide nothing.
+VOIDED = "voided"
+DELIVERY_STATES = (PENDING_DELIVERY, DELIVERED, GIVEN_UP, SKIPPED, VOIDED)
+
 
 @attrs.frozen
 class Backoff:

@@ -25,6 +25,7 @@ from starlette.responses import Response
 from approval_guard._codec.display import escape
 from approval_guard._codec.duration import check_duration_text
 from approval_guard._codec.wire import APPROVED, format_timestamp
+from approval_guard.provider.channels.base import VOIDED
 from approval_guard.provider.channels.links import DENY, Link, LinkRefused, read_token
 from approval_guard.provider.channels.webhooks.payloads import AGENT_SAYS
 from approval_guard.provider.http.api import client_source
@@ -41,7 +42,6 @@ from approval_guard.provider.rules.grant_words import (
 )
 from approval_guard.provider.store.models import Credential, Grant, StoredRequest
 from approval_guard.provider.store.sql.grant_tables import MAX_USES, GrantSpec
-from approval_guard.provider.store.sql.outbox import VOIDED
 
 _CSP = (
     "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from approval_guard.provider.channels.base import DELIVERED, PENDING_DELIVERY, VOIDED
 from approval_guard.provider.store.models import REVIEWER, Credential
 from approval_guard.provider.store.sql.base import (
     SQLStoreBase,
@@ -25,7 +26,6 @@ from approval_guard.provider.store.sql.base import (
     to_us,
 )
 from approval_guard.provider.store.sql.credentials import ReviewerNameError
-from approval_guard.provider.store.sql.outbox import DELIVERED, PENDING_DELIVERY, VOIDED
 
 _SECRET_KEY = "email_link_secret"
 _MAX_IDENTITY = 320
