@@ -14,7 +14,7 @@ import importlib
 
 from approval_guard.provider.channels.base import ChannelKind, Identity
 
-KINDS: tuple[str, ...] = ()
+KINDS: tuple[str, ...] = ("approval_guard.provider.channels.ntfy:NtfyKind",)
 
 
 @functools.cache
