@@ -13,7 +13,7 @@ import approval_guard.claude
 import approval_guard.crewai
 import approval_guard.mcp_proxy
 import approval_guard.provider
-import approval_guard.provider.email
+import approval_guard.provider.channels.email
 import approval_guard.testing
 from tests.support.frameworks import require_framework
 
@@ -47,7 +47,7 @@ PINNED = [
         ],
     ),
     (
-        approval_guard.provider.email,
+        approval_guard.provider.channels.email,
         ["EmailSettings", "SmtpServer", "email_settings", "parse_smtp_url"],
     ),
     (

@@ -131,7 +131,7 @@ SLACK_CATCH_UP_SECONDS = 10.0
 
 def _let_slack_catch_up(server: Any, slack: Any) -> None:
     """Keep serving until the Slack message's last update went out (or could not)."""
-    from approval_guard.provider.slack.delivery import slack_targets
+    from approval_guard.provider.channels.slack.delivery import slack_targets
 
     urls = slack_targets(slack)
     give_up = time.monotonic() + SLACK_CATCH_UP_SECONDS

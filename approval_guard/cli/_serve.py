@@ -19,8 +19,8 @@ from approval_guard.cli._signals import on_sigterm
 
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens, StoreProtocol
+    from approval_guard.provider.channels.slack.settings import SlackSettings
     from approval_guard.provider.rules.config import Rules
-    from approval_guard.provider.slack.settings import SlackSettings
 
 DEFAULT_PORT = 8765
 
@@ -49,7 +49,7 @@ def _serve_banner(
     say(f"{PROG}: provider listening on {url} (database: {db})")
     targets = getattr(args, "webhooks", None) or ()
     if targets:
-        from approval_guard.provider.webhooks.signing import display_url
+        from approval_guard.provider.channels.webhooks.signing import display_url
 
         shown = ", ".join(display_url(item["url"]) for item in targets)
         say(f"Webhooks: posting each request's events to {shown}")
@@ -59,7 +59,7 @@ def _serve_banner(
             "Slack's interactivity URL is /slack/interactions"
         )
     if rules is not None:
-        from approval_guard.provider.webhooks.signing import display_url
+        from approval_guard.provider.channels.webhooks.signing import display_url
 
         scoped = {
             f"{display_url(hook_url)} ({name})"
@@ -149,22 +149,22 @@ def add_webhook_options(serve: argparse.ArgumentParser) -> None:
     """``--webhook URL [--webhook-secret S] [--webhook-format F]``... and ``--public-url``."""
     # The provider's own module holds them (its bare runner takes them too); it needs
     # neither starlette nor httpx to be imported.
-    from approval_guard.provider.webhooks.settings import add_webhook_arguments
+    from approval_guard.provider.channels.webhooks.settings import add_webhook_arguments
 
     add_webhook_arguments(serve)
 
 
 def add_slack_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> None:
     """``--slack-bot-token``, ``--slack-signing-secret``, ``--slack-channel`` and the API URL."""
-    from approval_guard.provider.slack.settings import add_slack_arguments
+    from approval_guard.provider.channels.slack.settings import add_slack_arguments
 
     add_slack_arguments(serve, env)
 
 
 def _slack(args: argparse.Namespace, rules: Rules | None) -> SlackSettings | None:
     """The Slack app the options (and the rules file) ask for, or None; exit 2 for a bad one."""
+    from approval_guard.provider.channels.slack.settings import settings_from_args
     from approval_guard.provider.rules.config import NO_RULES
-    from approval_guard.provider.slack.settings import settings_from_args
 
     try:
         slack = settings_from_args(args, rules or NO_RULES)
@@ -179,7 +179,7 @@ def _slack(args: argparse.Namespace, rules: Rules | None) -> SlackSettings | Non
 
 def add_email_options(serve: argparse.ArgumentParser) -> None:
     """``--smtp-url URL --smtp-from ADDRESS --email-to RECIPIENT``... (docs/email.md)."""
-    from approval_guard.provider.email.settings import add_email_arguments
+    from approval_guard.provider.channels.email.settings import add_email_arguments
 
     add_email_arguments(serve)
 
@@ -193,7 +193,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _check_transport(args)
     rules = _load_rules(args)
-    from approval_guard.provider.webhooks.settings import targets_from_args
+    from approval_guard.provider.channels.webhooks.settings import targets_from_args
 
     targets = targets_from_args(args)
     rule_hooks = rules is not None and any(
@@ -205,7 +205,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--webhook needs httpx (the server extra): pip install 'approval-guard[server]'"
         )
     slack = _slack(args, rules)
-    from approval_guard.provider.email.settings import email_from_args
+    from approval_guard.provider.channels.email.settings import email_from_args
 
     try:
         # Read now: the SMTP password may come from $APPROVAL_GUARD_SMTP_PASSWORD.

@@ -47,7 +47,7 @@ def _email(args: argparse.Namespace) -> str | None:
     """``--email ADDRESS`` checked (a usage error, exit 2, for a bad one), or None."""
     if getattr(args, "email", None) is None:
         return None
-    from approval_guard.provider.email.addresses import AddressError, check_address
+    from approval_guard.provider.channels.email.addresses import AddressError, check_address
 
     try:
         return check_address(args.email)

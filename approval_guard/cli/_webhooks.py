@@ -57,8 +57,8 @@ def _item_json(item: OutboxItem, display_url: Any) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace) -> int:
     """``webhooks list``: every outbox row, newest event first; 1 if the store cannot be read."""
     try:
+        from approval_guard.provider.channels.webhooks.signing import display_url
         from approval_guard.provider.store.opening import open_store
-        from approval_guard.provider.webhooks.signing import display_url
     except ImportError as exc:  # pragma: no cover - the store needs only the core
         raise CliError(str(exc)) from None
     if args.db is not None and not Path(args.db).is_file():

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from approval_guard.provider.channels.slack.settings import SlackSettings
+from approval_guard.provider.channels.webhooks.signing import WebhookSignatureError, WebhookTarget
+from approval_guard.provider.channels.webhooks.signing import new_secret as new_webhook_secret
+from approval_guard.provider.channels.webhooks.signing import verify as verify_webhook
 from approval_guard.provider.http.limits import DEFAULT_POLL_CAP, MAX_BODY_BYTES
-from approval_guard.provider.slack.settings import SlackSettings
 from approval_guard.provider.store.models import (
     Credential,
     FirstStartTokens,
@@ -29,9 +32,6 @@ from approval_guard.provider.store.models import (
 from approval_guard.provider.store.opening import Store, open_store
 from approval_guard.provider.store.postgres import PostgresStore
 from approval_guard.provider.store.protocol import StoreProtocol
-from approval_guard.provider.webhooks.signing import WebhookSignatureError, WebhookTarget
-from approval_guard.provider.webhooks.signing import new_secret as new_webhook_secret
-from approval_guard.provider.webhooks.signing import verify as verify_webhook
 
 if TYPE_CHECKING:
     from approval_guard.provider.serving.lifecycle import ProviderServer

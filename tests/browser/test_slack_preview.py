@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from approval_guard.provider.slack.preview import preview_html, sample_message
+from approval_guard.provider.channels.slack.preview import preview_html, sample_message
 from tests.support.paths import REPO
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import pytest
 
 from approval_guard.cli import main
 from approval_guard.cli._parser import build_parser
-from approval_guard.provider.slack.settings import settings_from_args
+from approval_guard.provider.channels.slack.settings import settings_from_args
 from tests.support.api import Api
 from tests.support.cli import subprocess_env
 from tests.support.fake_slack import SIGNING_SECRET, TOKEN, FakeSlack

@@ -15,8 +15,8 @@ import pytest
 from approval_guard.cli import main
 from approval_guard.cli._parser import build_parser
 from approval_guard.provider import Store
-from approval_guard.provider.webhooks.settings import targets_from_args
-from approval_guard.provider.webhooks.signing import (
+from approval_guard.provider.channels.webhooks.settings import targets_from_args
+from approval_guard.provider.channels.webhooks.signing import (
     WebhookTarget,
     display_url,
     new_secret,

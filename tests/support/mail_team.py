@@ -10,7 +10,7 @@ import attrs
 import requests
 
 from approval_guard.provider import ProviderServer, StoreProtocol
-from approval_guard.provider.email.settings import email_settings
+from approval_guard.provider.channels.email.settings import email_settings
 from approval_guard.provider.rules.config import parse_rules
 from tests.support.api import Api
 from tests.support.smtp import Mailbox, Received

@@ -28,7 +28,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from approval_guard.provider.email import pages as email_pages
+from approval_guard.provider.channels.email import pages as email_pages
+from approval_guard.provider.channels.slack import interactions as slack
 from approval_guard.provider.http import api, decisions, grants, wait_many
 from approval_guard.provider.http import page as review
 from approval_guard.provider.http.context import Context, Handler
@@ -36,14 +37,13 @@ from approval_guard.provider.http.responses import ApiError, check_head, error_a
 from approval_guard.provider.http.store_calls import StoreCalls
 from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
-from approval_guard.provider.slack import interactions as slack
 from approval_guard.provider.store.models import StoreClosedError
 from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
-    from approval_guard.provider.email.sender import Mailer
-    from approval_guard.provider.slack.settings import SlackSettings
-    from approval_guard.provider.webhooks.settings import WebhookSettings
+    from approval_guard.provider.channels.email.sender import Mailer
+    from approval_guard.provider.channels.slack.settings import SlackSettings
+    from approval_guard.provider.channels.webhooks.settings import WebhookSettings
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -226,9 +226,9 @@ def build_app(
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started.
 
     With ``webhooks`` (targets given), its lifespan also runs the outbox's
-    delivery task (:mod:`~approval_guard.provider.webhooks.delivery`); with
-    ``slack_app``, the Slack one (:mod:`~approval_guard.provider.slack.delivery`).
-    ``mailer``, the mail outbox's (:mod:`~approval_guard.provider.email.sender`).
+    delivery task (:mod:`~approval_guard.provider.channels.webhooks.delivery`); with
+    ``slack_app``, the Slack one (:mod:`~approval_guard.provider.channels.slack.delivery`).
+    ``mailer``, the mail outbox's (:mod:`~approval_guard.provider.channels.email.sender`).
     """
 
     @contextlib.asynccontextmanager
@@ -250,7 +250,7 @@ def build_app(
         deliverer: asyncio.Task[None] | None = None
         if webhooks is not None and webhooks.targets:
             # Imported here: httpx is needed only when there are webhooks to send.
-            from approval_guard.provider.webhooks.delivery import Deliverer
+            from approval_guard.provider.channels.webhooks.delivery import Deliverer
 
             deliverer = asyncio.create_task(
                 Deliverer(store, webhooks).run(),
@@ -258,7 +258,7 @@ def build_app(
             )
         poster: asyncio.Task[None] | None = None
         if slack_app is not None:
-            from approval_guard.provider.slack.delivery import SlackDeliverer
+            from approval_guard.provider.channels.slack.delivery import SlackDeliverer
 
             poster = asyncio.create_task(
                 SlackDeliverer(

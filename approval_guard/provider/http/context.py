@@ -16,7 +16,7 @@ from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
-    from approval_guard.provider.slack.settings import SlackSettings
+    from approval_guard.provider.channels.slack.settings import SlackSettings
 
 
 @attrs.define(eq=False)

@@ -38,9 +38,9 @@ from typing import Any
 import attrs
 
 from approval_guard._codec.duration import parse_duration_string
+from approval_guard.provider.channels.webhooks.signing import check_url, parse_secret
 from approval_guard.provider.rules.auto import AutoRule, parse_auto
 from approval_guard.provider.rules.toml_lines import Lines
-from approval_guard.provider.webhooks.signing import check_url, parse_secret
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -310,7 +310,7 @@ def _rule(
 
 def _email_to(value: object, where: str, line: int, fail: Any) -> tuple[str, ...]:
     # Imported here: the email package's routes import this module.
-    from approval_guard.provider.email.addresses import AddressError, check_recipient
+    from approval_guard.provider.channels.email.addresses import AddressError, check_recipient
 
     if not isinstance(value, list) or not value:
         raise fail(line, f"{where}.email_to must be a non-empty list of addresses or role:NAME")

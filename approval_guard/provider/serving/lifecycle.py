@@ -27,8 +27,11 @@ from typing import Any
 
 import uvicorn
 
-from approval_guard.provider.email.sender import Mailer
-from approval_guard.provider.email.settings import EmailSettings, routes_for
+from approval_guard.provider.channels.email.sender import Mailer
+from approval_guard.provider.channels.email.settings import EmailSettings, routes_for
+from approval_guard.provider.channels.slack.settings import SlackSettings, slack_settings
+from approval_guard.provider.channels.webhooks.settings import webhook_settings
+from approval_guard.provider.channels.webhooks.signing import WebhookTarget
 from approval_guard.provider.http.app import build_app
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.limits import (
@@ -41,12 +44,9 @@ from approval_guard.provider.http.limits import (
 from approval_guard.provider.http.protocols import check_parser, protocol_class
 from approval_guard.provider.rules.config import NO_RULES, Rules, load_rules
 from approval_guard.provider.serving.uvicorn_server import UvicornServer
-from approval_guard.provider.slack.settings import SlackSettings, slack_settings
 from approval_guard.provider.store.models import Clock, FirstStartTokens
 from approval_guard.provider.store.opening import Store
 from approval_guard.provider.store.protocol import StoreProtocol
-from approval_guard.provider.webhooks.settings import webhook_settings
-from approval_guard.provider.webhooks.signing import WebhookTarget
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -103,7 +103,7 @@ class ProviderServer:
         to its channel with Approve / Deny buttons, kept current through the
         outbox, and decided at ``POST /slack/interactions`` (docs/slack.md).
     :param email: mail each new request's one-click approve and deny links
-        (:func:`~approval_guard.provider.email.settings.email_settings`; docs/email.md),
+        (:func:`~approval_guard.provider.channels.email.settings.email_settings`; docs/email.md),
         from a persistent outbox like the webhooks'. The links point at the
         settings' ``public_url``, else ``public_url``, else :attr:`url`.
     :param http_parser: "auto" (httptools when installed, else h11), "httptools" or "h11".

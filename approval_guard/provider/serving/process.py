@@ -15,12 +15,15 @@ import json
 import sys
 from collections.abc import Sequence
 
+from approval_guard.provider.channels.slack.settings import add_slack_arguments, settings_from_args
+from approval_guard.provider.channels.webhooks.settings import (
+    add_webhook_arguments,
+    targets_from_args,
+)
 from approval_guard.provider.http.limits import DEFAULT_POLL_CAP
 from approval_guard.provider.serving.lifecycle import ProviderServer
-from approval_guard.provider.slack.settings import add_slack_arguments, settings_from_args
 from approval_guard.provider.store.opening import open_store
 from approval_guard.provider.store.protocol import StoreProtocol
-from approval_guard.provider.webhooks.settings import add_webhook_arguments, targets_from_args
 
 
 def _run_from_args(argv: Sequence[str] | None = None) -> None:

@@ -13,7 +13,9 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from approval_guard._codec.wire_models import ApprovalRequest
-from approval_guard.provider.email.recipients import EmailRoutes
+from approval_guard.provider.channels.email.recipients import EmailRoutes
+from approval_guard.provider.channels.webhooks.signing import WebhookTarget
+from approval_guard.provider.channels.webhooks.targets import WebhookRoutes
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.store.models import (
     Annotation,
@@ -30,8 +32,6 @@ from approval_guard.provider.store.sql.grant_tables import GrantSpec
 from approval_guard.provider.store.sql.mail import MailItem
 from approval_guard.provider.store.sql.outbox import OutboxItem
 from approval_guard.provider.store.sql.waiting import WaitState
-from approval_guard.provider.webhooks.signing import WebhookTarget
-from approval_guard.provider.webhooks.targets import WebhookRoutes
 
 
 class StoreProtocol(Protocol):

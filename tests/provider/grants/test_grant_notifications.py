@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from approval_guard.provider import ProviderServer, Store
-from approval_guard.provider.webhooks.signing import WebhookTarget
+from approval_guard.provider.channels.webhooks.signing import WebhookTarget
 from tests.support.api import REFUND, Api
 from tests.support.mail_team import Clock, start_mail_team
 from tests.support.smtp import Mailbox

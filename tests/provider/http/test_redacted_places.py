@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from approval_guard.provider.webhooks.payloads import slack_payload
+from approval_guard.provider.channels.webhooks.payloads import slack_payload
 from approval_guard.testing import LocalProvider
 from tests.support.api import REFUND, Api, error_type
 

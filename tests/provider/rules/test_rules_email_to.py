@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from approval_guard.provider import ProviderServer
-from approval_guard.provider.email.recipients import email_routes
+from approval_guard.provider.channels.email.recipients import email_routes
 from approval_guard.provider.rules.config import RulesError, parse_rules
 
 RULES = """\

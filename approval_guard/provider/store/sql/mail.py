@@ -21,8 +21,13 @@ import attrs
 
 from approval_guard._codec.exact_json import load_stored
 from approval_guard._codec.wire import PENDING
-from approval_guard.provider.email.addresses import check_address
-from approval_guard.provider.email.recipients import NO_EMAIL, EmailRoutes, Reviewer, recipients
+from approval_guard.provider.channels.email.addresses import check_address
+from approval_guard.provider.channels.email.recipients import (
+    NO_EMAIL,
+    EmailRoutes,
+    Reviewer,
+    recipients,
+)
 from approval_guard.provider.store.models import REVIEWER
 from approval_guard.provider.store.sql.base import (
     SQLStoreBase,

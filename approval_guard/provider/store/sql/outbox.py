@@ -24,6 +24,13 @@ import attrs
 
 from approval_guard._codec.exact_json import canonical_json, load_stored
 from approval_guard._codec.wire import PENDING
+from approval_guard.provider.channels.webhooks.payloads import EVENT_TYPES, event_json
+from approval_guard.provider.channels.webhooks.signing import WebhookTarget, new_msg_id
+from approval_guard.provider.channels.webhooks.targets import (
+    NO_ROUTES,
+    WebhookRoutes,
+    webhook_routes,
+)
 from approval_guard.provider.store.sql.base import (
     SQLStoreBase,
     Tx,
@@ -32,9 +39,6 @@ from approval_guard.provider.store.sql.base import (
     returned,
     to_us,
 )
-from approval_guard.provider.webhooks.payloads import EVENT_TYPES, event_json
-from approval_guard.provider.webhooks.signing import WebhookTarget, new_msg_id
-from approval_guard.provider.webhooks.targets import NO_ROUTES, WebhookRoutes, webhook_routes
 
 PENDING_DELIVERY = "pending"
 DELIVERED = "delivered"

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from approval_guard._codec.exact_json import canonical_json
+from approval_guard.provider.channels.webhooks.signing import new_msg_id
 from approval_guard.provider.store.models import REVIEWER, Credential
 from approval_guard.provider.store.sql.base import (
     SQLStoreBase,
@@ -37,7 +38,6 @@ from approval_guard.provider.store.sql.base import (
     to_us,
 )
 from approval_guard.provider.store.sql.credentials import ReviewerNameError
-from approval_guard.provider.webhooks.signing import new_msg_id
 
 #: A Slack user id as Slack writes it: ``U0123ABC`` (or ``W...`` on Enterprise Grid).
 SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,30}")

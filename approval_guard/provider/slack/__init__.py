@@ -1,7 +1,0 @@
-"""Approvals in Slack: the local provider posts each request with buttons and hears the clicks."""
-
-from __future__ import annotations
-
-from approval_guard.provider.slack.settings import SlackSettings
-
-__all__ = ["SlackSettings"]
