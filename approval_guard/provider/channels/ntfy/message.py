@@ -17,8 +17,8 @@ from typing import Any
 
 from approval_guard._codec.display import escape
 from approval_guard._codec.wire import format_timestamp
+from approval_guard.provider.channels.webhooks.payloads import AGENT_SAYS
 from approval_guard.provider.store.models import StoredRequest
-from approval_guard.provider.webhooks.payloads import AGENT_SAYS
 
 #: ntfy's limit on a message's body (longer ones become attachments, or are refused).
 MAX_MESSAGE_BYTES = 4096
