@@ -194,3 +194,40 @@ def test_an_integration_is_a_package_with_private_modules(package: str) -> None:
     assert (folder / "__init__.py").is_file()
     public = sorted(p.name for p in folder.glob("*.py") if not p.name.startswith("_"))
     assert [] == public
+
+
+#: The only code that may call the store's ``decide`` / ``decide_granting``: the store
+#: itself and the one decision function every channel decides through.
+DECIDERS = ("provider/store/", "provider/channels/decisions.py")
+
+
+def _store_decisions(path: Path) -> list[int]:
+    """Lines of ``path`` calling a store's ``decide``/``decide_granting`` (a receiver named
+    ``*store*``, or a ``reviewer=`` keyword as only the store's take: not the CLI's client)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if node.func.attr not in ("decide", "decide_granting"):
+            continue
+        receiver = ast.unparse(node.func.value).lower()
+        keywords = {one.arg for one in node.keywords}
+        if "store" in receiver or "reviewer" in keywords or node.func.attr == "decide_granting":
+            found.append(node.lineno)
+    return found
+
+
+def test_only_the_one_decision_function_calls_the_stores_decide() -> None:
+    """Every channel decides through provider/channels/decisions.py, never the store directly."""
+    offending = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not str(path.relative_to(PACKAGE)).startswith(DECIDERS)
+        and (lines := _store_decisions(path))
+    }
+    assert {} == offending
+
+
+def test_the_decision_pin_sees_a_store_call() -> None:
+    """The pin above finds the calls it forbids (it is not vacuous)."""
+    assert _store_decisions(PACKAGE / "provider" / "channels" / "decisions.py")

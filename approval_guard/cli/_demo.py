@@ -131,20 +131,21 @@ SLACK_CATCH_UP_SECONDS = 10.0
 
 def _let_slack_catch_up(server: Any, slack: Any) -> None:
     """Keep serving until the Slack message's last update went out (or could not)."""
-    from approval_guard.provider.channels.slack.delivery import slack_targets
-
-    urls = slack_targets(slack)
+    del slack
     give_up = time.monotonic() + SLACK_CATCH_UP_SECONDS
-    while time.monotonic() < give_up and server.store.next_webhook_due(urls=urls) is not None:
+    while (
+        time.monotonic() < give_up and server.store.next_outbox_due(channels=("slack",)) is not None
+    ):
         time.sleep(0.05)
 
 
 def _link_demo_reviewer(server: Any, slack_user: str) -> None:
     """``demo --slack-user U...``: that Slack user's clicks decide as the demo's reviewer."""
+    from approval_guard.provider.channels.slack.settings import check_slack_user
     from approval_guard.provider.store.sql.credentials import ReviewerNameError
 
     try:
-        server.store.link_slack_user("reviewer", slack_user)
+        server.store.link_identity("reviewer", "slack", check_slack_user(slack_user))
     except ReviewerNameError as exc:
         server.close()
         raise CliError(f"--slack-user: {exc}") from None

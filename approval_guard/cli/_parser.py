@@ -142,9 +142,7 @@ def _add_serve(sub: _SubParsers[argparse.ArgumentParser], env: dict[str, str]) -
         action="store_true",
         help="allow plain HTTP on an address other than loopback (behind your own TLS proxy)",
     )
-    _serve.add_webhook_options(serve)
-    _serve.add_slack_options(serve, env)
-    _serve.add_email_options(serve)
+    _serve.add_channel_options(serve, env)
     serve.set_defaults(func=_serve.cmd_serve)
 
 

@@ -19,6 +19,7 @@ from approval_guard.cli._signals import on_sigterm
 
 if TYPE_CHECKING:
     from approval_guard.provider import FirstStartTokens, StoreProtocol
+    from approval_guard.provider.channels.base import Channel
     from approval_guard.provider.channels.slack.settings import SlackSettings
     from approval_guard.provider.rules.config import Rules
 
@@ -145,13 +146,28 @@ def safe_dsn_error(exc: BaseException, dsn: str) -> str:
     return text
 
 
-def add_webhook_options(serve: argparse.ArgumentParser) -> None:
-    """``--webhook URL [--webhook-secret S] [--webhook-format F]``... and ``--public-url``."""
-    # The provider's own module holds them (its bare runner takes them too); it needs
-    # neither starlette nor httpx to be imported.
-    from approval_guard.provider.channels.webhooks.settings import add_webhook_arguments
+def add_channel_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> None:
+    """Every registered channel's flags (webhooks, Slack, email, ntfy, Discord...)."""
+    from approval_guard.provider.channels.registry import kinds
 
-    add_webhook_arguments(serve)
+    for kind in kinds():
+        kind.add_arguments(serve, env)
+
+
+def _given_channels(args: argparse.Namespace) -> list[Channel]:
+    """The channels the registered kinds make from the flags (ntfy, Discord...); usage errors."""
+    from approval_guard.provider.channels.base import ChannelSettingsError
+    from approval_guard.provider.channels.registry import kinds
+
+    found = []
+    for kind in kinds():
+        try:
+            channel = kind.from_args(args, os.environ, public_url=args.public_url)
+        except ChannelSettingsError as exc:  # its message never quotes a secret
+            raise UsageError(str(exc)) from None
+        if channel is not None:
+            found.append(channel)
+    return found
 
 
 def add_slack_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> None:
@@ -175,13 +191,6 @@ def _slack(args: argparse.Namespace, rules: Rules | None) -> SlackSettings | Non
             "Slack needs slack-sdk (the slack extra): pip install 'approval-guard[slack]'"
         )
     return slack
-
-
-def add_email_options(serve: argparse.ArgumentParser) -> None:
-    """``--smtp-url URL --smtp-from ADDRESS --email-to RECIPIENT``... (docs/email.md)."""
-    from approval_guard.provider.channels.email.settings import add_email_arguments
-
-    add_email_arguments(serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -212,6 +221,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         email = email_from_args(args, os.environ)
     except ValueError as exc:  # its message never quotes the URL (it may hold a password)
         raise UsageError(str(exc)) from None
+    channels = _given_channels(args)
     store = _open_store(args)
     try:
         server = ProviderServer(
@@ -227,6 +237,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             public_url=args.public_url,
             slack=slack,
             email=email,
+            channels=channels,
         )
     except ValueError as exc:  # a given token: bad, or not this database's
         _close(store)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from approval_guard._codec.duration import parse_age
 from approval_guard._codec.wire import format_timestamp
+from approval_guard.cli._links import add_identity_arguments
 from approval_guard.cli._output import CliError, UsageError, safe, say
 
 if TYPE_CHECKING:
@@ -43,97 +44,80 @@ def _store(args: argparse.Namespace) -> Iterator[StoreProtocol]:
         store.close()
 
 
-def _email(args: argparse.Namespace) -> str | None:
-    """``--email ADDRESS`` checked (a usage error, exit 2, for a bad one), or None."""
-    if getattr(args, "email", None) is None:
-        return None
-    from approval_guard.provider.channels.email.addresses import AddressError, check_address
-
-    try:
-        return check_address(args.email)
-    except AddressError as exc:
-        raise UsageError(f"--email: {exc}") from None
-
-
 def cmd_reviewers_add(args: argparse.Namespace) -> int:
-    """``reviewers add NAME [--role R ...] [--slack-user U...] [--email ADDRESS]``: token last."""
+    """``reviewers add NAME [--role R ...] [--email A] [--channel KIND:ID]...``: token last."""
+    from approval_guard.cli._links import identities_from_args
     from approval_guard.provider.store.sql.credentials import ReviewerNameError
-    from approval_guard.provider.store.sql.slack import check_slack_user
 
-    slack_user = getattr(args, "slack_user", None)
-    email = _email(args)
+    links = identities_from_args(args)
     with _store(args) as store:
-        if email is not None and email in store.reviewer_emails().values():
-            raise CliError(f"another live reviewer has the address {email}")
         try:
-            if slack_user is not None:
-                check_slack_user(slack_user)
-                _check_slack_user_free(store, slack_user)
+            # The identities are checked free first: a refused one makes no reviewer.
+            for kind, identity in links.items():
+                taken = store.reviewer_by_identity(kind, identity)
+                if taken is not None:
+                    raise ReviewerNameError(
+                        f"{identity} on {kind} is already linked to the reviewer {taken.name!r}"
+                    )
             token = store.add_reviewer(args.name, roles=args.roles or ())
-            if slack_user is not None:
-                store.link_slack_user(args.name, slack_user)
         except ReviewerNameError as exc:
             raise CliError(str(exc)) from None
-        linked = None
-        if email is not None:
+        linked = {}
+        if links:
             try:
-                store.set_reviewer_email(args.name, email)
-                linked = email
+                store.link_identities(args.name, links)
+                linked = links
             except ReviewerNameError as exc:  # taken since the check: the token must still show
                 say(f"warning: {exc}; add it with reviewers link", stream=sys.stderr)
     roles = ", ".join(args.roles) if args.roles else "no roles"
-    if linked is not None:
-        roles += f"; {linked}"
-    slack = f", Slack user {safe(slack_user)}" if slack_user else ""
-    say(f"added reviewer {safe(args.name)} ({safe(roles)}{slack}).")
+    if "email" in linked:
+        roles += f"; {linked['email']}"
+    slack = f", Slack user {safe(linked['slack'])}" if "slack" in linked else ""
+    others = "".join(
+        f", {kind} {safe(identity)}"
+        for kind, identity in linked.items()
+        if kind not in ("email", "slack")
+    )
+    say(f"added reviewer {safe(args.name)} ({safe(roles)}{slack}{others}).")
     say("Their token is shown once and stored only as a hash:")
     say(token)
     return 0
 
 
-def _check_slack_user_free(store: StoreProtocol, slack_user: str, name: str | None = None) -> None:
-    from approval_guard.provider.store.sql.credentials import ReviewerNameError
-
-    taken = store.slack_reviewer(slack_user)
-    if taken is not None and taken.name != name:
-        raise ReviewerNameError(
-            f"the Slack user {slack_user} is already linked to the reviewer {taken.name!r}"
-        )
-
-
 def cmd_reviewers_link(args: argparse.Namespace) -> int:
-    """``reviewers link NAME [--slack-user U...] [--email ADDRESS]``: where they decide from."""
+    """``reviewers link NAME [--slack-user U...] [--email ADDRESS] [--channel KIND:ID]...``."""
+    from approval_guard.cli._links import identities_from_args
+    from approval_guard.provider.channels.registry import identities
     from approval_guard.provider.store.sql.credentials import ReviewerNameError
-    from approval_guard.provider.store.sql.slack import check_slack_user
 
-    slack_user = getattr(args, "slack_user", None)
-    email = _email(args)
-    if slack_user is None and email is None:
-        raise UsageError("reviewers link needs --slack-user U... or --email ADDRESS (or both)")
+    links = identities_from_args(args)
+    if not links:
+        flags = " or ".join(one.flag for one in identities().values())
+        raise UsageError(f"reviewers link needs {flags}, or --channel KIND:ID")
     with _store(args) as store:
         try:
-            # Everything that can refuse is checked before anything is changed.
-            if slack_user is not None:
-                check_slack_user(slack_user)
-                _check_slack_user_free(store, slack_user, args.name)
-            if email is not None and not store.set_reviewer_email(args.name, email):
-                raise CliError(f"no live reviewer is named {args.name!r}")
-            if slack_user is not None:
-                store.link_slack_user(args.name, slack_user)
+            store.link_identities(args.name, links)  # all or nothing
         except ReviewerNameError as exc:
             raise CliError(str(exc)) from None
-    if slack_user is not None:
-        say(f"linked reviewer {safe(args.name)} to the Slack user {safe(slack_user)}")
-    if email is not None:
-        say(f"linked reviewer {safe(args.name)} to {email}: new requests' mail goes there")
+    for kind, identity in links.items():
+        if kind == "slack":
+            say(f"linked reviewer {safe(args.name)} to the Slack user {safe(identity)}")
+        elif kind == "email":
+            say(f"linked reviewer {safe(args.name)} to {identity}: new requests' mail goes there")
+        else:
+            say(f"linked reviewer {safe(args.name)} to {safe(identity)} on {kind}")
     return 0
 
 
 def cmd_reviewers_list(args: argparse.Namespace) -> int:
-    """``reviewers list``: name, roles, email, created; never a token."""
+    """``reviewers list``: name, roles, email, created (JSON: every link); never a token."""
+    from approval_guard.provider.channels.registry import identities
+
+    kinds = list(identities())
     with _store(args) as store:
         reviewers = store.list_reviewers()
-        emails = store.reviewer_emails()
+        emails = store.identities("email")
+        links = {kind: store.identities(kind) for kind in kinds}
     if args.json:
         say(
             json.dumps(
@@ -142,6 +126,9 @@ def cmd_reviewers_list(args: argparse.Namespace) -> int:
                         "name": one.name,
                         "roles": list(one.roles),
                         "email": emails.get(one.id),
+                        "links": {
+                            kind: found[one.id] for kind, found in links.items() if one.id in found
+                        },
                         "created_at": format_timestamp(one.created_at),
                     }
                     for one in reviewers
@@ -270,19 +257,13 @@ def add_team_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="ROLE",
         help="a role a rules file's approvers may name (repeatable)",
     )
-    add.add_argument(
-        "--slack-user",
-        metavar="U...",
-        help="their Slack user id: their clicks in Slack decide as them",
-    )
-    add.add_argument("--email", metavar="ADDRESS", help="where their approval mail goes")
+    add_identity_arguments(add)
     add.set_defaults(func=cmd_reviewers_add)
     link = verbs.add_parser(
-        "link", parents=[where], help="link a reviewer to their Slack user id or email address"
+        "link", parents=[where], help="link a reviewer to their identity on a channel"
     )
     link.add_argument("name", help="the live reviewer's name")
-    link.add_argument("--slack-user", metavar="U...", help="their Slack user id (U0123ABC)")
-    link.add_argument("--email", metavar="ADDRESS", help="their address for approval mail")
+    add_identity_arguments(link)
     link.set_defaults(func=cmd_reviewers_link)
     list_ = verbs.add_parser("list", parents=[where], help="the live reviewers (never a token)")
     list_.add_argument("--json", action="store_true", help="print them as JSON")

@@ -22,25 +22,29 @@ from approval_guard._codec.wire import format_timestamp
 from approval_guard.cli._output import CliError, safe, say
 from approval_guard.cli._serve import safe_dsn_error
 
+#: The outbox's channels this lists: webhooks, and the Slack app's posts (as before).
+WEBHOOK_CHANNELS = ("webhooks", "slack")
+
 if TYPE_CHECKING:
-    from approval_guard.provider.store.sql.outbox import OutboxItem
+    from approval_guard.provider.store.sql.outbox import OutboxRow
 
 
-def _item_json(item: OutboxItem, display_url: Any) -> dict[str, Any]:
+def _item_json(row: OutboxRow, display_url: Any) -> dict[str, Any]:
     def stamp(moment: Any) -> str | None:
         return None if moment is None else format_timestamp(moment)
 
+    item = row.item
     return {
         "webhook_id": item.id,
         "event": item.event_type,
         "request_id": item.request_id,
-        "url": display_url(item.target_url),
+        "url": display_url(item.target),
         "format": item.format,
-        "state": item.state,
+        "state": row.state,
         "attempts": item.attempts,
-        "last_result": item.last_result,
-        "next_attempt_at": stamp(item.next_attempt_at) if item.state == "pending" else None,
-        "delivered_at": stamp(item.delivered_at),
+        "last_result": row.last_result,
+        "next_attempt_at": stamp(row.next_attempt_at) if row.state == "pending" else None,
+        "delivered_at": stamp(row.delivered_at),
         "history": [
             {
                 "attempt": attempt.attempt,
@@ -49,7 +53,7 @@ def _item_json(item: OutboxItem, display_url: Any) -> dict[str, Any]:
                 "error": attempt.error,
                 "next_attempt_at": stamp(attempt.next_attempt_at),
             }
-            for attempt in item.history
+            for attempt in row.history
         ],
     }
 
@@ -70,7 +74,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         text = safe_dsn_error(exc, args.dsn) if args.dsn else str(exc)
         raise CliError(f"cannot open the database {where}: {text}") from None
     try:
-        items = [_item_json(item, display_url) for item in store.list_webhooks()]
+        items = [
+            _item_json(row, display_url) for row in store.list_outbox(channels=WEBHOOK_CHANNELS)
+        ]
     finally:
         store.close()
     if args.json:

@@ -14,6 +14,7 @@ from approval_guard._codec.duration import to_timedelta
 from approval_guard._codec.now import utcnow
 from approval_guard._codec.wire import APPROVED, DENIED, PENDING
 from approval_guard._codec.wire_models import ApprovalRequest
+from approval_guard.provider.channels import decisions as channel_decisions
 from approval_guard.provider.http.limits import DEFAULT_POLL_CAP
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.serving.lifecycle import ProviderServer
@@ -278,15 +279,18 @@ class LocalProvider:
             expires_at: The approval's expiry outright (aware UTC), instead of ``valid_for``.
             arguments: The whole arguments object with the reviewer's edits applied (API 1.1).
         """
-        request = self.store.decide(
+        request, _ = channel_decisions.decide(
+            self.store,
+            self._server.rules,
             request_id,
-            reviewer=self._reviewer(),
-            status=APPROVED,
+            self._reviewer(),
+            APPROVED,
             note=note,
             valid_for=to_timedelta("5m" if valid_for is None else valid_for, name="valid_for"),
             expires_at=expires_at,
             arguments=arguments,
-            rules=self._server.rules,
+            source="api",
+            channel="api",
         )
         if request is None:
             raise LookupError(f"no request {request_id!r}")
@@ -299,12 +303,15 @@ class LocalProvider:
             request_id: The request's id.
             note: The reviewer's note.
         """
-        request = self.store.decide(
+        request, _ = channel_decisions.decide(
+            self.store,
+            self._server.rules,
             request_id,
-            reviewer=self._reviewer(),
-            status=DENIED,
+            self._reviewer(),
+            DENIED,
             note=note,
-            rules=self._server.rules,
+            source="api",
+            channel="api",
         )
         if request is None:
             raise LookupError(f"no request {request_id!r}")

@@ -28,6 +28,7 @@ leases, retries and gives up; a channel only says how to send one item.
 from __future__ import annotations
 
 import argparse
+import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -53,6 +54,21 @@ CANCELLED = "cancelled"
 MOMENTS = (CREATED, APPROVAL, DECIDED, EXPIRED, CANCELLED)
 
 
+@attrs.frozen
+class Backoff:
+    """When to try again: ``base * 2**(n-1)`` seconds, at most ``cap``, times a jitter."""
+
+    base: float = 5.0
+    cap: float = 1800.0
+    give_up_after: float = 24 * 3600.0
+    jitter: float = 0.2
+
+    def delay(self, attempts: int) -> float:
+        """Seconds before the next try, after ``attempts`` failed ones."""
+        raw = min(self.cap, self.base * 2.0 ** min(attempts - 1, 62))
+        return float(min(self.cap, raw * random.uniform(1 - self.jitter, 1 + self.jitter)))
+
+
 class ChannelSettingsError(ValueError):
     """A channel's settings cannot work: ``serve`` stops with this message (no secret in it)."""
 
@@ -62,6 +78,7 @@ class Sent:
     """The item reached its receiver; ``detail`` (optional) is kept as its last result."""
 
     detail: str = "sent"
+    status: int | None = None
 
 
 @attrs.frozen
@@ -70,6 +87,10 @@ class Retry:
 
     reason: str
     after: float | None = None
+    #: The HTTP status that asked for the retry (kept with the attempt), if any.
+    status: int | None = None
+    #: No retry after this (an email's links expire with the request).
+    until: datetime | None = None
 
 
 @attrs.frozen
@@ -77,9 +98,17 @@ class Permanent:
     """Never sendable (a bad token, a message gone): stop retrying, audit, log ``reason``."""
 
     reason: str
+    status: int | None = None
 
 
-SendResult = Sent | Retry | Permanent
+@attrs.frozen
+class Skipped:
+    """Not sent, on purpose (the request was decided, the reviewer removed, before it went)."""
+
+    reason: str
+
+
+SendResult = Sent | Retry | Permanent | Skipped
 
 
 @attrs.frozen
@@ -189,11 +218,31 @@ class Channel:
     #: Its name: the outbox rows' and the audit rows' ``channel``.
     name: ClassVar[str] = ""
     #: Seconds a send may take in all, connect to last byte (shorter than the outbox's lease).
-    deadline: ClassVar[float] = 10.0
+    deadline: float = 10.0
     #: Seconds after its change when an item is given up.
     horizon: float = 24 * 3600.0
+    #: When to try again (None: the outbox's, from ``--webhook-backoff``).
+    backoff: Backoff | None = None
     #: Items sent at once to one target (1: in order, a post before its updates).
     per_target: ClassVar[int] = 4
+    #: The identity kind whose links :attr:`Moment.reviewers` carries (None: none needed).
+    links: ClassVar[str | None] = None
+    #: The audit actions of an item sent, and given up (None: not audited).
+    audit_sent: ClassVar[str | None] = None
+    audit_given_up: ClassVar[str | None] = None
+    audit_skipped: ClassVar[str | None] = None
+    #: The audit rows' source (its name, unless it had another before).
+    audit_source: ClassVar[str] = ""
+
+    def audit_detail(self, item: Item, attempts: int, result: str) -> dict[str, Any]:
+        """What an audit row of ``item`` says (never a secret)."""
+        return {
+            "item": item.id,
+            "event": item.event_type,
+            "target": item.target,
+            "attempts": attempts,
+            "result": result,
+        }
 
     def queue(self, moment: Moment) -> Sequence[NewItem]:
         """Inside the change's transaction: the items this moment makes (none by default)."""
@@ -223,8 +272,8 @@ class ChannelKind:
     env: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Add its ``serve`` flags."""
+    def add_arguments(cls, parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+        """Add its ``serve`` flags (``env``: the environment, for defaults read from it)."""
 
     @classmethod
     def from_args(
@@ -232,7 +281,10 @@ class ChannelKind:
     ) -> Channel | None:
         """The configured channel the flags ask for, or None (not asked for).
 
-        :class:`ChannelSettingsError` for settings that cannot work.
+        :class:`ChannelSettingsError` for settings that cannot work. Webhooks,
+        Slack and email answer None: ``ProviderServer`` takes them as its own
+        ``webhooks=``, ``slack=`` and ``email=`` (a public contract older than
+        this interface), and makes their channels itself.
         """
         del args, env, public_url
         return None

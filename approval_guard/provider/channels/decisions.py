@@ -24,6 +24,8 @@ from approval_guard.provider.store.models import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime, timedelta
+
     from approval_guard.provider.rules.config import Rules
     from approval_guard.provider.store.models import Credential, Grant, StoredRequest
     from approval_guard.provider.store.protocol import StoreProtocol
@@ -50,7 +52,8 @@ def decide(
     status: str,
     *,
     note: str | None = None,
-    valid_for: int | None = None,
+    valid_for: float | timedelta | None = None,
+    expires_at: datetime | None = None,
     arguments: dict[str, Any] | None = None,
     source: str,
     channel: str,
@@ -61,7 +64,8 @@ def decide(
     """Blocking: record ``reviewer``'s decision; ``(request, grant given)``, None: no such request.
 
     Raises one of :data:`REFUSALS` when it records nothing. ``valid_for`` None
-    is the default validity (five minutes, or the rule's ``max_valid_for``).
+    is the default validity (five minutes, or the rule's ``max_valid_for``);
+    ``expires_at`` sets an approval's expiry outright (the testing reviewer's).
     """
     return store.decide_granting(
         request_id,
@@ -69,6 +73,7 @@ def decide(
         status=status,
         note=note,
         valid_for=valid_for,
+        expires_at=expires_at,
         arguments=arguments,
         rules=rules,
         source=source,

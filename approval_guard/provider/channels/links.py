@@ -1,4 +1,4 @@
-"""Signed one-click links: a token bound to one item, request, reviewer, identity, action and expiry.
+"""Signed one-click links: a token bound to one item, request, reviewer, identity, action, expiry.
 
 A token is ``v1.<payload>.<mac>``: the payload (base64url of canonical JSON)
 names the mail (its id is the link's single-use key, shared by the mail's

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -28,8 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from approval_guard.provider.channels.email import pages as email_pages
-from approval_guard.provider.channels.slack import interactions as slack
+from approval_guard.provider.channels.base import Backoff, Channel
 from approval_guard.provider.http import api, decisions, grants, wait_many
 from approval_guard.provider.http import page as review
 from approval_guard.provider.http.context import Context, Handler
@@ -41,9 +40,7 @@ from approval_guard.provider.store.models import StoreClosedError
 from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
-    from approval_guard.provider.channels.email.sender import Mailer
     from approval_guard.provider.channels.slack.settings import SlackSettings
-    from approval_guard.provider.channels.webhooks.settings import WebhookSettings
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -64,9 +61,6 @@ ROUTES: tuple[tuple[str, Mapping[str, Handler]], ...] = (
     ("/review/requests/{request_id}/decision", {"POST": review.review_decide}),
     ("/review/grants", {"GET": review.review_grants}),
     ("/review/requests/{request_id}/grant-offer", {"GET": review.review_grant_offer}),
-    ("/slack/interactions", {"POST": slack.interactions}),
-    ("/email/requests/{request_id}", {"GET": email_pages.confirm}),
-    ("/email/requests/{request_id}/decision", {"POST": email_pages.decide}),
     ("/v1/grants", {"GET": grants.list_grants}),
     ("/v1/grants/{grant_id}", {"GET": grants.show_grant}),
     ("/v1/grants/{grant_id}/revoke", {"POST": grants.revoke_grant}),
@@ -219,16 +213,15 @@ def build_app(
     notice: str | None = None,
     client_timeout: float = 20.0,
     rules: Rules = NO_RULES,
-    webhooks: WebhookSettings | None = None,
+    channels: Sequence[Channel] = (),
+    backoff: Backoff | None = None,
     slack_app: SlackSettings | None = None,
-    mailer: Mailer | None = None,
 ) -> Starlette:
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started.
 
-    With ``webhooks`` (targets given), its lifespan also runs the outbox's
-    delivery task (:mod:`~approval_guard.provider.channels.webhooks.delivery`); with
-    ``slack_app``, the Slack one (:mod:`~approval_guard.provider.channels.slack.delivery`).
-    ``mailer``, the mail outbox's (:mod:`~approval_guard.provider.channels.email.sender`).
+    Each of ``channels`` adds its inbound routes, and with any, the lifespan
+    runs the one outbox worker (:mod:`~approval_guard.provider.channels.outbox`)
+    that sends their items (retried with ``backoff``).
     """
 
     @contextlib.asynccontextmanager
@@ -247,35 +240,19 @@ def build_app(
         )
         app.state.ctx = ctx
         expirer = asyncio.create_task(_expire_forever(ctx), name="approval-guard-expirer")
-        deliverer: asyncio.Task[None] | None = None
-        if webhooks is not None and webhooks.targets:
-            # Imported here: httpx is needed only when there are webhooks to send.
-            from approval_guard.provider.channels.webhooks.delivery import Deliverer
+        worker: asyncio.Task[None] | None = None
+        if channels:
+            # Imported here: httpx is needed only when there is something to send.
+            from approval_guard.provider.channels.outbox import OutboxWorker
 
-            deliverer = asyncio.create_task(
-                Deliverer(store, webhooks).run(),
-                name="approval-guard-webhooks",
+            worker = asyncio.create_task(
+                OutboxWorker(store, channels, backoff=backoff).run(),
+                name="approval-guard-outbox",
             )
-        poster: asyncio.Task[None] | None = None
-        if slack_app is not None:
-            from approval_guard.provider.channels.slack.delivery import SlackDeliverer
-
-            poster = asyncio.create_task(
-                SlackDeliverer(
-                    store,
-                    slack_app,
-                    backoff=None if webhooks is None else webhooks.backoff,
-                    public_url=None if webhooks is None else webhooks.public_url,
-                ).run(),
-                name="approval-guard-slack",
-            )
-        sender = None
-        if mailer is not None:
-            sender = asyncio.create_task(mailer.run(), name="approval-guard-mail")
         try:
             yield
         finally:
-            for task in (expirer, deliverer, poster, sender):
+            for task in (expirer, worker):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -283,7 +260,13 @@ def build_app(
             notifier.close()
 
     app = Starlette(
-        routes=[Route(path, _Endpoint(handlers)) for path, handlers in ROUTES],
+        routes=[
+            Route(path, _Endpoint(handlers))
+            for path, handlers in (
+                *ROUTES,
+                *(one for channel in channels for one in channel.routes()),
+            )
+        ],
         exception_handlers={HTTPException: _not_found},
         middleware=[Middleware(_RawPath)],
         lifespan=lifespan,

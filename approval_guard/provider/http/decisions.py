@@ -1,4 +1,7 @@
-"""A decision, from any channel: its fields, the one path that records it, and the API's routes.
+"""A decision over HTTP (API, page, email): its fields, its refusals' answers, the API's routes.
+
+Each is recorded by :func:`approval_guard.provider.channels.decisions.decide`,
+the one decision function every channel uses.
 
 ``POST /v1/requests/{id}/decision`` decides one request; ``POST /v1/decisions``
 (API 1.3) decides each of a list of ids in turn, each exactly as if it came alone.
@@ -13,8 +16,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from approval_guard._codec.exact_json import InvalidJSON
 from approval_guard._codec.wire import APPROVED, DENIED
+from approval_guard.provider.channels import decisions as channel_decisions
 from approval_guard.provider.http.api import client_source, not_pending, request_answer
 from approval_guard.provider.http.auth import (
     authenticate,
@@ -45,12 +48,9 @@ from approval_guard.provider.store.models import (
     Credential,
     Forbidden,
     Grant,
-    GrantRefused,
-    InvalidEdit,
     LinkUsed,
     NotPendingError,
     StoredRequest,
-    ValidityTooLong,
 )
 from approval_guard.provider.store.sql.grant_tables import GrantSpec
 
@@ -132,7 +132,7 @@ async def apply_decision(
     channel_user: str | None = None,
     use_once: str | None = None,
 ) -> StoredRequest | None:
-    """Record a decision from any channel (API, page, email): the one path every decision takes.
+    """Record a decision over HTTP (API, page, email) through the one decision function.
 
     The store checks edits and the tool's rule: a reviewer without the role, or
     approving their own request, is ``403 forbidden``; a second approval by the
@@ -204,16 +204,17 @@ def _decided(
     use_once: str | None = None,
     grant: GrantSpec | None = None,
 ) -> tuple[StoredRequest | None, Grant | None]:
-    """Blocking: the store records the decision (and the grant it gives)."""
+    """Blocking: the one decision function records it (and the grant it gives)."""
     status, note, valid_for = fields
-    return ctx.store.decide_granting(
+    return channel_decisions.decide(
+        ctx.store,
+        ctx.rules,
         request_id,
-        reviewer=credential,
-        status=status,
+        credential,
+        status,
         note=note,
         valid_for=valid_for,
         arguments=arguments,
-        rules=ctx.rules,
         source=source,
         channel=channel,
         channel_user=channel_user,
@@ -234,7 +235,7 @@ def _decision_errors() -> Iterator[None]:
     except (AlreadyApproved, LinkUsed) as exc:
         kind = "already_approved" if isinstance(exc, AlreadyApproved) else "link_used"
         raise ApiError(409, kind, str(exc), extra={"request": request_json(exc.request)}) from None
-    except (InvalidEdit, InvalidJSON, ValidityTooLong, GrantRefused) as exc:
+    except channel_decisions.REFUSALS as exc:  # InvalidEdit, InvalidJSON, ValidityTooLong, ...
         raise bad(str(exc)) from None
 
 

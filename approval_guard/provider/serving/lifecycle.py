@@ -27,7 +27,7 @@ from typing import Any
 
 import uvicorn
 
-from approval_guard.provider.channels.email.sender import Mailer
+from approval_guard.provider.channels.base import Channel
 from approval_guard.provider.channels.email.settings import EmailSettings, routes_for
 from approval_guard.provider.channels.slack.settings import SlackSettings, slack_settings
 from approval_guard.provider.channels.webhooks.settings import webhook_settings
@@ -140,6 +140,7 @@ class ProviderServer:
         webhook_approvers: Callable[[dict[str, Any]], list[str] | None] | None = None,
         slack: SlackSettings | None = None,
         email: EmailSettings | None = None,
+        channels: Sequence[Channel] = (),
         http_parser: str = "auto",
     ) -> None:
         self._http_parser = check_parser(http_parser)
@@ -181,10 +182,13 @@ class ProviderServer:
         else:
             self._db_path = None
             self._store = db
+        given = tuple(channels)
+        for one in given:
+            if not isinstance(one, Channel):
+                raise TypeError(f"channels must be Channel objects, not {type(one).__name__}")
+        self._given_channels = given
+        self._channels: tuple[Channel, ...] = ()
         try:
-            self._store.set_webhooks(self._webhooks.routes)
-            self._store.set_slack_channels(None if self._slack is None else self._slack.channel_for)
-            self._store.set_email(self._email_routes)
             #: Plaintext tokens made on this start of a fresh database, else None.
             self.first_start_tokens: FirstStartTokens | None = (
                 self._store.ensure_initial_credentials(
@@ -198,6 +202,14 @@ class ProviderServer:
                 self._store.close()
             raise
         self._port: int = self._sock.getsockname()[1]
+        try:
+            self._channels = self._configured_channels()
+        except BaseException:
+            self._sock.close()
+            if self._db_path is not None:
+                self._store.close()
+            raise
+        self._store.set_channels(self._channels, self.rules)
         self._lock = threading.Lock()
         self._server: UvicornServer | None = None
         self._thread: threading.Thread | None = None
@@ -297,11 +309,7 @@ class ProviderServer:
                 if self._db_path is None:
                     raise RuntimeError("the store this server was given has been closed")
                 self._store = Store(self._db_path, clock=self._clock)
-                self._store.set_webhooks(self._webhooks.routes)
-                self._store.set_slack_channels(
-                    None if self._slack is None else self._slack.channel_for
-                )
-                self._store.set_email(self._email_routes)
+                self._store.set_channels(self._channels, self.rules)
             if self._sock is None:
                 self._sock = _bind(self._host, self._port)
             sock = self._sock
@@ -311,9 +319,9 @@ class ProviderServer:
                 notice=self._notice,
                 client_timeout=self._client_timeout,
                 rules=self.rules,
-                webhooks=self._webhooks,
+                channels=self._channels,
+                backoff=self._webhooks.backoff,
                 slack_app=self._slack,
-                mailer=self._mailer(),
             )
             config = uvicorn.Config(
                 app,
@@ -344,11 +352,39 @@ class ProviderServer:
             with contextlib.suppress(OSError):
                 sock.close()
 
-    def _mailer(self) -> Mailer | None:
-        if self._email is None:
-            return None
-        base = self._email.public_url or self._webhooks.public_url or self.url
-        return Mailer(self._store, self._email, self.rules, base)
+    def _configured_channels(self) -> tuple[Channel, ...]:
+        """Every channel this server sends through: its webhooks, Slack, email, and those given."""
+        found: list[Channel] = []
+        if self._webhooks.targets:
+            from approval_guard.provider.channels.webhooks.channel import WebhooksChannel
+
+            found.append(WebhooksChannel(self._webhooks))
+        if self._slack is not None:
+            from approval_guard.provider.channels.slack.channel import SlackChannel
+
+            found.append(
+                SlackChannel(
+                    self._slack,
+                    public_url=self._webhooks.public_url,
+                    horizon=self._webhooks.backoff.give_up_after,
+                )
+            )
+        if self._email is not None:
+            from approval_guard.provider.channels.email.channel import EmailChannel
+
+            base = self._email.public_url or self._webhooks.public_url or self.url
+            found.append(EmailChannel(self._email, self._email_routes, self.rules, base))
+        found.extend(self._given_channels)
+        names = [one.name for one in found]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"the channel {name!r} is configured twice")
+        return tuple(found)
+
+    @property
+    def channels(self) -> tuple[Channel, ...]:
+        """The channels this server sends through and takes decisions from."""
+        return self._channels
 
     def start(self) -> ProviderServer:
         """Serve in a background thread; returns self once it accepts requests."""

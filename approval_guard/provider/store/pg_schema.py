@@ -15,9 +15,7 @@ import re
 from typing import Any
 
 from approval_guard.provider.store.pg_group import BATCH_LOCK
-from approval_guard.provider.store.sql import email_tables, grant_tables
-from approval_guard.provider.store.sql.slack import POSTGRES_SCHEMA as _SLACK_SCHEMA
-from approval_guard.provider.store.sql.slack import SLACK_TABLES
+from approval_guard.provider.store.sql import grant_tables, outbox_tables
 
 _TABLES = (
     "meta",
@@ -28,10 +26,8 @@ _TABLES = (
     "sessions",
     "approvals",
     "audit",
-    "webhook_outbox",
-    "webhook_attempts",
-    *SLACK_TABLES,
-    *email_tables.TABLES,
+    *outbox_tables.TABLES,
+    *outbox_tables.OLD_TABLES,
     *grant_tables.TABLES,
 )
 _TABLE_WORD = re.compile(r"\b(" + "|".join(_TABLES) + r")\b")
@@ -127,32 +123,6 @@ _SCHEMA = (
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS batch text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS context text",
     "ALTER TABLE ag_requests ADD COLUMN IF NOT EXISTS redacted text",
-    """CREATE TABLE IF NOT EXISTS ag_webhook_outbox (
-        id              text PRIMARY KEY,
-        seq             bigint NOT NULL,
-        event_type      text NOT NULL,
-        request_id      text NOT NULL,
-        target_url      text NOT NULL,
-        body_format     text NOT NULL,
-        payload         text NOT NULL,
-        created_at      bigint NOT NULL,
-        state           text NOT NULL,
-        attempts        integer NOT NULL DEFAULT 0,
-        next_attempt_at bigint,
-        last_result     text,
-        delivered_at    bigint,
-        lease_owner     text,
-        lease_until     bigint NOT NULL DEFAULT 0)""",
-    "CREATE INDEX IF NOT EXISTS ag_webhook_outbox_due "
-    "ON ag_webhook_outbox (state, next_attempt_at)",
-    """CREATE TABLE IF NOT EXISTS ag_webhook_attempts (
-        outbox_id       text NOT NULL,
-        attempt         integer NOT NULL,
-        at              bigint NOT NULL,
-        status_code     integer,
-        error           text,
-        next_attempt_at bigint,
-        PRIMARY KEY (outbox_id, attempt))""",
     "INSERT INTO ag_meta (key, value) VALUES ('schema_version', '1') ON CONFLICT DO NOTHING",
 )
 
@@ -170,7 +140,13 @@ def create_schema(conn: Any) -> str:
         # Then the lock every batch begins with (pg_group.py): this DDL never waits for
         # a batch's table lock while that batch waits for one this DDL took.
         conn.execute(BATCH_LOCK)
-        grants = (translate(one) for one in grant_tables.SCHEMA)
-        for statement in (*_SCHEMA, *email_tables.POSTGRES, *_SLACK_SCHEMA, *grants):
+        shared = (translate(one) for one in (*grant_tables.SCHEMA, *outbox_tables.SCHEMA))
+        for statement in (*_SCHEMA, *shared):
             conn.execute(statement)
+
+        def exists(table: str) -> bool:
+            found = conn.execute("SELECT to_regclass(%s)", (translate(table),)).fetchone()
+            return found[0] is not None
+
+        outbox_tables.migrate(lambda sql: conn.execute(translate(sql)), exists)
         return str(conn.execute("SELECT current_schema()").fetchone()[0])

@@ -5,12 +5,11 @@ from __future__ import annotations
 from approval_guard.provider.store.models import Clock
 from approval_guard.provider.store.postgres_db import POOL_SIZE, PostgresDB
 from approval_guard.provider.store.sql.audit import AuditMixin
+from approval_guard.provider.store.sql.channel_links import ChannelLinksMixin
 from approval_guard.provider.store.sql.credentials import CredentialsMixin
 from approval_guard.provider.store.sql.decisions import DecisionsMixin
-from approval_guard.provider.store.sql.mail import MailMixin
 from approval_guard.provider.store.sql.outbox import OutboxMixin
 from approval_guard.provider.store.sql.queries import QueriesMixin
-from approval_guard.provider.store.sql.slack import SlackMixin
 from approval_guard.provider.store.sql.waiting import WaitingMixin
 
 
@@ -20,8 +19,7 @@ class PostgresStore(
     WaitingMixin,
     QueriesMixin,
     AuditMixin,
-    SlackMixin,
-    MailMixin,
+    ChannelLinksMixin,
     OutboxMixin,
     PostgresDB,
 ):

@@ -8,14 +8,12 @@ contract suite in ``tests/provider/store_contract`` runs against each.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from approval_guard._codec.wire_models import ApprovalRequest
-from approval_guard.provider.channels.email.recipients import EmailRoutes
-from approval_guard.provider.channels.webhooks.signing import WebhookTarget
-from approval_guard.provider.channels.webhooks.targets import WebhookRoutes
+from approval_guard.provider.channels.base import Channel, Item
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.store.models import (
     Annotation,
@@ -29,8 +27,7 @@ from approval_guard.provider.store.models import (
     StoredRequest,
 )
 from approval_guard.provider.store.sql.grant_tables import GrantSpec
-from approval_guard.provider.store.sql.mail import MailItem
-from approval_guard.provider.store.sql.outbox import OutboxItem
+from approval_guard.provider.store.sql.outbox import OutboxRow
 from approval_guard.provider.store.sql.waiting import WaitState
 
 
@@ -272,14 +269,23 @@ class StoreProtocol(Protocol):
 
     def subscribe(self, callback: Callable[[int, tuple[str, ...]], None]) -> Callable[[], None]: ...
 
-    # webhook outbox (_sql_outbox)
-    def set_webhooks(self, targets: Sequence[WebhookTarget] | WebhookRoutes) -> None: ...
+    # the one outbox (sql/outbox.py)
+    def set_channels(self, channels: Sequence[Channel], rules: Rules | None = None) -> None: ...
 
-    def claim_webhooks(
-        self, *, owner: str, urls: Sequence[str], limit: int, lease: float
-    ) -> list[OutboxItem]: ...
+    @property
+    def channels(self) -> tuple[Channel, ...]: ...
 
-    def settle_webhook(
+    def claim_outbox(
+        self,
+        *,
+        owner: str,
+        per_target: Mapping[str, int],
+        busy: Mapping[tuple[str, str], int],
+        limit: int,
+        lease: float,
+    ) -> list[Item]: ...
+
+    def settle_outbox(
         self,
         item_id: str,
         *,
@@ -290,61 +296,47 @@ class StoreProtocol(Protocol):
         error: str | None,
         state: str,
         next_attempt_at: datetime | None,
+        result: str | None = None,
     ) -> bool: ...
 
-    def release_webhooks(self, *, owner: str) -> None: ...
+    def release_outbox(self, *, owner: str) -> None: ...
 
-    def next_webhook_due(self, *, urls: Sequence[str]) -> datetime | None: ...
+    def next_outbox_due(self, *, channels: Sequence[str]) -> datetime | None: ...
 
-    def list_webhooks(self, *, limit: int | None = None) -> list[OutboxItem]: ...
+    def outbox_state(self, item_id: str) -> str | None: ...
 
-    # Slack (sql/slack.py)
-    def set_slack_channels(self, channel_for: Callable[[str], str | None] | None) -> None: ...
+    def list_outbox(
+        self,
+        *,
+        channels: Sequence[str] | None = None,
+        request_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[OutboxRow]: ...
 
-    def link_slack_user(
-        self, name: str, slack_user: str, *, source: str = "cli", actor: str = "cli"
+    # channel identities, messages, signed links (sql/channel_links.py)
+    def link_identities(
+        self,
+        name: str,
+        links: Mapping[str, str | None],
+        *,
+        source: str = "cli",
+        actor: str = "cli",
     ) -> None: ...
 
-    def slack_reviewer(self, slack_user: str) -> Credential | None: ...
+    def link_identity(
+        self, name: str, kind: str, identity: str | None, *, source: str = "cli", actor: str = "cli"
+    ) -> None: ...
 
-    def slack_users(self) -> dict[str, str]: ...
+    def reviewer_by_identity(self, kind: str, identity: str) -> Credential | None: ...
 
-    def save_slack_message(self, request_id: str, channel: str, ts: str) -> None: ...
+    def identities(self, kind: str) -> dict[str, str]: ...
 
-    def slack_message(self, request_id: str) -> tuple[str, str] | None: ...
+    def keep_channel_message(self, channel: str, request_id: str, ref: str) -> None: ...
 
-    def note_slack_interaction(self, digest: str) -> bool: ...
-    # email channel (sql/mail.py)
-    def set_reviewer_email(
-        self, name: str, address: str | None, *, source: str = "cli", actor: str = "cli"
-    ) -> bool: ...
+    def channel_message(self, channel: str, request_id: str) -> str | None: ...
 
-    def reviewer_emails(self) -> dict[str, str]: ...
+    def link_secret(self) -> bytes: ...
 
-    def email_link_secret(self) -> bytes: ...
-
-    def mail_voided(self, mail_id: str) -> bool: ...
+    def note_interaction(self, digest: str) -> bool: ...
 
     def link_used(self, link_id: str) -> bool: ...
-
-    def set_email(self, routes: EmailRoutes) -> None: ...
-
-    def claim_mail(self, *, owner: str, limit: int, lease: float) -> list[MailItem]: ...
-
-    def settle_mail(
-        self,
-        item_id: str,
-        *,
-        owner: str,
-        attempt: int,
-        at: datetime,
-        result: str,
-        state: str,
-        next_attempt_at: datetime | None,
-    ) -> bool: ...
-
-    def release_mail(self, *, owner: str) -> None: ...
-
-    def next_mail_due(self) -> datetime | None: ...
-
-    def list_mail(self, *, request_id: str | None = None) -> list[MailItem]: ...

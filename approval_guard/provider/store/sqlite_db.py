@@ -30,9 +30,8 @@ from approval_guard.provider.store.at_once import AtOnce, Outcome
 from approval_guard.provider.store.feed import ChangeFeed
 from approval_guard.provider.store.group_commit import GroupCommit
 from approval_guard.provider.store.models import Clock
-from approval_guard.provider.store.sql import email_tables, grant_tables
+from approval_guard.provider.store.sql import grant_tables, outbox_tables
 from approval_guard.provider.store.sql.base import Reader, SQLStoreBase, Tx, close_idle, to_us
-from approval_guard.provider.store.sql.slack import SQLITE_SCHEMA as _SLACK_SCHEMA
 from approval_guard.provider.store.sqlite_checkpoint import Checkpointer
 from approval_guard.provider.store.sqlite_group import BUSY_TIMEOUT_MS, SQLiteTransactions
 
@@ -122,33 +121,6 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_by_request ON audit (request_id, seq);
 CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at);
-CREATE TABLE IF NOT EXISTS webhook_outbox (
-    id              TEXT PRIMARY KEY,
-    seq             INTEGER NOT NULL,
-    event_type      TEXT NOT NULL,
-    request_id      TEXT NOT NULL,
-    target_url      TEXT NOT NULL,
-    body_format     TEXT NOT NULL,
-    payload         TEXT NOT NULL,
-    created_at      INTEGER NOT NULL,
-    state           TEXT NOT NULL,
-    attempts        INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at INTEGER,
-    last_result     TEXT,
-    delivered_at    INTEGER,
-    lease_owner     TEXT,
-    lease_until     INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (state, next_attempt_at);
-CREATE TABLE IF NOT EXISTS webhook_attempts (
-    outbox_id       TEXT NOT NULL,
-    attempt         INTEGER NOT NULL,
-    at              INTEGER NOT NULL,
-    status_code     INTEGER,
-    error           TEXT,
-    next_attempt_at INTEGER,
-    PRIMARY KEY (outbox_id, attempt)
-);
 CREATE TABLE IF NOT EXISTS sessions (
     id_sha256     TEXT PRIMARY KEY,
     credential_id TEXT NOT NULL,
@@ -234,10 +206,9 @@ class SQLiteDB(SQLStoreBase):
         with self._lock:
             self._db.executescript(_SCHEMA)
             self._add_columns()
-            self._db.executescript(_SLACK_SCHEMA)
-            self._db.executescript(email_tables.SQLITE)
-            for statement in grant_tables.SCHEMA:
+            for statement in (*grant_tables.SCHEMA, *outbox_tables.SCHEMA):
                 self._db.execute(statement)
+            self._migrate()
             self._db.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -266,6 +237,25 @@ class SQLiteDB(SQLStoreBase):
             # Two stores on one file (a test re-opening it) wait instead of failing.
             db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         return db
+
+    def _migrate(self) -> None:
+        """Move an older release's outboxes and links into the one outbox, in one transaction."""
+
+        def exists(table: str) -> bool:
+            found = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            return found is not None
+
+        if not any(exists(table) for table in outbox_tables.OLD_TABLES):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            outbox_tables.migrate(self._db.execute, exists)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def _add_columns(self) -> None:
         """Give a database made by an older version the columns added since."""

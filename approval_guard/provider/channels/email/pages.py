@@ -41,6 +41,7 @@ from approval_guard.provider.rules.grant_words import (
 )
 from approval_guard.provider.store.models import Credential, Grant, StoredRequest
 from approval_guard.provider.store.sql.grant_tables import MAX_USES, GrantSpec
+from approval_guard.provider.store.sql.outbox import VOIDED
 
 _CSP = (
     "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -80,13 +81,14 @@ def _refused(ctx: Context, status: int, message: str) -> Response:
 def _check(ctx: Context, request_id: str, token: object) -> tuple[Link, Credential, StoredRequest]:
     """The link, its live reviewer and the request; :class:`LinkRefused` for anything else."""
     store = ctx.store
-    link = read_token(store.email_link_secret(), token, request_id=request_id, now=store.now())
+    link = read_token(store.link_secret(), token, request_id=request_id, now=store.now())
     if store.link_used(link.mail_id):
         raise LinkRefused(409, "this mail's links have already been used: a mail decides once")
     reviewer = store.credential(link.reviewer_id)
     if reviewer is None or reviewer.revoked_at is not None or not reviewer.is_reviewer:
         raise LinkRefused(403, "the reviewer this link was sent to is no longer a reviewer")
-    if store.reviewer_emails().get(reviewer.id) != link.address or store.mail_voided(link.mail_id):
+    voided = store.outbox_state(link.mail_id) == VOIDED
+    if store.identities("email").get(reviewer.id) != link.address or voided:
         raise LinkRefused(403, "this link was sent to an address that is no longer the reviewer's")
     request = store.get_request(request_id)
     if request is None:

@@ -7,9 +7,11 @@ import math
 import os
 import ssl
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import attrs
 
+from approval_guard.provider.channels.base import Backoff, ChannelKind, Identity
 from approval_guard.provider.channels.email.addresses import (
     AddressError,
     check_address,
@@ -17,7 +19,6 @@ from approval_guard.provider.channels.email.addresses import (
 )
 from approval_guard.provider.channels.email.recipients import EmailRoutes, email_routes
 from approval_guard.provider.channels.email.smtp import SmtpServer, parse_smtp_url
-from approval_guard.provider.channels.webhooks.settings import Backoff
 from approval_guard.provider.channels.webhooks.signing import check_url
 from approval_guard.provider.rules.config import Rules
 
@@ -97,6 +98,21 @@ def routes_for(email: EmailSettings | None, rules: Rules) -> EmailRoutes:
 
 
 # ---------------------------------------------------------------------- command lines
+
+
+class EmailKind(ChannelKind):
+    """Email: its serve flags, and a reviewer's address (``--email``)."""
+
+    name: ClassVar[str] = "email"
+    identity: ClassVar[Identity | None] = Identity(
+        kind="email", flag="--email", metavar="ADDRESS", check=check_address
+    )
+    env: ClassVar[tuple[str, ...]] = ("APPROVAL_GUARD_SMTP_PASSWORD",)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+        del env
+        add_email_arguments(parser)
 
 
 def add_email_arguments(parser: argparse.ArgumentParser) -> None:

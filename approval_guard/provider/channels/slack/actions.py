@@ -1,10 +1,11 @@
 """What a Slack click or modal does: the same decision as the API's, and the reply saying so.
 
 A Slack user decides as the reviewer they are linked to
-(``reviewers add|link NAME --slack-user U...``), through the store's one
-``decide`` (roles, self-approval, the quorum, ``max_valid_for``, edits and the
+(``reviewers add|link NAME --slack-user U...``), through the one decision
+function every channel uses (:mod:`approval_guard.provider.channels.decisions`:
+roles, self-approval, the quorum, ``max_valid_for``, edits, grants and the
 audit row, whose ``channel`` is ``"slack"`` and ``channel_user`` the Slack
-user id). Whatever the store refuses is refused here the same way, nothing is
+user id). Whatever it refuses is refused here the same way, nothing is
 recorded, and the person is told why in a reply only they see.
 """
 
@@ -15,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from approval_guard._codec.exact_json import InvalidJSON
 from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, EXPIRED, PENDING
+from approval_guard.provider.channels import decisions as channel_decisions
 from approval_guard.provider.channels.slack.blocks import (
     MAX_INPUT,
     approvals_line,
@@ -31,12 +32,9 @@ from approval_guard.provider.store.checks import with_edits
 from approval_guard.provider.store.models import (
     AlreadyApproved,
     Credential,
-    Forbidden,
-    GrantRefused,
     InvalidEdit,
     NotPendingError,
     StoredRequest,
-    ValidityTooLong,
 )
 from approval_guard.provider.store.protocol import StoreProtocol
 from approval_guard.provider.store.sql.grant_tables import MAX_USES, GrantSpec
@@ -72,7 +70,7 @@ def stale(request: StoredRequest) -> str:
 
 def reviewer_of(store: StoreProtocol, slack_user: str) -> Credential | None:
     """The live reviewer a Slack user id is linked to (None: unknown, or removed)."""
-    return store.slack_reviewer(slack_user)
+    return store.reviewer_by_identity("slack", slack_user)
 
 
 def check_may_open(
@@ -110,33 +108,56 @@ def decide(
     *,
     note: str | None = None,
     arguments: dict[str, Any] | None = None,
+    grant: GrantSpec | None = None,
 ) -> Outcome:
-    """Record one Slack user's decision through the store's ``decide`` (blocking)."""
+    """Record one Slack user's decision through the one decision function (blocking).
+
+    ``grant`` (API 1.3, "Approve and allow for…") is given with an approval.
+    """
     reviewer = reviewer_of(store, slack_user)
     if reviewer is None:
         return Outcome(False, NOT_LINKED.format(user=text(slack_user)))
     try:
-        found = store.decide(
+        found, given = channel_decisions.decide(
+            store,
+            rules,
             request_id,
-            reviewer=reviewer,
-            status=status,
+            reviewer,
+            status,
             note=note,
-            valid_for=None,
             arguments=arguments,
-            rules=rules,
             source="slack",
             channel="slack",
             channel_user=slack_user,
+            grant=grant,
         )
-    except NotPendingError as exc:
-        return Outcome(False, stale(exc.request))
-    except AlreadyApproved as exc:
-        return Outcome(False, f"Not recorded: {text(str(exc))} ({approvals_line(exc.request)}).")
-    except (Forbidden, InvalidEdit, InvalidJSON, ValidityTooLong) as exc:
-        return Outcome(False, f"Not recorded: {text(str(exc))}.")
+    except channel_decisions.REFUSALS as exc:
+        return Outcome(False, _refused(exc))
     if found is None:
         return Outcome(False, "Not recorded: this provider has no such request.")
-    return Outcome(True, confirmation(found))
+    if given is None:
+        return Outcome(True, confirmation(found))
+    uses = "" if given.uses is None else f", for at most {given.uses} calls"
+    waiting = (
+        f" It needs {given.approvals_required} approvals before it covers anything."
+        if given.status == "pending"
+        else ""
+    )
+    return Outcome(
+        True,
+        f"{confirmation(found)} Standing grant {text(given.id)} approves calls like this one "
+        f"until {when(given.expires_at)}{uses}.{waiting} "
+        "Revoke it on the review page or with `approval-guard grants revoke ID`.",
+    )
+
+
+def _refused(exc: Exception) -> str:
+    """The reply to a refusal of the one decision function (nothing was recorded)."""
+    if isinstance(exc, NotPendingError):
+        return stale(exc.request)
+    if isinstance(exc, AlreadyApproved):
+        return f"Not recorded: {text(str(exc))} ({approvals_line(exc.request)})."
+    return f"Not recorded: {text(str(exc))}."
 
 
 def decide_all(
@@ -241,53 +262,3 @@ def parse_uses(typed: str | None) -> tuple[int | None, str | None]:
     if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_USES:
         return None, f"a whole number from 1 to {MAX_USES}, or empty for no limit"
     return int(value), None
-
-
-def decide_granting(
-    store: StoreProtocol,
-    rules: Rules,
-    slack_user: str,
-    request_id: str,
-    *,
-    grant: GrantSpec,
-    note: str | None = None,
-) -> Outcome:
-    """Approve and give ``grant``, through the store's one decision path (blocking)."""
-    reviewer = reviewer_of(store, slack_user)
-    if reviewer is None:
-        return Outcome(False, NOT_LINKED.format(user=text(slack_user)))
-    try:
-        found, given = store.decide_granting(
-            request_id,
-            reviewer=reviewer,
-            status=APPROVED,
-            note=note,
-            valid_for=None,
-            rules=rules,
-            source="slack",
-            channel="slack",
-            channel_user=slack_user,
-            grant=grant,
-        )
-    except NotPendingError as exc:
-        return Outcome(False, stale(exc.request))
-    except AlreadyApproved as exc:
-        return Outcome(False, f"Not recorded: {text(str(exc))} ({approvals_line(exc.request)}).")
-    except (Forbidden, GrantRefused, ValidityTooLong) as exc:
-        return Outcome(False, f"Not recorded: {text(str(exc))}.")
-    if found is None:
-        return Outcome(False, "Not recorded: this provider has no such request.")
-    reply = confirmation(found)
-    if given is not None:
-        uses = "" if given.uses is None else f", for at most {given.uses} calls"
-        waiting = (
-            f" It needs {given.approvals_required} approvals before it covers anything."
-            if given.status == "pending"
-            else ""
-        )
-        reply += (
-            f" Standing grant {text(given.id)} approves calls like this one until "
-            f"{when(given.expires_at)}{uses}.{waiting} "
-            "Revoke it on the review page or with `approval-guard grants revoke ID`."
-        )
-    return Outcome(True, reply)

@@ -120,7 +120,7 @@ async def interactions(ctx: Context, request: Request) -> Response:
     store = ctx.store
     if not is_from_slack(settings.signing_secret, body, headers, lambda: store.now().timestamp()):
         raise ApiError(401, "unauthorized", "the Slack signature is missing, wrong or stale")
-    if not await run_in_threadpool(store.note_slack_interaction, replay_digest(body, headers)):
+    if not await run_in_threadpool(store.note_interaction, replay_digest(body, headers)):
         logger.warning("a replayed Slack interaction was ignored")
         return _ack()
     payload = _payload(body)
@@ -327,8 +327,8 @@ async def _granted(
     note = (values.get("note") or "")[:MAX_INPUT].strip() or None
     grant = GrantSpec(for_seconds=seconds, uses=uses, match={}, requested_by="same")
     outcome = await run_in_threadpool(
-        lambda: actions.decide_granting(
-            ctx.store, ctx.rules, slack_user, request_id, grant=grant, note=note
+        lambda: actions.decide(
+            ctx.store, ctx.rules, slack_user, request_id, APPROVED, note=note, grant=grant
         )
     )
     return _ack(task=_reply(settings, channel, slack_user, outcome.reply))

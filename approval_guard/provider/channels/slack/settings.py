@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Mapping
+from typing import ClassVar
 
 import attrs
 
 from approval_guard._env import ENV_SLACK_BOT_TOKEN, ENV_SLACK_SIGNING_SECRET
+from approval_guard.provider.channels.base import ChannelKind, Identity
 from approval_guard.provider.channels.webhooks.signing import check_url
 from approval_guard.provider.rules.config import NO_RULES, SLACK_CHANNEL, Rules
 
@@ -126,6 +128,34 @@ def slack_settings(slack: SlackSettings | None, rules: Rules) -> SlackSettings |
 
 
 # ---------------------------------------------------------------------- command lines
+
+
+#: A Slack user id as Slack writes it: ``U0123ABC`` (or ``W...`` on Enterprise Grid).
+SLACK_USER = re.compile(r"[UW][A-Z0-9]{2,30}")
+
+
+def check_slack_user(value: str) -> str:
+    """A Slack user id (``U0123ABC``); ``ValueError`` for anything else."""
+    if not isinstance(value, str) or not SLACK_USER.fullmatch(value):
+        raise ValueError(
+            "a Slack user id is U or W and 2 to 30 capital letters or digits, such as U0123ABC "
+            "(Slack: the person's profile, More, Copy member ID)"
+        )
+    return value
+
+
+class SlackKind(ChannelKind):
+    """Slack: its serve flags, and a reviewer's Slack user id (``--slack-user``)."""
+
+    name: ClassVar[str] = "slack"
+    identity: ClassVar[Identity | None] = Identity(
+        kind="slack", flag="--slack-user", metavar="U...", check=check_slack_user
+    )
+    env: ClassVar[tuple[str, ...]] = (ENV_SLACK_BOT_TOKEN, ENV_SLACK_SIGNING_SECRET)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+        add_slack_arguments(parser, env)
 
 
 def add_slack_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:

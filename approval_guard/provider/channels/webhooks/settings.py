@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import random
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import attrs
 
+from approval_guard.provider.channels.base import Backoff, ChannelKind
 from approval_guard.provider.channels.webhooks.signing import (
     FORMATS,
     WebhookTarget,
@@ -24,22 +24,6 @@ from approval_guard.provider.channels.webhooks.targets import (
 )
 from approval_guard.provider.rules.config import NO_RULES, Rules
 
-
-@attrs.frozen
-class Backoff:
-    """When to try again: ``base * 2**(n-1)`` seconds, at most ``cap``, times a jitter."""
-
-    base: float = 5.0
-    cap: float = 1800.0
-    give_up_after: float = 24 * 3600.0
-    jitter: float = 0.2
-
-    def delay(self, attempts: int) -> float:
-        """Seconds before the next try, after ``attempts`` failed ones."""
-        raw = min(self.cap, self.base * 2.0 ** min(attempts - 1, 62))
-        return float(min(self.cap, raw * random.uniform(1 - self.jitter, 1 + self.jitter)))
-
-
 #: ``approvers(event) -> names or roles | None`` (None: any reviewer).
 Approvers = Callable[[dict[str, Any]], list[str] | None]
 
@@ -50,7 +34,7 @@ class WebhookSettings:
 
     targets: tuple[WebhookTarget, ...]
     public_url: str | None = None
-    backoff: Backoff = Backoff()
+    backoff: Backoff = attrs.field(factory=Backoff)
     #: ``approvers(event) -> names`` for the Slack text's "who must approve" (else any reviewer).
     approvers: Approvers | None = None
     #: Which targets each tool's events are queued for (what the store is given).
@@ -157,6 +141,17 @@ def _public_url(text: str) -> str:
         return check_url(text).rstrip("/")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class WebhooksKind(ChannelKind):
+    """Webhooks: their serve flags (``--webhook``, ``--public-url``...); they link nobody."""
+
+    name: ClassVar[str] = "webhooks"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+        del env
+        add_webhook_arguments(parser)
 
 
 def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,36 +1,32 @@
-"""The webhook outbox: events queued in the change's own transaction, claimed, and settled.
+"""The one outbox: every channel's items queued in the change's own transaction, claimed, settled.
 
-A store that was given targets (:meth:`OutboxMixin.set_webhooks`) writes one
-``webhook_outbox`` row per (event, target) inside the transaction that made
-the change (create, a decision that ends ``pending``, cancel, expiry), so a
-crash or restart loses none: either the change and its rows commit, or
-neither. A row is keyed by its ``webhook-id`` (``msg_...``), the same on every
-retry; its target is named by URL, never by secret (the key stays in the
-server's memory, given again at each start).
+A store given channels (:meth:`OutboxMixin.set_channels`) tells each one, inside
+the transaction that made a change (create, an approval counted, a decision,
+cancel, expiry), what happened (:class:`~approval_guard.provider.channels.base.Moment`),
+and writes one ``outbox`` row per item it asks for, so a crash or restart
+loses none: either the change and its rows commit, or neither. A row is keyed
+by its id (a webhook's ``webhook-id``), the same on every retry; it never
+holds a secret (keys stay in the server's memory, given again at each start).
 
-Deliverers claim due rows with a lease (``lease_owner``, ``lease_until``) and,
-on PostgreSQL, ``FOR UPDATE SKIP LOCKED``: two instances never hold the same
-row at once; a lease left by a killed instance runs out and the row is claimed
-again. Each attempt is a ``webhook_attempts`` row.
+The worker (:mod:`~approval_guard.provider.channels.outbox`) claims due rows
+with a lease (``lease_owner``, ``lease_until``), never more of one target than
+its channel allows at once: two instances never hold the same row at once, and
+a lease left by a killed instance runs out and the row is claimed again. Each
+attempt is an ``outbox_attempts`` row. Tables: :mod:`.outbox_tables`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from approval_guard._codec.exact_json import canonical_json, load_stored
 from approval_guard._codec.wire import PENDING
-from approval_guard.provider.channels.webhooks.payloads import EVENT_TYPES, event_json
-from approval_guard.provider.channels.webhooks.signing import WebhookTarget, new_msg_id
-from approval_guard.provider.channels.webhooks.targets import (
-    NO_ROUTES,
-    WebhookRoutes,
-    webhook_routes,
-)
+from approval_guard.provider.channels.base import MOMENTS, Item, Moment, Reviewer
+from approval_guard.provider.store.models import REVIEWER
 from approval_guard.provider.store.sql.base import (
     SQLStoreBase,
     Tx,
@@ -40,15 +36,23 @@ from approval_guard.provider.store.sql.base import (
     to_us,
 )
 
+if TYPE_CHECKING:
+    from approval_guard.provider.channels.base import Channel
+    from approval_guard.provider.rules.config import Rules
+
 PENDING_DELIVERY = "pending"
 DELIVERED = "delivered"
 GIVEN_UP = "given_up"
-DELIVERY_STATES = (PENDING_DELIVERY, DELIVERED, GIVEN_UP)
+#: Not sent, on purpose: the request was decided, or the reviewer removed, before it went.
+SKIPPED = "skipped"
+#: Its reviewer's identity changed after it was queued: never sent, its links decide nothing.
+VOIDED = "voided"
+DELIVERY_STATES = (PENDING_DELIVERY, DELIVERED, GIVEN_UP, SKIPPED, VOIDED)
 
 
 @attrs.frozen
-class WebhookAttempt:
-    """One try at posting an event: when, what came back, and when the next one is due."""
+class Attempt:
+    """One try at sending an item: when, what came back, and when the next one is due."""
 
     attempt: int
     at: datetime
@@ -63,39 +67,70 @@ class WebhookAttempt:
 
 
 @attrs.frozen
-class OutboxItem:
-    """One event for one target, as the outbox holds it."""
+class OutboxRow:
+    """One row of the outbox as listed: the item, its state and its attempts."""
 
-    id: str
-    seq: int
-    event_type: str
-    request_id: str
-    target_url: str
-    format: str
-    event: dict[str, Any]
-    created_at: datetime
+    item: Item
     state: str
-    attempts: int
     next_attempt_at: datetime | None
     last_result: str | None
     delivered_at: datetime | None
-    history: tuple[WebhookAttempt, ...] = ()
+    history: tuple[Attempt, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """The item's id (a webhook's ``webhook-id``)."""
+        return self.item.id
+
+    @property
+    def channel(self) -> str:
+        """The channel it is for."""
+        return self.item.channel
+
+    @property
+    def target(self) -> str:
+        """Where it goes (a URL, ``slack:C0123``, an address, a topic)."""
+        return self.item.target
+
+    @property
+    def request_id(self) -> str:
+        """The request it is about."""
+        return self.item.request_id
+
+    @property
+    def event_type(self) -> str:
+        """What it is (``request.created``, ``slack.update``...)."""
+        return self.item.event_type
+
+    @property
+    def attempts(self) -> int:
+        """Tries so far."""
+        return self.item.attempts
 
 
-def _item(row: Any, history: tuple[WebhookAttempt, ...] = ()) -> OutboxItem:
+def item_from_row(row: Any) -> Item:
+    """The :class:`Item` a row holds."""
     created = from_us(row["created_at"])
     assert created is not None
-    return OutboxItem(
+    return Item(
         id=row["id"],
         seq=int(row["seq"]),
+        channel=row["channel"],
+        target=row["target"],
         event_type=row["event_type"],
         request_id=row["request_id"],
-        target_url=row["target_url"],
+        reviewer_id=row["reviewer_id"],
         format=row["body_format"],
-        event=load_stored(row["payload"]),
+        payload=load_stored(row["payload"]),
         created_at=created,
-        state=row["state"],
         attempts=int(row["attempts"]),
+    )
+
+
+def _row(row: Any, history: tuple[Attempt, ...] = ()) -> OutboxRow:
+    return OutboxRow(
+        item=item_from_row(row),
+        state=row["state"],
         next_attempt_at=from_us(row["next_attempt_at"]),
         last_result=row["last_result"],
         delivered_at=from_us(row["delivered_at"]),
@@ -103,10 +138,10 @@ def _item(row: Any, history: tuple[WebhookAttempt, ...] = ()) -> OutboxItem:
     )
 
 
-def _attempt(row: Any) -> WebhookAttempt:
+def _attempt(row: Any) -> Attempt:
     at = from_us(row["at"])
     assert at is not None
-    return WebhookAttempt(
+    return Attempt(
         attempt=int(row["attempt"]),
         at=at,
         status_code=None if row["status_code"] is None else int(row["status_code"]),
@@ -115,68 +150,89 @@ def _attempt(row: Any) -> WebhookAttempt:
     )
 
 
-def _marks(n: int) -> str:
+def marks(n: int) -> str:
+    """``?, ?, ?`` for ``n`` parameters."""
     return ", ".join("?" * n)
 
 
+def new_item_id(channel: str) -> str:
+    """A fresh item id: ``msg_...`` for webhooks (their ``webhook-id``), else ``<channel>_...``."""
+    import secrets
+
+    prefix = "msg" if channel == "webhooks" else channel
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
 class OutboxMixin(SQLStoreBase):
-    """Queue webhook events with each change; claim, settle and list them."""
+    """Queue every configured channel's items with each change; claim, settle and list them."""
 
-    _webhook_routes: WebhookRoutes = NO_ROUTES
+    _channels: tuple[Channel, ...] = ()
+    _channel_rules: Rules | None = None
 
-    def set_webhooks(self, targets: Sequence[WebhookTarget] | WebhookRoutes) -> None:
-        """Queue every later event for each of ``targets`` (an empty list: for none).
-
-        :class:`WebhookRoutes` also says which targets hear only some tools'
-        events (a rules file's ``webhooks``); a plain list hears every tool's.
-        """
-        if not isinstance(targets, WebhookRoutes):
-            targets = webhook_routes(targets)
-        self._webhook_routes = targets
+    def set_channels(self, channels: Sequence[Channel], rules: Rules | None = None) -> None:
+        """Queue every later change's items for each of ``channels`` (an empty list: for none)."""
+        self._channels = tuple(channels)
+        self._channel_rules = rules
 
     @property
-    def webhooks(self) -> tuple[WebhookTarget, ...]:
-        """The targets events are queued for (each for its tools)."""
-        return self._webhook_routes.targets
+    def channels(self) -> tuple[Channel, ...]:
+        """The channels changes are queued for."""
+        return self._channels
 
     def _before_commit(self, tx: Tx, events: Sequence[tuple[str, str, datetime, int]]) -> None:
-        """Inside a change's transaction: one outbox row per (event, target of its tool)."""
-        routes = self._webhook_routes
-        if not routes.targets:
+        """Inside a change's transaction: each channel's items for each moment."""
+        channels = self._channels
+        if not channels:
             return
+        from approval_guard.provider.rules.config import NO_RULES
+
+        rules = self._channel_rules or NO_RULES
+        reviewers: dict[str | None, tuple[Reviewer, ...]] = {}
+        now = to_us(self.now())
         for request_id, kind, at, seq in events:
-            if kind not in EVENT_TYPES:
+            if kind not in MOMENTS:
                 continue
             row = returned(tx.execute("SELECT * FROM requests WHERE id = ?", (request_id,)))
             if row is None:  # pragma: no cover - the change's own row
                 continue
             request = request_from_row(row)
             if kind == "decided" and request.status == PENDING:
-                continue  # one approval of several: the request has not changed status
-            targets = routes.for_tool(request.tool)
-            if not targets:
-                continue
-            event = event_json(kind, at, request, decided_by=self._reviewer_name(tx, row))
-            payload = canonical_json(event)
-            now = to_us(self.now())
-            for target in targets:
-                tx.execute(
-                    "INSERT INTO webhook_outbox (id, seq, event_type, request_id, target_url, "
-                    "body_format, payload, created_at, state, attempts, next_attempt_at, "
-                    "lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 0)",
-                    (
-                        new_msg_id(),
-                        seq,
-                        event["type"],
-                        request_id,
-                        target.url,
-                        target.format,
-                        payload,
-                        to_us(at),
-                        PENDING_DELIVERY,
-                        now,
-                    ),
+                kind = "approval"  # one approval of several: the request is still pending
+            decided_by = self._reviewer_name(tx, row)
+            for channel in channels:
+                links = channel.links
+                if links not in reviewers:
+                    reviewers[links] = () if links is None else _linked(tx, links)
+                moment = Moment(
+                    kind=kind,
+                    at=at,
+                    seq=seq,
+                    request=request,
+                    decided_by=decided_by,
+                    reviewers=reviewers[links],
+                    rules=rules,
                 )
+                for new in channel.queue(moment):
+                    tx.execute(
+                        "INSERT INTO outbox (id, seq, channel, target, event_type, request_id, "
+                        "reviewer_id, body_format, payload, created_at, state, attempts, "
+                        "next_attempt_at, lease_until) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 0)",
+                        (
+                            new.id or new_item_id(channel.name),
+                            seq,
+                            channel.name,
+                            new.target,
+                            new.event_type,
+                            request_id,
+                            new.reviewer_id,
+                            new.format,
+                            canonical_json(dict(new.payload)),
+                            to_us(at),
+                            PENDING_DELIVERY,
+                            now,
+                        ),
+                    )
 
     @staticmethod
     def _reviewer_name(tx: Tx, row: Any) -> str | None:
@@ -189,38 +245,66 @@ class OutboxMixin(SQLStoreBase):
         found = returned(tx.execute("SELECT name FROM credentials WHERE id = ?", (decided_by,)))
         return str(decided_by) if found is None else str(found[0])
 
-    # ------------------------------------------------------------------ delivery
+    # ------------------------------------------------------------------ the worker's part
 
-    def claim_webhooks(
-        self, *, owner: str, urls: Sequence[str], limit: int, lease: float
-    ) -> list[OutboxItem]:
-        """Lease up to ``limit`` due rows for these target URLs to ``owner``, oldest first."""
-        if not urls or limit < 1:
+    def claim_outbox(
+        self,
+        *,
+        owner: str,
+        per_target: Mapping[str, int],
+        busy: Mapping[tuple[str, str], int],
+        limit: int,
+        lease: float,
+    ) -> list[Item]:
+        """Lease up to ``limit`` due items of these channels to ``owner``, oldest first.
+
+        ``per_target`` is each channel's most items of one target at once;
+        ``busy`` counts the items of each ``(channel, target)`` the worker is
+        sending now: a target already at its most is skipped, so one slow or
+        dead target never takes every slot.
+        """
+        if not per_target or limit < 1:
             return []
         now = to_us(self.now())
         until = to_us(self.now() + timedelta(seconds=lease))
+        full = [key for key, n in busy.items() if n >= per_target.get(key[0], 1)]
+        names = sorted(per_target)
+        skip = "".join(" AND NOT (channel = ? AND target = ?)" for _ in full)
         with self._writing() as tx:
             rows = tx.execute(
-                "UPDATE webhook_outbox SET lease_owner = ?, lease_until = ? "
-                "WHERE state = ? AND lease_until <= ? AND id IN ("
-                "SELECT id FROM webhook_outbox WHERE state = ? AND next_attempt_at <= ? "
-                f"AND lease_until <= ? AND target_url IN ({_marks(len(urls))}) "
-                f"ORDER BY seq, target_url LIMIT ?{self._SKIP_LOCKED}) RETURNING *",
+                "SELECT id, channel, target FROM outbox WHERE state = ? AND next_attempt_at <= ? "
+                f"AND lease_until <= ? AND channel IN ({marks(len(names))}){skip} "
+                f"ORDER BY seq, id LIMIT ?{self._SKIP_LOCKED}",
                 (
-                    owner,
-                    until,
-                    PENDING_DELIVERY,
-                    now,
                     PENDING_DELIVERY,
                     now,
                     now,
-                    *urls,
-                    limit,
+                    *names,
+                    *(part for key in full for part in key),
+                    limit * 4 + 16,
                 ),
             ).fetchall()
-        return sorted((_item(row) for row in rows), key=lambda item: (item.seq, item.target_url))
+            counts = dict(busy)
+            picked: list[str] = []
+            for row in rows:
+                key = (str(row["channel"]), str(row["target"]))
+                if counts.get(key, 0) >= per_target[key[0]]:
+                    continue
+                counts[key] = counts.get(key, 0) + 1
+                picked.append(str(row["id"]))
+                if len(picked) >= limit:
+                    break
+            if not picked:
+                return []
+            claimed = tx.execute(
+                "UPDATE outbox SET lease_owner = ?, lease_until = ? "
+                f"WHERE id IN ({marks(len(picked))}) AND state = ? AND lease_until <= ? "
+                "RETURNING *",
+                (owner, until, *picked, PENDING_DELIVERY, now),
+            ).fetchall()
+        return sorted((item_from_row(row) for row in claimed), key=lambda one: (one.seq, one.id))
 
-    def settle_webhook(
+    def settle_outbox(
         self,
         item_id: str,
         *,
@@ -231,22 +315,24 @@ class OutboxMixin(SQLStoreBase):
         error: str | None,
         state: str,
         next_attempt_at: datetime | None,
+        result: str | None = None,
     ) -> bool:
-        """Record one attempt and the row's new state; False if ``owner`` lost the lease."""
+        """Record one attempt and the item's new state; False if ``owner`` lost the lease."""
         if state not in DELIVERY_STATES:
             raise ValueError(f"a delivery state is one of {DELIVERY_STATES}, not {state!r}")
-        result = f"HTTP {status_code}" if status_code is not None else (error or "error")
+        if result is None:
+            result = f"HTTP {status_code}" if status_code is not None else (error or "error")
         with self._writing() as tx:
             row = returned(
                 tx.execute(
-                    "UPDATE webhook_outbox SET state = ?, attempts = ?, next_attempt_at = ?, "
+                    "UPDATE outbox SET state = ?, attempts = ?, next_attempt_at = ?, "
                     "last_result = ?, delivered_at = ?, lease_owner = NULL, lease_until = 0 "
                     "WHERE id = ? AND lease_owner = ? AND state = ? RETURNING id",
                     (
                         state,
                         attempt,
                         None if next_attempt_at is None else to_us(next_attempt_at),
-                        result,
+                        result[:300],
                         to_us(at) if state == DELIVERED else None,
                         item_id,
                         owner,
@@ -257,7 +343,7 @@ class OutboxMixin(SQLStoreBase):
             if row is None:
                 return False
             tx.execute(
-                "INSERT INTO webhook_attempts (outbox_id, attempt, at, status_code, error, "
+                "INSERT INTO outbox_attempts (outbox_id, attempt, at, status_code, error, "
                 "next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     item_id,
@@ -270,45 +356,85 @@ class OutboxMixin(SQLStoreBase):
             )
         return True
 
-    def release_webhooks(self, *, owner: str) -> None:
-        """Give back every lease ``owner`` holds (a stopping deliverer), due again at once."""
+    def release_outbox(self, *, owner: str) -> None:
+        """Give back every lease ``owner`` holds (a stopping worker), due again at once."""
         with self._writing() as tx:
             tx.execute(
-                "UPDATE webhook_outbox SET lease_owner = NULL, lease_until = 0 "
+                "UPDATE outbox SET lease_owner = NULL, lease_until = 0 "
                 "WHERE lease_owner = ? AND state = ?",
                 (owner, PENDING_DELIVERY),
             )
 
-    def next_webhook_due(self, *, urls: Sequence[str]) -> datetime | None:
-        """When the next pending row for these URLs may be claimed (its retry or lease end)."""
-        if not urls:
+    def next_outbox_due(self, *, channels: Sequence[str]) -> datetime | None:
+        """When the next pending item of these channels may be claimed (its retry or lease end)."""
+        if not channels:
             return None
         with self._reading() as db:
             row = db.execute(
                 "SELECT MIN(CASE WHEN lease_until > next_attempt_at THEN lease_until "
-                "ELSE next_attempt_at END) FROM webhook_outbox "
-                f"WHERE state = ? AND target_url IN ({_marks(len(urls))})",
-                (PENDING_DELIVERY, *urls),
+                "ELSE next_attempt_at END) FROM outbox "
+                f"WHERE state = ? AND channel IN ({marks(len(channels))})",
+                (PENDING_DELIVERY, *channels),
             ).fetchone()
         return from_us(None if row[0] is None else int(row[0]))
 
-    def list_webhooks(self, *, limit: int | None = None) -> list[OutboxItem]:
-        """Every outbox row with its attempts, newest event first."""
-        sql = "SELECT * FROM webhook_outbox ORDER BY seq DESC, target_url"
-        params: tuple[Any, ...] = ()
+    def outbox_state(self, item_id: str) -> str | None:
+        """An item's state (``voided`` once its reviewer's identity changed), None if unknown."""
+        with self._reading() as db:
+            row = db.execute("SELECT state FROM outbox WHERE id = ?", (item_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def list_outbox(
+        self,
+        *,
+        channels: Sequence[str] | None = None,
+        request_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[OutboxRow]:
+        """Outbox rows with their attempts (of these channels, of one request), newest first."""
+        where, params = [], list[Any]()
+        if channels is not None:
+            where.append(f"channel IN ({marks(len(channels))})")
+            params.extend(channels)
+        if request_id is not None:
+            where.append("request_id = ?")
+            params.append(request_id)
+        sql = "SELECT * FROM outbox"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY seq DESC, target, id"
         if limit is not None:
             sql += " LIMIT ?"
-            params = (limit,)
+            params.append(limit)
         with self._reading() as db:
             rows = db.execute(sql, params).fetchall()
             ids = [row["id"] for row in rows]
-            attempts: dict[str, list[WebhookAttempt]] = {}
+            attempts: dict[str, list[Attempt]] = {}
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 for found in db.execute(
-                    f"SELECT * FROM webhook_attempts WHERE outbox_id IN ({_marks(len(chunk))}) "
+                    f"SELECT * FROM outbox_attempts WHERE outbox_id IN ({marks(len(chunk))}) "
                     "ORDER BY outbox_id, attempt",
                     chunk,
                 ).fetchall():
                     attempts.setdefault(found["outbox_id"], []).append(_attempt(found))
-        return [_item(row, tuple(attempts.get(row["id"], ()))) for row in rows]
+        return [_row(row, tuple(attempts.get(row["id"], ()))) for row in rows]
+
+
+def _linked(db: Any, kind: str) -> tuple[Reviewer, ...]:
+    """Every live reviewer, each with their identity on ``kind`` (None: not linked)."""
+    rows = db.execute(
+        "SELECT c.id, c.name, c.roles, l.identity FROM credentials c "
+        "LEFT JOIN channel_links l ON l.credential_id = c.id AND l.kind = ? "
+        "WHERE c.kind = ? AND c.revoked_at IS NULL ORDER BY c.created_at, c.id",
+        (kind, REVIEWER),
+    ).fetchall()
+    return tuple(
+        Reviewer(
+            id=str(row[0]),
+            name=str(row[1]),
+            roles=tuple(load_stored(row[2])) if row[2] else (),
+            identity=None if row[3] is None else str(row[3]),
+        )
+        for row in rows
+    )

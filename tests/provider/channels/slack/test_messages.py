@@ -238,7 +238,11 @@ def test_an_update_slack_can_never_accept_is_given_up_at_once(team: SlackTeam) -
     )
     # Given up is settled: the outbox claims only pending rows, so none calls Slack again
     # (a row kept for a retry would still be pending here, its backoff 0.05 s).
-    rows = [item for item in team.server.store.list_webhooks() if item.request_id == made["id"]]
+    rows = [
+        item
+        for item in team.server.store.list_outbox(channels=("webhooks", "slack"))
+        if item.request_id == made["id"]
+    ]
     assert rows and all("pending" != item.state for item in rows), rows
     assert 1 == len(team.slack.of("chat.update"))
 

@@ -50,11 +50,11 @@ def _settled(store: Any, timeout: float = 20.0) -> list[Any]:
     # Not met in time: the caller's assertions say what is still pending.
     with contextlib.suppress(AssertionError):
         wait_for(
-            store.list_webhooks,
+            lambda: store.list_outbox(channels=("webhooks", "slack")),
             lambda items: all(item.state != "pending" for item in items),
             timeout=timeout,
         )
-    return list(store.list_webhooks())
+    return list(store.list_outbox(channels=("webhooks", "slack")))
 
 
 def test_created_then_decided_arrive_signed_and_verify(tmp_path: Path, receiver: Receiver) -> None:
@@ -185,7 +185,7 @@ def test_an_unreachable_target_is_given_up_and_audited(tmp_path: Path) -> None:
             api, _ = _clients(server)
             request = api.new()
             wait_for(lambda: audited, timeout=20, what="the give-up was never audited")
-            (item,) = store.list_webhooks()
+            (item,) = store.list_outbox(channels=("webhooks", "slack"))
     store.close()
     assert "given_up" == item.state and item.next_attempt_at is None
     assert item.attempts >= 2 and "HTTP 503" == item.last_result
@@ -237,7 +237,7 @@ def test_expiry_and_cancel_are_events_and_a_lost_race_is_none(tmp_path: Path) ->
         store.decide(decided, reviewer=reviewer, status="approved")
     now[0] += timedelta(minutes=2)
     store.expire_due()
-    items = store.list_webhooks()
+    items = store.list_outbox(channels=("webhooks", "slack"))
     store.close()
 
     per_request: dict[str, list[str]] = {}
@@ -260,7 +260,7 @@ def test_a_store_without_targets_queues_nothing(tmp_path: Path) -> None:
     with ProviderServer(str(tmp_path / "a.db")) as server:
         api, _ = _clients(server)
         api.new()
-        assert [] == server.store.list_webhooks()
+        assert [] == server.store.list_outbox(channels=("webhooks", "slack"))
 
 
 def test_the_slack_message_shows_markers_not_secrets_and_links_the_request(

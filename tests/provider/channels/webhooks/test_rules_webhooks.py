@@ -54,9 +54,12 @@ def _create(api: Api, tool: str, **extra: Any) -> dict[str, Any]:
 def _settled(store: Any, timeout: float = 20.0) -> list[Any]:
     """The outbox once no row is pending."""
     assert eventually(
-        lambda: all(item.state != "pending" for item in store.list_webhooks()), timeout
+        lambda: all(
+            item.state != "pending" for item in store.list_outbox(channels=("webhooks", "slack"))
+        ),
+        timeout,
     )
-    return list(store.list_webhooks())
+    return list(store.list_outbox(channels=("webhooks", "slack")))
 
 
 # ------------------------------------------------------------------ per-tool webhooks
@@ -120,7 +123,10 @@ def test_defaults_webhooks_reach_every_tool_without_its_own_list(tmp_path: Path)
             general.wait_count(1)
             special.wait_count(1)
             _settled(server.store)
-            rows = {(item.request_id, item.target_url) for item in server.store.list_webhooks()}
+            rows = {
+                (item.request_id, item.target)
+                for item in server.store.list_outbox(channels=("webhooks", "slack"))
+            }
     assert {(email["id"], general.url), (delete["id"], special.url)} == rows
 
 
@@ -252,7 +258,7 @@ def test_the_standard_payload_carries_the_team_fields_and_keeps_markers(
             c.id for c in server.store.list_credentials()
         ]
         _settled(server.store)
-        outbox = server.store.list_webhooks()
+        outbox = server.store.list_outbox(channels=("webhooks", "slack"))
 
     # One approval of two queues nothing: created, then the one decision.
     assert 2 == len(outbox)
@@ -427,7 +433,7 @@ def test_on_postgresql_a_rules_webhook_hears_its_tool_and_is_audited(
                     for row in store.audit(request_id=refund["id"])
                 )
             )
-            routed = {item.request_id for item in store.list_webhooks()}
+            routed = {item.request_id for item in store.list_outbox(channels=("webhooks", "slack"))}
             audited = [row for row in store.audit() if row.action.startswith("webhook.")]
     finally:
         store.close()
