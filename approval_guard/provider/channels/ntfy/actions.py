@@ -31,6 +31,7 @@ from approval_guard.provider.store.models import (
     NotPendingError,
 )
 from approval_guard.provider.store.protocol import StoreProtocol
+from approval_guard.provider.store.sql.outbox import VOIDED
 
 #: The audit rows' and the decision's channel.
 CHANNEL = "ntfy"
@@ -50,7 +51,8 @@ def _check(store: StoreProtocol, request_id: str, token: str) -> tuple[Link, Cre
     if reviewer is None or reviewer.revoked_at is not None or not reviewer.is_reviewer:
         raise LinkRefused(403, "the reviewer this notification was sent to is no longer a reviewer")
     linked = store.reviewer_by_identity(CHANNEL, link.address)
-    if linked is None or linked.id != reviewer.id:
+    # Re-linked since (even back to this topic): what was sent to the old link decides nothing.
+    if linked is None or linked.id != reviewer.id or store.outbox_state(link.mail_id) == VOIDED:
         raise LinkRefused(403, "this notification went to a topic that is no longer the reviewer's")
     return link, reviewer
 

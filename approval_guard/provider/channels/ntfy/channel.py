@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -37,6 +38,7 @@ from approval_guard.provider.channels.base import (
     Route,
     SendResult,
     Sent,
+    Skipped,
 )
 from approval_guard.provider.channels.ntfy import message
 from approval_guard.provider.channels.ntfy.settings import NtfySettings
@@ -60,9 +62,12 @@ class NtfyChannel(Channel):
     """A configured ntfy channel: ``--ntfy-url``, the token, the links' base URL."""
 
     name = NAME
-    deadline = 10.0
+    links = NAME
     # A topic's new-request message goes before its ended notice.
     per_target = 1
+    audit_sent = "ntfy.sent"
+    audit_given_up = "ntfy.given_up"
+    audit_skipped = "ntfy.skipped"
 
     def __init__(self, settings: NtfySettings) -> None:
         self.settings = settings
@@ -172,7 +177,10 @@ class NtfyChannel(Channel):
             return Permanent(f"not an ntfy item: {escape(item.event_type)[:80]}")
         body = await run_in_threadpool(self._body, item, store)
         if isinstance(body, str):
-            return Sent(f"not sent: {body}")
+            return Skipped(body)
+        request = await run_in_threadpool(store.get_request, item.request_id)
+        # A new request's buttons are worth sending until its deadline only.
+        until = request.deadline_at if request is not None and item.event_type == PUBLISH else None
         headers = {"Content-Type": "application/json", "User-Agent": "approval-guard"}
         if self.settings.token is not None:
             headers["Authorization"] = f"Bearer {self.settings.token}"
@@ -181,23 +189,27 @@ class NtfyChannel(Channel):
                 self.settings.publish_url, content=dump_json(body).encode("utf-8"), headers=headers
             )
         except httpx.HTTPError as exc:
-            return Retry(self._scrub(f"ntfy could not be reached: {type(exc).__name__}"))
-        return self._settle(answer, store)
+            reason = f"ntfy could not be reached: {type(exc).__name__}"
+            return Retry(reason, until=until)
+        return self._settle(answer, store, until)
 
-    def _settle(self, answer: httpx.Response, store: StoreProtocol) -> SendResult:
+    def _settle(
+        self, answer: httpx.Response, store: StoreProtocol, until: datetime | None
+    ) -> SendResult:
         status = answer.status_code
         if 200 <= status < 300:
-            return Sent(f"published (HTTP {status})")
+            return Sent(f"published (HTTP {status})", status)
         said = self._scrub(_error_text(answer))
         if status == 429 or status >= 500:
             after = parse_retry_after(answer.headers.get("retry-after"), None, store.now())
-            return Retry(f"ntfy answered HTTP {status}{said}", after)
+            return Retry(f"ntfy answered HTTP {status}{said}", after, status, until)
         if status in (401, 403):
             return Permanent(
                 f"ntfy refused the access token (HTTP {status}{said}): check "
-                "APPROVAL_GUARD_NTFY_TOKEN and the topic's access"
+                "APPROVAL_GUARD_NTFY_TOKEN and the topic's access",
+                status,
             )
-        return Permanent(f"ntfy refused the message (HTTP {status}{said})")
+        return Permanent(f"ntfy refused the message (HTTP {status}{said})", status)
 
     def routes(self) -> Sequence[Route]:
         """``POST /ntfy/requests/{request_id}/decision?token=``: a button, tapped."""

@@ -18,8 +18,9 @@ class NtfyKind(ChannelKind):
     env = (TOKEN_ENV,)
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """``--ntfy-url URL``."""
+    def add_arguments(cls, parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+        """``--ntfy-url URL`` (the token is read from ``env`` by :meth:`from_args` only)."""
+        del env
         parser.add_argument(
             "--ntfy-url",
             default=None,
@@ -33,11 +34,25 @@ class NtfyKind(ChannelKind):
     def from_args(
         cls, args: argparse.Namespace, env: Mapping[str, str], *, public_url: str | None
     ) -> NtfyChannel | None:
-        """The channel ``--ntfy-url`` asks for, or None; :class:`ChannelSettingsError` if bad."""
+        """The channel ``--ntfy-url`` asks for, or None; :class:`ChannelSettingsError` if bad.
+
+        The buttons post to ``public_url``; without one, to the address ``serve``
+        listens on (``--host``/``--port``), as the email links do.
+        """
         url = getattr(args, "ntfy_url", None)
         if url is None:
             return None
         token = env.get(TOKEN_ENV)
         if token is not None and not token:
             raise ChannelSettingsError(f"{TOKEN_ENV} is set but empty: unset it or give the token")
-        return NtfyChannel(make_settings(url, token, public_url))
+        return NtfyChannel(make_settings(url, token, public_url or _own_url(args)))
+
+
+def _own_url(args: argparse.Namespace) -> str:
+    """``http(s)://HOST:PORT`` that ``serve`` listens on; an error when the port is not fixed."""
+    host = str(getattr(args, "host", None) or "127.0.0.1")
+    port = getattr(args, "port", None)
+    if not isinstance(port, int) or port <= 0:
+        raise ChannelSettingsError("--ntfy-url needs --public-url (the address phones post to)")
+    scheme = "https" if getattr(args, "tls_cert", None) else "http"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"

@@ -15,12 +15,12 @@ TOKEN = "tk_secretsecretsecretsecret0001"
 
 def _parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    NtfyKind.add_arguments(parser)
+    NtfyKind.add_arguments(parser, {})
     return parser.parse_args(list(argv))
 
 
 def _channel(
-    *argv: str, env: dict[str, str] | None = None, public_url: str | None = None
+    *argv: str, env: dict[str, str] | None = None, public_url: str | None = "https://a.example"
 ) -> NtfyChannel | None:
     return NtfyKind.from_args(_parse(*argv), env or {}, public_url=public_url)
 
@@ -40,7 +40,7 @@ def test_ntfy_url_alone_turns_it_on() -> None:
 
 def test_a_self_hosted_server_keeps_its_path_prefix() -> None:
     """A server behind a path (``https://host/ntfy``) is published to at that path's root."""
-    channel = _channel("--ntfy-url", "https://push.example/ntfy", public_url=None)
+    channel = _channel("--ntfy-url", "https://push.example/ntfy")
     assert channel is not None and channel.settings.publish_url == "https://push.example/ntfy/"
 
 
@@ -107,3 +107,14 @@ def test_the_identity_is_linked_with_ntfy_topic() -> None:
     assert identity is not None
     assert (identity.kind, identity.flag, identity.metavar) == ("ntfy", "--ntfy-topic", "TOPIC")
     assert identity.unique and NtfyKind.env == (TOKEN_ENV,)
+
+
+def test_without_a_public_url_the_buttons_post_to_the_served_address() -> None:
+    """No ``--public-url``: the buttons post to ``serve``'s own host and port, as email links do."""
+    args = _parse("--ntfy-url", "https://ntfy.sh")
+    args.host, args.port, args.tls_cert = "::1", 9123, None
+    channel = NtfyKind.from_args(args, {}, public_url=None)
+    assert channel is not None and channel.settings.public_url == "http://[::1]:9123"
+    args.port = 0  # a port picked at start is unknown here: the phone could not be told
+    with pytest.raises(ChannelSettingsError, match="--public-url"):
+        NtfyKind.from_args(args, {}, public_url=None)
