@@ -35,7 +35,7 @@ def test_a_new_request_reaches_each_allowed_reviewers_topic_only(team: NtfyTeam)
 
 
 def test_the_approve_button_decides_as_that_reviewer(team: NtfyTeam) -> None:
-    """alice's Approve, posted as the phone posts it, approves; the audit says ntfy and her topic."""
+    """alice's Approve, posted as the phone posts it, approves; audited as ntfy, her topic."""
     request_id = team.new()
     tapped = team.ntfy.tap(team.published(request_id, "alice"), "Approve")
     assert tapped.status == 200 and tapped.body["status"] == "approved", tapped
