@@ -91,9 +91,9 @@ def test_serve_pushes_to_a_linked_topic_and_its_button_decides(tmp_path: Path) -
     instance = "agi_" + secrets.token_urlsafe(24)
     port = free_port()
     with FakeNtfy() as ntfy:
+        argv = ["serve", "--db", db, "--port", str(port), "--instance-token", instance]
         process = subprocess.Popen(
-            [sys.executable, "-m", "approval_guard", "serve", "--db", db, "--port", str(port)]
-            + ["--instance-token", instance, "--ntfy-url", ntfy.url],
+            [sys.executable, "-m", "approval_guard", *argv, "--ntfy-url", ntfy.url],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
