@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import quote
 
 from approval_guard.provider.channels.ntfy.tokens import APPROVE, action_url, sign
-from tests.support.fake_ntfy import TOKEN
+from tests.support.fake_ntfy import TOKEN, FakeNtfy
 from tests.support.ntfy_team import NtfyTeam, topic
 
 
@@ -45,11 +46,11 @@ def test_the_approve_button_decides_as_that_reviewer(team: NtfyTeam) -> None:
     assert (detail["channel"], detail["channel_user"]) == ("ntfy", topic("alice"))
     # Then both are told it ended (ntfy cannot edit the first notification).
     for name in ("alice", "bob"):
-        team.ntfy.wait_for(
-            lambda fake, name=name: any(
-                one.body["title"] == "Approved: issue_refund" for one in fake.accepted(topic(name))
-            )
-        )
+        assert team.ntfy.wait_for(functools.partial(_ended, where=topic(name)))
+
+
+def _ended(fake: FakeNtfy, where: str) -> bool:
+    return any(one.body["title"] == "Approved: issue_refund" for one in fake.accepted(where))
 
 
 def test_the_deny_button_denies(team: NtfyTeam) -> None:
