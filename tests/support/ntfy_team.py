@@ -89,16 +89,26 @@ class NtfyTeam:
 
 
 def start_ntfy_team(
-    store: StoreProtocol, ntfy: FakeNtfy, clock: Clock, *, token: str | None = TOKEN
+    store: StoreProtocol,
+    ntfy: FakeNtfy,
+    clock: Clock,
+    *,
+    token: str | None = TOKEN,
+    port: int | None = None,
+    public_url: str | None = None,
 ) -> NtfyTeam:
-    """Reviewers with topics, and a provider publishing to ``ntfy`` with ``token``."""
+    """Reviewers with topics, and a provider publishing to ``ntfy`` with ``token``.
+
+    The buttons post to ``public_url`` (else the provider's own address).
+    """
     tokens: dict[str, str] = {}
     for name, (roles, where) in PEOPLE.items():
         tokens[name] = store.add_reviewer(name, roles=roles)
         if where is not None:
             store.link_identity(name, "ntfy", where)
-    port = free_port()
-    channel = NtfyChannel(make_settings(ntfy.url, token, f"http://127.0.0.1:{port}"))
+    port = port or free_port()
+    base = public_url or f"http://127.0.0.1:{port}"
+    channel = NtfyChannel(make_settings(ntfy.url, token, base))
     server = ProviderServer(
         store,
         port=port,

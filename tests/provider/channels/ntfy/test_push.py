@@ -6,9 +6,13 @@ import functools
 import re
 from urllib.parse import quote
 
+from approval_guard.provider import StoreProtocol
 from approval_guard.provider.channels.ntfy.tokens import APPROVE, action_url, sign
+from tests.support.cli import free_port
 from tests.support.fake_ntfy import TOKEN, FakeNtfy
-from tests.support.ntfy_team import NtfyTeam, topic
+from tests.support.mail_team import Clock
+from tests.support.ntfy_team import NtfyTeam, start_ntfy_team, topic
+from tests.support.prefix_proxy import PrefixProxy
 
 
 def _token(url: str) -> str:
@@ -139,3 +143,23 @@ def test_a_get_of_the_button_url_decides_nothing(team: NtfyTeam) -> None:
     alice = team.published(request_id, "alice")
     assert team.ntfy.tap(alice, "Approve", method="GET").status == 405
     assert team.decisions(request_id) == []
+
+
+def test_a_public_url_with_a_path_works_behind_a_proxy(
+    store: tuple[StoreProtocol, Clock], ntfy: FakeNtfy
+) -> None:
+    """``--public-url http://proxy/approvals``: the buttons post through the path, and decide."""
+    opened, clock = store
+    port = free_port()
+    with PrefixProxy(f"http://127.0.0.1:{port}", "/approvals") as proxy:
+        team = start_ntfy_team(opened, ntfy, clock, port=port, public_url=f"{proxy.url}/approvals")
+        try:
+            request_id = team.new()
+            alice = team.published(request_id, "alice")
+            assert alice.action("Approve")["url"].startswith(f"{proxy.url}/approvals/ntfy/")
+            assert alice.body["click"] == f"{proxy.url}/approvals/?request={request_id}"
+            assert team.ntfy.tap(alice, "Approve").status == 200
+            assert team.instance.poll(request_id).json()["status"] == "approved"
+            assert any(path.startswith("/approvals/ntfy/requests/") for path in proxy.paths)
+        finally:
+            team.server.close()
