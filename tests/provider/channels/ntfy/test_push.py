@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 from urllib.parse import quote
 
+import pytest
+
 from approval_guard.provider import StoreProtocol
+from approval_guard.provider.channels import decisions as channel_decisions
 from approval_guard.provider.channels.ntfy.tokens import APPROVE, action_url, sign
+from approval_guard.provider.store.models import Forbidden
 from tests.support.cli import free_port
 from tests.support.fake_ntfy import TOKEN, FakeNtfy
 from tests.support.mail_team import Clock
@@ -163,3 +168,20 @@ def test_a_public_url_with_a_path_works_behind_a_proxy(
             assert any(path.startswith("/approvals/ntfy/requests/") for path in proxy.paths)
         finally:
             team.server.close()
+
+
+def test_a_rule_in_the_one_decision_function_binds_the_buttons(
+    team: NtfyTeam, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rule added to ``channels.decisions.decide`` refuses a tap: 403, nothing recorded."""
+    seen: list[str] = []
+
+    def ruled(*args: Any, **kwargs: Any) -> Any:
+        seen.append(str(kwargs["channel"]))
+        raise Forbidden("test rule")
+
+    monkeypatch.setattr(channel_decisions, "decide", ruled)
+    request_id = team.new()
+    tapped = team.ntfy.tap(team.published(request_id, "alice"), "Approve")
+    assert tapped.status == 403 and "test rule" in tapped.body["error"]["message"]
+    assert seen == ["ntfy"] and team.decisions(request_id) == []
