@@ -111,12 +111,12 @@ _MOVES = {
         "SELECT id, seq, CASE WHEN target_url LIKE 'slack:%' THEN 'slack' ELSE 'webhooks' END, "
         "target_url, event_type, request_id, NULL, body_format, payload, created_at, state, "
         "attempts, next_attempt_at, last_result, delivered_at, NULL, 0 FROM webhook_outbox "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "webhook_attempts": (
         "INSERT INTO outbox_attempts (outbox_id, attempt, at, status_code, error, "
         "next_attempt_at) SELECT outbox_id, attempt, at, status_code, error, next_attempt_at "
-        "FROM webhook_attempts ON CONFLICT DO NOTHING"
+        "FROM webhook_attempts WHERE true ON CONFLICT DO NOTHING"
     ),
     "mail_outbox": (
         "INSERT INTO outbox (id, seq, channel, target, event_type, request_id, reviewer_id, "
@@ -125,27 +125,31 @@ _MOVES = {
         "SELECT id, seq, 'email', address, 'email.request', request_id, reviewer_id, '', '{}', "
         "created_at, CASE WHEN state = 'sent' THEN 'delivered' ELSE state END, attempts, "
         "next_attempt_at, last_result, sent_at, NULL, 0 FROM mail_outbox "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "slack_users": (
         "INSERT INTO channel_links (credential_id, kind, identity, linked_at) "
         "SELECT credential_id, 'slack', slack_user, linked_at FROM slack_users "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "reviewer_emails": (
         "INSERT INTO channel_links (credential_id, kind, identity, linked_at) "
-        "SELECT credential_id, 'email', address, 0 FROM reviewer_emails ON CONFLICT DO NOTHING"
+        "SELECT credential_id, 'email', address, 0 FROM reviewer_emails "
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "slack_messages": (
         "INSERT INTO channel_messages (channel, request_id, ref, posted_at) "
         "SELECT 'slack', request_id, channel || ' ' || ts, posted_at FROM slack_messages "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "slack_interactions": (
         "INSERT INTO seen_interactions (digest, at) SELECT digest, at FROM slack_interactions "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
 }
+
+
+# ``WHERE true``: SQLite reads ``ON CONFLICT`` after a bare ``SELECT ... FROM t`` as a join's.
 
 
 def migrate(execute: Callable[[str], Any], exists: Callable[[str], bool]) -> list[str]:
