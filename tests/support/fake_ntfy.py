@@ -2,8 +2,8 @@
 
 It accepts what ntfy's server accepts when a message is published as JSON
 (``POST /`` with ``{"topic", "title", "message", "tags", "priority",
-"actions", "click"}``): a topic matching ntfy's ``[-_A-Za-z0-9]{1,64}``, a
-message of at most 4,096 bytes, at most three actions, each ``view`` /
+"actions", "click"}``): at most 8,192 bytes of JSON, a topic matching ntfy's
+``[-_A-Za-z0-9]{1,64}``, a message of at most 4,096 bytes, at most three actions, each ``view`` /
 ``broadcast`` / ``http`` with a label (and a URL for ``http`` / ``view``);
 anything else is ntfy's JSON error (``{"code", "http", "error"}``). With a
 ``token`` every publish needs ``Authorization: Bearer <token>`` (``401``
@@ -131,7 +131,10 @@ class FakeNtfy:
         except ValueError:
             body = None
         with self._lock:
-            status, answer, extra = self._reply(path, headers, body)
+            if len(raw) > 2 * 4096:  # ntfy reads at most twice the message limit as JSON
+                status, answer, extra = _error(413, 41303, "JSON body too large")
+            else:
+                status, answer, extra = self._reply(path, headers, body)
             if isinstance(body, dict):
                 self.publishes.append(Publish(body, headers, status, time.monotonic()))
             self._lock.notify_all()
@@ -147,7 +150,7 @@ class FakeNtfy:
         if path != "/":
             return _error(400, 40010, "invalid request: publish JSON to the root URL")
         if not isinstance(body, dict) or set(body) - _FIELDS:
-            return _error(400, 40017, "invalid request: request body must be message JSON")
+            return _error(400, 40024, "invalid request: request body must be valid JSON")
         topic = body.get("topic")
         if not isinstance(topic, str) or _TOPIC.fullmatch(topic) is None:
             return _error(400, 40009, "invalid request: topic invalid")

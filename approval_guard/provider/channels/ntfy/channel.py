@@ -23,7 +23,6 @@ from starlette.concurrency import run_in_threadpool
 
 from approval_guard._call.backoff import parse_retry_after
 from approval_guard._codec.display import escape
-from approval_guard._codec.exact_json import dump_json
 from approval_guard.provider.channels.base import (
     CANCELLED,
     CREATED,
@@ -186,7 +185,7 @@ class NtfyChannel(Channel):
             headers["Authorization"] = f"Bearer {self.settings.token}"
         try:
             answer = await self._http().post(
-                self.settings.publish_url, content=dump_json(body).encode("utf-8"), headers=headers
+                self.settings.publish_url, content=message.encoded(body), headers=headers
             )
         except httpx.HTTPError as exc:
             reason = f"ntfy could not be reached: {type(exc).__name__}"

@@ -16,12 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 from approval_guard._codec.display import escape
+from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import format_timestamp
 from approval_guard.provider.channels.webhooks.payloads import AGENT_SAYS
 from approval_guard.provider.store.models import StoredRequest
 
 #: ntfy's limit on a message's body (longer ones become attachments, or are refused).
 MAX_MESSAGE_BYTES = 4096
+#: ntfy's limit on a JSON publish, all of it (twice the message's), less a margin.
+MAX_JSON_BYTES = 2 * MAX_MESSAGE_BYTES - 192
 #: The most of the agent's reason shown, so the arguments keep room.
 MAX_CONTEXT_BYTES = 1200
 #: The longest title, in characters (a notification shows one line of it).
@@ -49,7 +52,9 @@ def title(display: dict[str, Any]) -> str:
     return _short(f"Approval needed: {display['tool']}", MAX_TITLE)
 
 
-def body(request: StoredRequest, display: dict[str, Any], reviewer: str) -> str:
+def body(
+    request: StoredRequest, display: dict[str, Any], reviewer: str, limit: int = MAX_MESSAGE_BYTES
+) -> str:
     """The text for ``reviewer``: the call, the agent's reason, the arguments, cut to fit."""
     tool = _short(display["tool"])
     asked = (
@@ -76,10 +81,10 @@ def body(request: StoredRequest, display: dict[str, Any], reviewer: str) -> str:
         said = f"{AGENT_SAYS}\n{cut(quoted, MAX_CONTEXT_BYTES)}"
     label = "Arguments:\n"
     seps = 2 * (2 if said else 1)  # the blank lines around the parts added below
-    room = MAX_MESSAGE_BYTES - len(fixed.encode()) - len(said.encode()) - len(label) - seps
+    room = limit - len(fixed.encode()) - len(said.encode()) - len(label) - seps
     arguments = label + cut(display["arguments"], max(room, 0))
     parts = [head, *([said] if said else []), arguments, *tail]
-    return cut("\n\n".join(parts), MAX_MESSAGE_BYTES)
+    return cut("\n\n".join(parts), limit)
 
 
 def actions(approve_url: str, deny_url: str) -> list[dict[str, Any]]:
@@ -100,18 +105,32 @@ def publish(
     deny_url: str,
     click: str | None,
 ) -> dict[str, Any]:
-    """The JSON published to ntfy's root for one reviewer's new request."""
+    """The JSON published to ntfy's root for one reviewer's new request.
+
+    Both of ntfy's limits hold: the message's 4,096 bytes, and the whole JSON's
+    8,192 (escaped quotes and line breaks count twice there).
+    """
     out: dict[str, Any] = {
         "topic": topic,
         "title": title(display),
-        "message": body(request, display, reviewer),
         "tags": ["lock"],
         "priority": 4,
         "actions": actions(approve_url, deny_url),
     }
     if click is not None:
         out["click"] = click
-    return out
+    limit = MAX_MESSAGE_BYTES
+    while True:
+        out["message"] = body(request, display, reviewer, limit)
+        over = len(encoded(out)) - MAX_JSON_BYTES
+        if over <= 0 or limit <= 0:
+            return out
+        limit = max(0, limit - over - 16)
+
+
+def encoded(message: dict[str, Any]) -> bytes:
+    """A message as it is published (UTF-8 JSON)."""
+    return dump_json(message).encode("utf-8")
 
 
 #: A request's end, as the follow-up notice words it.

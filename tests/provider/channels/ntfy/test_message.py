@@ -81,6 +81,15 @@ def test_hidden_characters_are_escaped() -> None:
     assert "pay\\u202eusd" in body["title"] and "bob\\u200b" in body["message"]
 
 
+def test_the_whole_json_fits_too_when_escapes_double_it() -> None:
+    """Quotes, backslashes and line breaks count twice in JSON: the publish stays under 8 KiB."""
+    request = _request(arguments={"q": '"' * 3000}, context='"\\' * 450)
+    body = _publish(request)
+    assert len(message.encoded(body)) <= message.MAX_JSON_BYTES
+    assert "cut to fit the notification" in body["message"]
+    assert body["message"].endswith("(request r1).")
+
+
 def test_huge_arguments_are_cut_to_fit_and_say_so() -> None:
     """Arguments beyond 4,096 bytes are cut (multi-byte text too), the end of the text kept."""
     request = _request(arguments={"text": "\u00e9\u4e2d" * 5000}, context="why " * 250)

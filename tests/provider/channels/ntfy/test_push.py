@@ -185,3 +185,11 @@ def test_a_rule_in_the_one_decision_function_binds_the_buttons(
     tapped = team.ntfy.tap(team.published(request_id, "alice"), "Approve")
     assert tapped.status == 403 and "test rule" in tapped.body["error"]["message"]
     assert seen == ["ntfy"] and team.decisions(request_id) == []
+
+
+def test_huge_arguments_are_published_cut_within_ntfys_limits(team: NtfyTeam) -> None:
+    """Arguments far beyond 4 KiB (escapes doubling them in JSON) are cut, and ntfy takes them."""
+    request_id = team.new(arguments={"q": '"' * 3000, "text": "\u4e2d" * 3000})
+    alice = team.published(request_id, "alice")
+    assert "cut to fit the notification" in alice.body["message"]
+    assert len(alice.body["message"].encode("utf-8")) <= 4096
