@@ -11,7 +11,7 @@ otherwise, as ntfy answers). Each publish is recorded; :meth:`FakeNtfy.tap`
 then performs one of its actions exactly as the ntfy app does: the action's
 ``method`` (``POST`` by default), its ``headers`` and its ``body``, to its
 ``url``. ``script`` answers the next publishes (status, body, headers);
-``down`` answers ``503``.
+``down`` answers ``503``; clearing ``hold`` keeps publishes in flight.
 """
 
 from __future__ import annotations
@@ -95,6 +95,11 @@ class FakeNtfy:
         self.publishes: list[Publish] = []
         self.script: list[Answer] = []
         self.down = False
+        #: Set when a publish has come in (before :attr:`hold`): a publish in flight.
+        self.arrived = threading.Event()
+        #: While not set, each publish waits for it before it is answered (a slow ntfy).
+        self.hold = threading.Event()
+        self.hold.set()
         self._lock = threading.Condition()
         self._ids = 0
         fake = self
@@ -105,6 +110,8 @@ class FakeNtfy:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = {name.lower(): value for name, value in self.headers.items()}
+                fake.arrived.set()
+                fake.hold.wait(30)
                 status, answer, extra = fake._answer(self.path, headers, raw)
                 out = json.dumps(answer).encode("utf-8")
                 self.send_response(status)
