@@ -114,22 +114,24 @@ class NtfyChannel(Channel):
             return f"the request is already {request.status}"
         return None
 
-    def _body(self, item: Item, store: StoreProtocol) -> dict[str, Any] | str:
-        """Blocking: the JSON to publish, or why nothing is to be sent."""
+    def _body(
+        self, item: Item, store: StoreProtocol
+    ) -> tuple[dict[str, Any] | str, datetime | None]:
+        """Blocking: ``(the JSON to publish, or why nothing is sent; no retry after)``."""
         why = self._why_not(item, store)
         if why is not None:
-            return why
+            return why, None
         request = store.get_request(item.request_id)
         assert request is not None and item.reviewer_id is not None
         if item.event_type == ENDED:
             by = item.payload.get("decided_by")
-            return message.ended(
-                topic=item.target, request=request, decided_by=by if isinstance(by, str) else None
-            )
+            said = by if isinstance(by, str) else None
+            return message.ended(topic=item.target, request=request, decided_by=said), None
         reviewer = store.credential(item.reviewer_id)
         base = self.settings.public_url
         if reviewer is None or base is None:
-            return "no public URL for the buttons" if base is None else "the reviewer was removed"
+            why = "no public URL for the buttons" if base is None else "the reviewer was removed"
+            return why, None
         secret = store.link_secret()
         urls = {
             action: action_url(
@@ -148,7 +150,7 @@ class NtfyChannel(Channel):
             for action in (APPROVE, DENY)
         }
         display = listed_request_json(request)["display"]
-        return message.publish(
+        body = message.publish(
             topic=item.target,
             request=request,
             display=display,
@@ -157,6 +159,8 @@ class NtfyChannel(Channel):
             deny_url=urls[DENY],
             click=f"{base}/?request={request.id}",
         )
+        # Its buttons are worth sending until the request's deadline only.
+        return body, request.deadline_at
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -174,12 +178,9 @@ class NtfyChannel(Channel):
         """Publish one item as JSON to the server's root; ntfy's answer settles it."""
         if item.event_type not in (PUBLISH, ENDED):
             return Permanent(f"not an ntfy item: {escape(item.event_type)[:80]}")
-        body = await run_in_threadpool(self._body, item, store)
+        body, until = await run_in_threadpool(self._body, item, store)
         if isinstance(body, str):
             return Skipped(body)
-        request = await run_in_threadpool(store.get_request, item.request_id)
-        # A new request's buttons are worth sending until its deadline only.
-        until = request.deadline_at if request is not None and item.event_type == PUBLISH else None
         headers = {"Content-Type": "application/json", "User-Agent": "approval-guard"}
         if self.settings.token is not None:
             headers["Authorization"] = f"Bearer {self.settings.token}"
