@@ -14,7 +14,12 @@ import importlib
 
 from approval_guard.provider.channels.base import ChannelKind, Identity
 
-KINDS: tuple[str, ...] = ("approval_guard.provider.channels.ntfy:NtfyKind",)
+KINDS: tuple[str, ...] = (
+    "approval_guard.provider.channels.webhooks.settings:WebhooksKind",
+    "approval_guard.provider.channels.slack.settings:SlackKind",
+    "approval_guard.provider.channels.email.settings:EmailKind",
+    "approval_guard.provider.channels.ntfy:NtfyKind",
+)
 
 
 @functools.cache
