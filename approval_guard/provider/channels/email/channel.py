@@ -87,8 +87,9 @@ class EmailChannel(Channel):
         self.base_url = base_url.rstrip("/")
         self.horizon = settings.backoff.give_up_after
         self.backoff = settings.backoff
-        # Connect, hello, TLS, login, send, quit: each may take the settings' timeout.
-        self.deadline = settings.timeout * 6 + 5.0
+        # Connect, hello, TLS, login, send, quit: each read may take the settings' timeout,
+        # and the session is shut at the deadline (smtp.send), so its thread ends by then.
+        self.deadline = settings.timeout * 3
 
     def queue(self, moment: Moment) -> Sequence[NewItem]:
         request = moment.request
@@ -204,5 +205,6 @@ class EmailChannel(Channel):
             timeout=self.settings.timeout,
             tls_context=self.settings.tls_context,
             still_wanted=still_wanted,
+            deadline=self.deadline - 1.0,
         ):
             raise _NotSent(late[0])
