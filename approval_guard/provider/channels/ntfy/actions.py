@@ -13,16 +13,18 @@ No token reaches a log line or an answer.
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 
+import approval_guard.provider.channels.decisions as decisions
+from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import APPROVED
-from approval_guard.provider.channels import decisions
+from approval_guard._codec.wire_models import error_body
 from approval_guard.provider.channels.base import Route
 from approval_guard.provider.channels.ntfy.tokens import PATH, Link, LinkRefused, read
-from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.context import Context
-from approval_guard.provider.http.responses import ApiError, error_answer, json_answer, read_body
 from approval_guard.provider.store.models import (
     AlreadyApproved,
     Credential,
@@ -31,12 +33,17 @@ from approval_guard.provider.store.models import (
     NotPendingError,
 )
 from approval_guard.provider.store.protocol import StoreProtocol
-from approval_guard.provider.store.sql.outbox import VOIDED
 
 #: The audit rows' and the decision's channel.
 CHANNEL = "ntfy"
-# The phone's CORS-less fetch (ntfy's web app) may read the answer: the token is the credential.
-_HEADERS = (("Access-Control-Allow-Origin", "*"),)
+#: An outbox item's state once its reviewer's link changed (the store's ``VOIDED``).
+_VOIDED = "voided"
+_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    # ntfy's web app posts from its own origin and may read the answer: the token is the credential.
+    "Access-Control-Allow-Origin": "*",
+}
 _KINDS = {400: "invalid_link", 403: "forbidden", 404: "not_found", 409: "conflict", 410: "expired"}
 
 
@@ -52,14 +59,17 @@ def _check(store: StoreProtocol, request_id: str, token: str) -> tuple[Link, Cre
         raise LinkRefused(403, "the reviewer this notification was sent to is no longer a reviewer")
     linked = store.reviewer_by_identity(CHANNEL, link.address)
     # Re-linked since (even back to this topic): what was sent to the old link decides nothing.
-    if linked is None or linked.id != reviewer.id or store.outbox_state(link.mail_id) == VOIDED:
+    if linked is None or linked.id != reviewer.id or store.outbox_state(link.mail_id) == _VOIDED:
         raise LinkRefused(403, "this notification went to a topic that is no longer the reviewer's")
     return link, reviewer
 
 
-def _refused(ctx: Context, status: int, message: str) -> Response:
-    kind = _KINDS.get(status, "invalid_request")
-    return error_answer(ctx.store, ApiError(status, kind, message, headers=_HEADERS))
+def _answer(status: int, body: dict[str, Any]) -> Response:
+    return Response(dump_json(body), status, _HEADERS, "application/json")
+
+
+def _refused(status: int, message: str) -> Response:
+    return _answer(status, error_body(_KINDS.get(status, "invalid_request"), message))
 
 
 def _status(exc: Exception) -> int:
@@ -71,11 +81,7 @@ def _status(exc: Exception) -> int:
 
 
 async def decide(ctx: Context, request: Request) -> Response:
-    """The button's POST: check the token, then the one decision path."""
-    try:
-        await read_body(request)  # the phone sends none; a big one is refused
-    except ApiError as err:
-        return error_answer(ctx.store, err)
+    """The button's POST: check the token, then the one decision path (no body is read)."""
     request_id = request.path_params["request_id"]
     tokens = request.query_params.getlist("token")
     try:
@@ -83,7 +89,7 @@ async def decide(ctx: Context, request: Request) -> Response:
             raise LinkRefused(400, "this button's address has no token (or several)")
         link, reviewer = await ctx.calls(_check, ctx.store, request_id, tokens[0])
     except LinkRefused as exc:
-        return _refused(ctx, exc.status, exc.message)
+        return _refused(exc.status, exc.message)
     try:
         found, _ = await ctx.calls(
             lambda: decisions.decide(
@@ -92,16 +98,16 @@ async def decide(ctx: Context, request: Request) -> Response:
                 request_id,
                 reviewer,
                 link.decision,
-                source=client_source(request),
+                source=request.client.host if request.client else "unknown",
                 channel=CHANNEL,
                 channel_user=link.address,
                 use_once=link.mail_id,
             )
         )
     except decisions.REFUSALS as exc:
-        return _refused(ctx, _status(exc), decisions.refusal(exc))
+        return _refused(_status(exc), decisions.refusal(exc))
     if found is None:
-        return _refused(ctx, 404, "no such request")
+        return _refused(404, "no such request")
     if found.status == APPROVED:
         said = "Approved: the call may now run."
     elif found.is_pending:
@@ -109,7 +115,7 @@ async def decide(ctx: Context, request: Request) -> Response:
     else:
         said = "Denied: the call will not run."
     body = {"request_id": found.id, "status": found.status, "message": said}
-    return json_answer(ctx.store, 200, body, _HEADERS)
+    return _answer(200, body)
 
 
 ROUTES: tuple[Route, ...] = ((PATH, {"POST": decide}),)
