@@ -15,6 +15,7 @@ PACKAGE = Path(registry.__file__).resolve().parents[2]
 CHANNELS = PACKAGE / "provider" / "channels"
 #: The channels added through the interface alone.
 ADDED = ("ntfy", "discord")
+CHANNELS_MODULE = "approval_guard.provider.channels"
 
 
 @pytest.mark.parametrize("name", ADDED)
