@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from approval_guard.exceptions import ProviderError
+
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
@@ -53,7 +55,7 @@ CANCELLED = "cancelled"
 MOMENTS = (CREATED, APPROVAL, DECIDED, EXPIRED, CANCELLED)
 
 
-class ChannelSettingsError(ValueError):
+class ChannelSettingsError(ProviderError, ValueError):
     """A channel's settings cannot work: ``serve`` stops with this message (no secret in it)."""
 
 

@@ -23,6 +23,7 @@ from approval_guard._codec.duration import check_duration_text, parse_duration_s
 from approval_guard._codec.exact_json import InvalidJSON, dump_json, load_json
 from approval_guard._codec.wire import format_http_date
 from approval_guard._codec.wire_models import error_body
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.http.limits import (
     CONTENT_LENGTH,
     HTML_HEADERS,
@@ -37,7 +38,7 @@ from approval_guard.provider.store.protocol import StoreProtocol
 Headers = Sequence[tuple[str, str]]
 
 
-class ApiError(Exception):
+class ApiError(ProviderError):
     """An answer in the API's error shape: ``{"error": {"type", "message"}, **extra}``."""
 
     def __init__(
