@@ -24,6 +24,7 @@ from urllib.parse import quote
 import anyio
 from starlette.concurrency import run_in_threadpool
 
+from approval_guard.provider.channels.links import public_link
 from approval_guard.provider.email.links import APPROVE, DENY, Link, make_token
 from approval_guard.provider.email.message import compose
 from approval_guard.provider.email.settings import EmailSettings
@@ -55,7 +56,7 @@ MIN_REST = 0.02
 
 def link_url(base: str, request_id: str, token: str) -> str:
     """The confirmation page's address for one link."""
-    return f"{base}/email/requests/{quote(request_id, safe='')}?token={token}"
+    return public_link(base, f"/email/requests/{quote(request_id, safe='')}?token={token}")
 
 
 class Mailer:

@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from approval_guard.provider.channels.links import check_public_url
 from approval_guard.provider.email.addresses import AddressError, check_address, check_recipient
 from approval_guard.provider.email.recipients import EmailRoutes, email_routes
 from approval_guard.provider.email.smtp import SmtpServer, parse_smtp_url
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.webhooks.settings import Backoff
-from approval_guard.provider.webhooks.signing import check_url
 
 #: Seconds one SMTP exchange (connect to the end of the message) may take.
 SEND_TIMEOUT = 10.0
@@ -70,7 +70,7 @@ def email_settings(
         if not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
     if public_url is not None:
-        public_url = check_url(public_url).rstrip("/")
+        public_url = check_public_url(public_url)
     return EmailSettings(
         smtp=smtp,
         sender=checked_sender,

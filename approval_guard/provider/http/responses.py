@@ -103,6 +103,21 @@ def html_answer(store: StoreProtocol, status: int, body: bytes, headers: Headers
     return answer(store, status, body, "text/html; charset=utf-8", (*HTML_HEADERS, *headers))
 
 
+def to_root(request: Request) -> str:
+    """The relative URL from this request's page to the provider's root: ``./``, ``../../``...
+
+    A page writes the URLs the browser follows (its files, its forms) with it,
+    so they work when a reverse proxy serves the provider under a path prefix
+    (``https://host/approvals/*`` to ``/*``): the browser resolves them against
+    the address it shows, prefix included. Counted on the raw path, so an
+    encoded ``/`` inside an id adds no level.
+    """
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+    depth = path.split("?", 1)[0].count("/") - 1
+    return "../" * depth if depth > 0 else "./"
+
+
 def error_answer(store: StoreProtocol, err: ApiError) -> Response:
     body = {**error_body(err.kind, err.message), **err.extra}
     return answer(
