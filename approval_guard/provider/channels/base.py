@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from approval_guard.exceptions import ProviderError
+
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
@@ -79,7 +81,7 @@ class Backoff:
         return float(min(self.cap, raw * random.uniform(1 - self.jitter, 1 + self.jitter)))
 
 
-class ChannelSettingsError(ValueError):
+class ChannelSettingsError(ProviderError, ValueError):
     """A channel's settings cannot work: ``serve`` stops with this message (no secret in it)."""
 
 

@@ -18,7 +18,6 @@ appears in a repr, a log line or an error message.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import smtplib
 import socket
 import ssl
@@ -29,6 +28,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 
+from approval_guard._codec.hosts import is_loopback
+
 #: The environment variable a URL without a password takes it from.
 ENV_SMTP_PASSWORD = "APPROVAL_GUARD_SMTP_PASSWORD"
 PLAIN = "plain"
@@ -36,15 +37,6 @@ STARTTLS = "starttls"
 TLS = "tls"
 _DEFAULT_PORTS = {PLAIN: 25, STARTTLS: 587, TLS: 465}
 _SCHEMES = {"smtp": PLAIN, "smtp+starttls": STARTTLS, "smtps": TLS}
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @attrs.frozen(repr=False)
@@ -99,7 +91,7 @@ def parse_smtp_url(url: str, *, environ: Mapping[str, str] | None = None) -> Smt
         password = (environ or {}).get(ENV_SMTP_PASSWORD) or None
     if password is not None and not username:
         raise ValueError("--smtp-url has a password but no user name")
-    if password is not None and security == PLAIN and not _loopback(host):
+    if password is not None and security == PLAIN and not is_loopback(host):
         raise ValueError(
             "--smtp-url would send the password in the clear: use smtp+starttls:// or smtps://"
         )

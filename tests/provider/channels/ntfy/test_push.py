@@ -17,7 +17,7 @@ from tests.support.cli import free_port
 from tests.support.fake_ntfy import TOKEN, FakeNtfy
 from tests.support.mail_team import Clock
 from tests.support.ntfy_team import NtfyTeam, start_ntfy_team, topic
-from tests.support.prefix_proxy import PrefixProxy
+from tests.support.prefix_proxy import prefix_proxy
 
 
 def _token(url: str) -> str:
@@ -156,16 +156,17 @@ def test_a_public_url_with_a_path_works_behind_a_proxy(
     """``--public-url http://proxy/approvals``: the buttons post through the path, and decide."""
     opened, clock = store
     port = free_port()
-    with PrefixProxy(f"http://127.0.0.1:{port}", "/approvals") as proxy:
-        team = start_ntfy_team(opened, ntfy, clock, port=port, public_url=f"{proxy.url}/approvals")
+    with prefix_proxy("/approvals") as proxy:
+        proxy.upstream = f"http://127.0.0.1:{port}"
+        team = start_ntfy_team(opened, ntfy, clock, port=port, public_url=proxy.base)
         try:
             request_id = team.new()
             alice = team.published(request_id, "alice")
-            assert alice.action("Approve")["url"].startswith(f"{proxy.url}/approvals/ntfy/")
-            assert alice.body["click"] == f"{proxy.url}/approvals/?request={request_id}"
+            assert alice.action("Approve")["url"].startswith(f"{proxy.base}/ntfy/")
+            assert alice.body["click"] == f"{proxy.base}/?request={request_id}"
             assert team.ntfy.tap(alice, "Approve").status == 200
             assert team.instance.poll(request_id).json()["status"] == "approved"
-            assert any(path.startswith("/approvals/ntfy/requests/") for path in proxy.paths)
+            assert any(path.startswith("/approvals/ntfy/requests/") for _, path, _ in proxy.seen)
         finally:
             team.server.close()
 
