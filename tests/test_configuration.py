@@ -82,10 +82,25 @@ def test_bad_guard_options_raise(options: dict[str, Any]) -> None:
         _guard(**options)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:8765", "http://localhost:1", "http://[::1]:9"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8765",
+        "http://localhost:1",
+        "http://[::1]:9",
+        "http://[::ffff:127.0.0.1]:9",
+    ],
+)
 def test_plain_http_to_loopback_is_allowed(url: str) -> None:
     """Plain http is fine to this machine."""
     assert url == _guard(base_url=url).base_url
+
+
+@pytest.mark.parametrize("url", ["http://10.0.0.1", "http://[::ffff:10.0.0.1]:9", "http://[::]:9"])
+def test_plain_http_elsewhere_is_refused(url: str) -> None:
+    """Plain http to another machine (a v4-mapped address of one too) is refused by default."""
+    with pytest.raises(ValueError, match="non-loopback"):
+        _guard(base_url=url)
 
 
 def test_plain_http_elsewhere_needs_explicit_opt_in() -> None:

@@ -65,6 +65,9 @@ class CallState:
     in_flight: int = attrs.field(init=False, default=0)
     unseen: list[Answer] = attrs.field(init=False, factory=list)
     handed_off: bool = attrs.field(init=False, default=False)
+    # The replay ran out of time with no create in flight here: the provider may still
+    # make the request, so ``end`` starts a late withdrawal of it.
+    withdraw_later: bool = attrs.field(init=False, default=False)
     # A cancel was answered 200 by a body that did not show the request cancelled.
     withdraw_unconfirmed: bool = attrs.field(init=False, default=False)
     withdraw_lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)

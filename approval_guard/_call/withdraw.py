@@ -3,7 +3,11 @@
 Best effort and never raising: :func:`cancel` withdraws a pending request,
 first recovering its id by replaying the create (same key, same bytes) when
 the create's answer never came. A create still in flight when the call ends
-is handed off: its own late answer withdraws the request it made.
+is handed off: its own late answer withdraws the request it made. So is one
+the provider is still processing after the driver stopped waiting for it (a
+Ctrl-C cut the exchange on the calling thread): when the replay runs out of
+time with the key still in use, it goes on in the background once the call
+has ended.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ import logging
 from collections.abc import Generator
 from typing import Any
 
+import attrs
+
 from approval_guard._call.ops import CallGen, Exchange, Op, Ran
-from approval_guard._call.retry import Again, retrying
+from approval_guard._call.retry import Again, GaveUp, retrying
 from approval_guard._call.state import CallState, failure
 from approval_guard._call.verdict import check_echo, original_request, status_in
 from approval_guard._codec.wire import CANCELLED, PENDING
@@ -22,6 +28,10 @@ from approval_guard._transport import exchange as _exchange
 from approval_guard._transport.answer import Answer
 
 log = logging.getLogger("approval_guard")
+
+#: The longest pause between two replays of a create whose request is being recovered
+#: (a ``Retry-After`` is still honoured).
+RECOVER_PAUSE_CAP = 1.0
 
 
 def withdrawal(call: CallState) -> str:
@@ -73,7 +83,7 @@ def cancel(
             # A create still in flight is waited for about a second, not the whole
             # budget: after that, its own answer withdraws the request it made.
             recover_end = min(end, first + timings.cancel_retry_window)
-        yield from recover(call, recover_end)
+        in_use = yield from recover(call, recover_end)
         if call.request is None:
             take_unseen(call)
         if call.request is None and creating(call):
@@ -81,6 +91,18 @@ def cancel(
             log.info(
                 "the create for %s is still in flight; its request is withdrawn when "
                 "it is answered",
+                call.plan.tool,
+            )
+            return
+        if call.request is None and in_use and not late:
+            # The provider is still making the request (its create held up, the
+            # exchange that sent it cut off by a Ctrl-C): nobody would hear of it, so
+            # the replay goes on in the background, with the late budget, once the
+            # call has ended (``end``).
+            call.handed_off = call.withdraw_later = True
+            log.info(
+                "the create for %s is still being processed; its request is withdrawn in "
+                "the background",
                 call.plan.tool,
             )
             return
@@ -123,17 +145,20 @@ def cancel(
     )
 
 
-def recover(call: CallState, end: float) -> Generator[Op, Any, None]:
+def recover(call: CallState, end: float) -> Generator[Op, Any, bool]:
     """Learn the id of a request whose create answer was lost: replay the create.
 
     The same key and bytes return the request made the first time (the
     provider keeps keys for a day), so it can be cancelled. A create still
     in flight at the provider answers 409 ``idempotency_key_in_use``: asked
     again after a pause, within ``end``. A 422 for a harness retry's key
-    names the original request, adopted as at create.
+    names the original request, adopted as at create. Returns True when
+    ``end`` came first after the key was found in use: the request is yet to exist.
     """
+    in_use = False
 
     def attempt() -> Generator[Op, Any, Again | None]:
+        nonlocal in_use
         try:
             answer: Answer = yield create_op(call, max(0.05, call.left(end)))
         except Exception as exc:  # a failed replay, whatever it raised: tried again
@@ -150,9 +175,19 @@ def recover(call: CallState, end: float) -> Generator[Op, Any, None]:
             return None
         if not call.policy.retryable(answer, creating=True):
             return None
+        in_use = in_use or answer.status == 409  # the key in use (the only 409 retried)
         return Again(answer.retry_after)
 
-    yield from retrying(attempt, policy=call.policy, clock=call.clock, until=end, abandonable=False)
+    # A key in use is freed as soon as the first create is answered (at once, for a
+    # provider): asked again within RECOVER_PAUSE_CAP, not after a backoff grown to
+    # seconds, so the request it made is not left open that long after it exists.
+    policy = call.policy
+    if policy.cap > RECOVER_PAUSE_CAP:
+        policy = attrs.evolve(policy, cap=RECOVER_PAUSE_CAP)
+    result = yield from retrying(
+        attempt, policy=policy, clock=call.clock, until=end, abandonable=False
+    )
+    return in_use and isinstance(result, GaveUp)
 
 
 def create_op(call: CallState, timeout: float, *, orphanable: bool = False) -> Exchange:
@@ -216,10 +251,17 @@ def take_unseen(call: CallState) -> None:
 
 
 def end(call: CallState) -> None:
-    """The call is over: any create answer still untaken is withdrawn, in the background."""
+    """The call is over: any create answer still untaken is withdrawn, in the background.
+
+    So is a request a replay could not yet find (``withdraw_later``): the late
+    withdrawal replays the create again (which covers any untaken answer too).
+    """
     with call.late_lock:
         call.ended = True
         leftovers, call.unseen = call.unseen, []
+    if call.withdraw_later:
+        _withdraw_late(call, None)
+        return
     for answer in leftovers:
         _withdraw_late(call, answer)
 

@@ -1,1 +1,1 @@
-"""Formats the guard shares with the provider: wire models, exact JSON, durations, display, time."""
+"""Formats shared with the provider: wire models, exact JSON, durations, display, time, hosts."""

@@ -31,6 +31,7 @@ import requests.auth
 from approval_guard._call.backoff import MAX_RETRY_AFTER, RetryPolicy, parse_retry_after
 from approval_guard._codec.clock import Clock
 from approval_guard._codec.exact_json import load_answer
+from approval_guard._codec.hosts import is_loopback
 from approval_guard._transport import threads as _threads
 from approval_guard._transport import watchdog as _watchdog
 from approval_guard._transport.answer import MAX_ANSWER_BYTES, Answer, TransportError
@@ -50,16 +51,6 @@ log = logging.getLogger("approval_guard")
 #: Body fields compared with what was sent, never quoted: kept exactly as they came.
 ECHOED_FIELDS = frozenset({"tool", "arguments", "requested_by", "batch", "context"})
 _POOL_SIZE = 64
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def is_ip_address(host: str) -> bool:

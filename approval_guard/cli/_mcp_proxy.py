@@ -19,12 +19,12 @@ argument the child does not list stops the proxy once its tool list is known
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import sys
 from collections.abc import Mapping
 
+from approval_guard._codec.hosts import is_loopback, listen_host
 from approval_guard._env import (
     ENV_CREDENTIAL,
     ENV_URL,
@@ -111,26 +111,16 @@ def _listen(text: str | None) -> tuple[str, int] | None:
     if text is None:
         return None
     host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise UsageError(f"--listen takes HOST:PORT, like 127.0.0.1:8931, not {text!r}")
-    if not _loopback(host):
+    if not is_loopback(host):
         # The HTTP endpoint has no authentication of its own: anyone who reaches it could
         # call the unguarded tools, so it is only ever offered to this machine.
         raise UsageError(
             f"--listen {text!r}: the proxy's HTTP endpoint has no authentication, so it listens "
             "only on a loopback address (127.0.0.1, ::1 or localhost)"
         )
-    return host, int(port)
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return listen_host(host), int(port)
 
 
 def _settings(url: str | None) -> GuardSettings:

@@ -22,11 +22,12 @@ from approval_guard._codec.display import escape, escape_lines, with_markers_sho
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.now import utcnow
+from approval_guard.exceptions import ProviderError
 
 PROG = "approval-guard"
 
 
-class CliError(Exception):
+class CliError(ProviderError):
     """A failure worth one line on stderr and exit code 1."""
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import ipaddress
 import os
 import sqlite3
 import sys
@@ -13,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from approval_guard._codec.hosts import is_loopback, listen_host
 from approval_guard._env import ENV_CREDENTIAL, ENV_REVIEWER_TOKEN
 from approval_guard.cli._output import PROG, CliError, UsageError, say
 from approval_guard.cli._signals import on_sigterm
@@ -24,16 +24,6 @@ if TYPE_CHECKING:
     from approval_guard.provider.rules.config import Rules
 
 DEFAULT_PORT = 8765
-
-
-def _loopback(host: str) -> bool:
-    """True for an address only this machine can reach."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _serve_banner(
@@ -69,7 +59,7 @@ def _serve_banner(
         }
         if scoped:
             say(f"Webhooks from the rules file, for their tools only: {', '.join(sorted(scoped))}")
-    if not _loopback(args.host) and not args.tls_cert:
+    if not is_loopback(args.host) and not args.tls_cert:
         say(
             f"warning: listening on {args.host} over plain HTTP (--insecure-http): credentials "
             "and decisions cross the network unencrypted unless your TLS proxy is in front",
@@ -96,7 +86,7 @@ def _serve_banner(
 def _check_transport(args: argparse.Namespace) -> None:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise CliError("TLS needs both --tls-cert FILE and --tls-key FILE")
-    if not _loopback(args.host) and not args.tls_cert and not args.insecure_http:
+    if not is_loopback(args.host) and not args.tls_cert and not args.insecure_http:
         raise CliError(
             f"refusing to serve plain HTTP on {args.host}: tokens and decisions would cross the "
             "network unencrypted; give --tls-cert and --tls-key, or put a TLS proxy in front "
@@ -147,7 +137,7 @@ def safe_dsn_error(exc: BaseException, dsn: str) -> str:
 
 
 def add_channel_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> None:
-    """Every registered channel's flags (webhooks, Slack, email, ntfy, Discord...)."""
+    """Every registered channel's flags (webhooks, Slack, email...)."""
     from approval_guard.provider.channels.registry import kinds
 
     for kind in kinds():
@@ -155,7 +145,7 @@ def add_channel_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> 
 
 
 def _given_channels(args: argparse.Namespace) -> list[Channel]:
-    """The channels the registered kinds make from the flags (ntfy, Discord...); usage errors."""
+    """The channels the registered kinds make from the flags (beyond the first three)."""
     from approval_guard.provider.channels.base import ChannelSettingsError
     from approval_guard.provider.channels.registry import kinds
 
@@ -200,6 +190,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(str(exc)) from None
 
+    args.host = listen_host(args.host)  # --host [::1], as in a URL, listens on ::1
     _check_transport(args)
     rules = _load_rules(args)
     from approval_guard.provider.channels.webhooks.settings import targets_from_args

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import approval_guard as ag
+from approval_guard._call.withdraw import RECOVER_PAUSE_CAP
 from approval_guard.testing import LocalProvider, approve_after
 from tests.support.api import wait_for
 from tests.support.guards import ctrl_c_during, finish, in_thread, make_guard, refund_tool
@@ -25,8 +27,40 @@ def test_ctrl_c_during_the_create_still_withdraws_the_request(
     tool = refund_tool(make_guard(provider), [])
     with pytest.raises(KeyboardInterrupt):
         ctrl_c_during(lambda: tool("p", 1), after=0.4)
-    # Withdrawn by the recovery, or as soon as the delayed create is answered.
-    wait_for(lambda: [r.status for r in provider.requests()] == ["cancelled"], timeout=15)
+    # Withdrawn by the recovery, or by the late withdrawal once the held create is made.
+    wait_for(_statuses(provider), lambda statuses: ["cancelled"] == statuses, timeout=15)
+
+
+def _statuses(provider: LocalProvider) -> Callable[[], list[str]]:
+    return lambda: [r.status for r in provider.requests()]
+
+
+class _PauseLog(ag.SystemClock):
+    """The real clock, but every pause is recorded and cut to 0.05 s (more replays per second)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+
+    def sleep(self, seconds: float, abandon: threading.Event | None = None) -> bool:
+        self.pauses.append(seconds)
+        return super().sleep(min(seconds, 0.05), abandon)
+
+
+# CI: the provider still held the create when the recovery's 2 s ran out, and the Ctrl-C had
+# cut the exchange that sent it, so nobody withdrew the request it made a moment later.
+def test_ctrl_c_during_a_create_held_past_the_recovery_still_withdraws_it(
+    provider: LocalProvider,
+) -> None:
+    """The create is made only after the recovery gave up: withdrawn in the background then."""
+    provider.faults.add("delay", on="create", delay=3.0)  # cancel_timeout is 2 s
+    clock = _PauseLog()
+    tool = refund_tool(make_guard(provider, clock=clock), [])
+    with pytest.raises(KeyboardInterrupt):
+        ctrl_c_during(lambda: tool("p", 1), after=0.4)
+    wait_for(_statuses(provider), lambda statuses: ["cancelled"] == statuses, timeout=15)
+    # The replays find the key in use until the create is made: asked again within a
+    # second each time, not after a backoff grown to 5 s.
+    assert clock.pauses and max(clock.pauses) <= RECOVER_PAUSE_CAP, clock.pauses
 
 
 def test_a_recovered_approval_does_not_run_once_the_harness_has_abandoned_it(

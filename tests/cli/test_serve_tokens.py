@@ -111,6 +111,28 @@ def test_a_bad_token_is_refused_without_showing_it(tmp_path: Path, token: str) -
     assert token not in done.stderr
 
 
+@pytest.mark.parametrize("host", ["[::1]", "::1"])
+def test_plain_http_on_ipv6_loopback_needs_no_insecure_http(tmp_path: Path, host: str) -> None:
+    """``--host [::1]`` (as in a URL) or ``::1``: loopback, served on http://[::1]:PORT."""
+    tokens = ("--instance-token", INSTANCE, "--reviewer-token", REVIEWER)
+    process = serve(tmp_path / "a.sqlite3", "--host", host, *tokens)
+    try:
+        url = banner(process).split("listening on ", 1)[1].split()[0]
+        assert url.startswith("http://[::1]:"), url
+        works(url, INSTANCE, REVIEWER)
+    finally:
+        stop(process)
+
+
+def test_plain_http_on_a_v4_mapped_address_elsewhere_is_refused(tmp_path: Path) -> None:
+    """``[::ffff:10.0.0.1]`` is another machine's address: plain HTTP needs --insecure-http."""
+    done = cli(
+        "serve", "--db", str(tmp_path / "a.sqlite3"), "--host", "[::ffff:10.0.0.1]", "--port", "0"
+    )
+    assert 1 == done.returncode
+    assert "refusing to serve plain HTTP on 10.0.0.1" in done.stderr
+
+
 def test_plain_http_off_loopback_needs_insecure_http(tmp_path: Path) -> None:
     done = cli("serve", "--db", str(tmp_path / "a.sqlite3"), "--host", "0.0.0.0", "--port", "0")
     assert 1 == done.returncode

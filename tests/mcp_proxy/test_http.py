@@ -46,7 +46,7 @@ def _listening(provider: LocalProvider, record: Path, host: str) -> Iterator[str
         def listening() -> bool:
             assert process.poll() is None, process.communicate()
             try:
-                socket.create_connection((host, port), timeout=1).close()
+                socket.create_connection((host.strip("[]"), port), timeout=1).close()
             except OSError:
                 return False
             return True
@@ -110,16 +110,25 @@ _INITIALIZE = (
 )
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
+@pytest.mark.parametrize(
+    ("host", "own"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("127.0.0.2", "127.0.0.2"),
+        ("[::1]", "[::1]"),
+        # An IPv4-mapped loopback address listens on the IPv4 address it stands for.
+        ("[::ffff:127.0.0.1]", "127.0.0.1"),
+    ],
+)
 def test_a_request_for_another_host_name_is_refused_on_any_loopback_address(
-    provider: LocalProvider, record: Path, host: str
+    provider: LocalProvider, record: Path, host: str, own: str
 ) -> None:
     """DNS rebinding: a Host header that is not the loopback address is 421, on 127.0.0.2 too."""
     with _listening(provider, record, host) as url:
-        port = int(url.split(":")[2].split("/")[0])
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
         answers = {}
-        for name in (f"{host}:{port}", f"evil.example:{port}"):
-            with socket.create_connection((host, port), timeout=10) as conn:
+        for name in (f"{own}:{port}", f"evil.example:{port}"):
+            with socket.create_connection((host.strip("[]"), port), timeout=10) as conn:
                 conn.sendall(
                     b"POST /mcp HTTP/1.1\r\nHost: " + name.encode() + b"\r\n"
                     b"Content-Type: application/json\r\n"

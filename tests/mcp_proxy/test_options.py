@@ -60,6 +60,8 @@ def _marker_child(marker: Path) -> list[str]:
         (["--guard", "*", "--listen", "127.0.0.1:99999"], "--listen takes HOST:PORT"),
         (["--guard", "*", "--listen", "0.0.0.0:8931"], "listens only on a loopback address"),
         (["--guard", "*", "--listen", "example.com:8931"], "listens only on a loopback address"),
+        (["--guard", "*", "--listen", "[::ffff:10.0.0.1]:8931"], "only on a loopback address"),
+        (["--guard", "*", "--listen", "[[::1]]:8931"], "listens only on a loopback address"),
         (["--guard", "*", "--url", "ftp://x"], "base_url"),
     ],
 )

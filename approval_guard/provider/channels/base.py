@@ -1,6 +1,6 @@
 """What a channel is: the one interface every way of reaching reviewers implements.
 
-A channel (webhooks, Slack, email, ntfy, Discord) declares, as a subclass of
+A channel (webhooks, Slack, email, and each one registered since) declares, as a subclass of
 :class:`ChannelKind`:
 
 - its ``name`` (the outbox rows' ``channel``, the audit rows' ``channel``);
@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from approval_guard.exceptions import ProviderError
+
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
@@ -53,6 +55,16 @@ EXPIRED = "expired"
 CANCELLED = "cancelled"
 MOMENTS = (CREATED, APPROVAL, DECIDED, EXPIRED, CANCELLED)
 
+#: An outbox item's states.
+PENDING_DELIVERY = "pending"
+DELIVERED = "delivered"
+GIVEN_UP = "given_up"
+#: Not sent, on purpose: the request was decided, or the reviewer removed, before it went.
+SKIPPED = "skipped"
+#: Its reviewer's identity changed after it was queued: never sent, its links decide nothing.
+VOIDED = "voided"
+DELIVERY_STATES = (PENDING_DELIVERY, DELIVERED, GIVEN_UP, SKIPPED, VOIDED)
+
 
 @attrs.frozen
 class Backoff:
@@ -69,7 +81,7 @@ class Backoff:
         return float(min(self.cap, raw * random.uniform(1 - self.jitter, 1 + self.jitter)))
 
 
-class ChannelSettingsError(ValueError):
+class ChannelSettingsError(ProviderError, ValueError):
     """A channel's settings cannot work: ``serve`` stops with this message (no secret in it)."""
 
 
@@ -162,7 +174,7 @@ class NewItem:
 
     #: Where it goes, on this channel (a URL, ``slack:C0123``, an address, a topic).
     target: str
-    #: What it is (``request.created``, ``slack.update``, ``ntfy.publish``...).
+    #: What it is (``request.created``, ``slack.update``...).
     event_type: str
     #: Anything JSON the channel needs to send it (never a secret: it is stored).
     payload: Mapping[str, Any]
@@ -200,9 +212,9 @@ Route = tuple[str, Mapping[str, Handler]]
 class Identity:
     """What a channel links a reviewer to, for ``reviewers link``."""
 
-    #: The ``KIND`` of ``--channel KIND:ID`` (``ntfy``, ``discord``, ``slack``, ``email``).
+    #: The ``KIND`` of ``--channel KIND:ID`` (``slack``, ``email``...).
     kind: str
-    #: Its own flag of ``reviewers link`` (``--ntfy-topic``), for the same link.
+    #: Its own flag of ``reviewers link`` (``--slack-user``), for the same link.
     flag: str
     #: What the flag's value is, for ``--help`` (``TOPIC``).
     metavar: str
@@ -254,7 +266,7 @@ class Channel:
         raise NotImplementedError
 
     def routes(self) -> Sequence[Route]:
-        """Its inbound routes (``POST /discord/interactions``), none by default."""
+        """Its inbound routes (``POST /slack/interactions``), none by default."""
         return ()
 
     async def close(self) -> None:

@@ -25,6 +25,7 @@ import attrs
 
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json, load_json
 from approval_guard._codec.wire import APPROVED, DENIED
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.store.sql.base import from_us, to_us
 
 APPROVE = "approve"
@@ -40,7 +41,7 @@ _SHAPE = re.compile(r"v1\.([A-Za-z0-9_-]{1,1800})\.([A-Za-z0-9_-]{43})")
 _FIELDS = {"m": str, "r": str, "v": str, "t": str, "a": str, "e": int}
 
 
-class LinkRefused(Exception):
+class LinkRefused(ProviderError):
     """A link that decides nothing: ``status`` (400, 403, 409, 410) and a sentence why."""
 
     def __init__(self, status: int, message: str) -> None:

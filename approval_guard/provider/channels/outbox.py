@@ -37,6 +37,10 @@ import anyio
 from starlette.concurrency import run_in_threadpool
 
 from approval_guard.provider.channels.base import (
+    DELIVERED,
+    GIVEN_UP,
+    PENDING_DELIVERY,
+    SKIPPED,
     Backoff,
     Channel,
     Item,
@@ -49,12 +53,6 @@ from approval_guard.provider.channels.base import (
 from approval_guard.provider.store.models import StoreClosedError
 from approval_guard.provider.store.protocol import StoreProtocol
 from approval_guard.provider.store.sql.audit import SYSTEM
-from approval_guard.provider.store.sql.outbox import (
-    DELIVERED,
-    GIVEN_UP,
-    PENDING_DELIVERY,
-    SKIPPED,
-)
 
 logger = logging.getLogger("approval_guard.provider")
 

@@ -18,6 +18,7 @@ KINDS: tuple[str, ...] = (
     "approval_guard.provider.channels.webhooks.settings:WebhooksKind",
     "approval_guard.provider.channels.slack.settings:SlackKind",
     "approval_guard.provider.channels.email.settings:EmailKind",
+    "approval_guard.provider.channels.ntfy:NtfyKind",
     "approval_guard.provider.channels.discord:DiscordKind",
 )
 

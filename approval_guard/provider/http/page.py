@@ -145,11 +145,12 @@ async def sign_in(ctx: Context, request: Request) -> Response:
     cookie = f"{SESSION_COOKIE}={session_id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}"
     # A link to one request (a webhook's ?request=<id>) keeps pointing at it.
     wanted = values.get("request")
-    location = "/" if not wanted else f"/?request={quote(wanted, safe='')}"
+    # Relative (to "/", this page): kept under a reverse proxy's path prefix.
+    location = "./" if not wanted else f"./?request={quote(wanted, safe='')}"
     return html_answer(
         store,
         303,
-        b'<!doctype html><title>Signed in</title><a href="/">Continue</a>',
+        b'<!doctype html><title>Signed in</title><a href="./">Continue</a>',
         (("Set-Cookie", cookie), ("Location", location)),
     )
 

@@ -23,6 +23,7 @@ from approval_guard._codec.duration import check_duration_text, parse_duration_s
 from approval_guard._codec.exact_json import InvalidJSON, dump_json, load_json
 from approval_guard._codec.wire import format_http_date
 from approval_guard._codec.wire_models import error_body
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.http.limits import (
     CONTENT_LENGTH,
     HTML_HEADERS,
@@ -37,7 +38,7 @@ from approval_guard.provider.store.protocol import StoreProtocol
 Headers = Sequence[tuple[str, str]]
 
 
-class ApiError(Exception):
+class ApiError(ProviderError):
     """An answer in the API's error shape: ``{"error": {"type", "message"}, **extra}``."""
 
     def __init__(
@@ -100,6 +101,21 @@ def json_answer(store: StoreProtocol, status: int, obj: object, headers: Headers
 
 def html_answer(store: StoreProtocol, status: int, body: bytes, headers: Headers = ()) -> Response:
     return answer(store, status, body, "text/html; charset=utf-8", (*HTML_HEADERS, *headers))
+
+
+def to_root(request: Request) -> str:
+    """The relative URL from this request's page to the provider's root: ``./``, ``../../``...
+
+    A page writes the URLs the browser follows (its files, its forms) with it,
+    so they work when a reverse proxy serves the provider under a path prefix
+    (``https://host/approvals/*`` to ``/*``): the browser resolves them against
+    the address it shows, prefix included. Counted on the raw path, so an
+    encoded ``/`` inside an id adds no level.
+    """
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+    depth = path.split("?", 1)[0].count("/") - 1
+    return "../" * depth if depth > 0 else "./"
 
 
 def error_answer(store: StoreProtocol, err: ApiError) -> Response:

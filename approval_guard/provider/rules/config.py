@@ -38,6 +38,7 @@ from typing import Any
 import attrs
 
 from approval_guard._codec.duration import parse_duration_string
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.channels.webhooks.signing import check_url, parse_secret
 from approval_guard.provider.rules.auto import AutoRule, parse_auto
 from approval_guard.provider.rules.toml_lines import Lines
@@ -74,7 +75,7 @@ _WEBHOOK_KEYS = ("url", "secret", "format")
 _TOML_LINE = re.compile(r"at line (\d+)")
 
 
-class RulesError(ValueError):
+class RulesError(ProviderError, ValueError):
     """A rules file that cannot be used; the message names the file and the line."""
 
 

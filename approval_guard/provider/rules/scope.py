@@ -28,6 +28,7 @@ from typing import Any
 
 from approval_guard._codec.exact_json import JSONNumber, canonical_json
 from approval_guard._codec.marker import holds_marker_key
+from approval_guard.exceptions import ProviderError
 
 SAME = "same"
 ANY = "any"
@@ -38,7 +39,7 @@ MAX_TEXT = 1000
 _INTEGER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
-class ScopeError(ValueError):
+class ScopeError(ProviderError, ValueError):
     """A constraint that cannot be used; the message names the argument and why."""
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import uvicorn
 
 from approval_guard.provider.channels.base import Channel
+from approval_guard.provider.channels.configured import configured_channels
 from approval_guard.provider.channels.email.settings import EmailSettings, routes_for
 from approval_guard.provider.channels.slack.settings import SlackSettings, slack_settings
 from approval_guard.provider.channels.webhooks.settings import webhook_settings
@@ -88,28 +89,23 @@ class ProviderServer:
     :param rules: per-tool review rules: a rules file (TOML, read now; a bad
         one raises :class:`~approval_guard.provider.rules.config.RulesError` naming
         its line) or :class:`~approval_guard.provider.rules.config.Rules`.
-    :param webhooks: :class:`WebhookTarget` s to post every request's events to
-        (created, decided, expired, cancelled), signed, from a persistent
-        outbox: an event is queued in the change's own transaction and retried
-        until delivered, across restarts (give the same targets again).
+    :param webhooks: :class:`WebhookTarget` s to post every request's events to,
+        signed, from the one outbox (docs/webhooks.md); a rules file's
+        ``webhooks`` hear only their tools' events.
     :param public_url: the review page's address as people reach it; events
         then link to ``PUBLIC_URL/?request=<id>``.
-    :param webhook_backoff: seconds before the first retry (doubling, at most
-        :attr:`Backoff.cap`); tests pass a small one.
+    :param webhook_backoff: seconds before the first retry of any channel's item
+        (doubling, at most :attr:`Backoff.cap`); tests pass a small one.
     :param webhook_give_up_after: seconds after the event when retrying stops.
     :param webhook_approvers: ``f(event) -> [names] | None``: who must approve,
         for the Slack text (else the roles of the tool's rule, or "any reviewer").
-    :param slack: a Slack app (:class:`SlackSettings`): each request is posted
-        to its channel with Approve / Deny buttons, kept current through the
-        outbox, and decided at ``POST /slack/interactions`` (docs/slack.md).
-    :param email: mail each new request's one-click approve and deny links
-        (:func:`~approval_guard.provider.channels.email.settings.email_settings`; docs/email.md),
-        from a persistent outbox like the webhooks'. The links point at the
+    :param slack: a Slack app (:class:`SlackSettings`; docs/slack.md).
+    :param email: one-click approval mail (docs/email.md); its links point at the
         settings' ``public_url``, else ``public_url``, else :attr:`url`.
+    :param channels: more configured channels
+        (:class:`~approval_guard.provider.channels.base.Channel`; docs/channels.md),
+        sent through the same outbox, their routes served beside the API.
     :param http_parser: "auto" (httptools when installed, else h11), "httptools" or "h11".
-
-    A rules file's ``webhooks`` (per tool, or in ``[defaults]``) are delivered
-    like ``webhooks`` but only for the events of the tools whose rule lists them.
 
     On a database without credentials one instance and one reviewer credential
     are made; their plaintext tokens are in :attr:`first_start_tokens` (else
@@ -183,10 +179,6 @@ class ProviderServer:
             self._db_path = None
             self._store = db
         given = tuple(channels)
-        for one in given:
-            if not isinstance(one, Channel):
-                raise TypeError(f"channels must be Channel objects, not {type(one).__name__}")
-        self._given_channels = given
         self._channels: tuple[Channel, ...] = ()
         try:
             #: Plaintext tokens made on this start of a fresh database, else None.
@@ -203,7 +195,15 @@ class ProviderServer:
             raise
         self._port: int = self._sock.getsockname()[1]
         try:
-            self._channels = self._configured_channels()
+            self._channels = configured_channels(
+                self._webhooks,
+                self._slack,
+                self._email,
+                self._email_routes,
+                self.rules,
+                base_url=self.url,
+                given=given,
+            )
         except BaseException:
             self._sock.close()
             if self._db_path is not None:
@@ -351,35 +351,6 @@ class ProviderServer:
             server.ready.set()
             with contextlib.suppress(OSError):
                 sock.close()
-
-    def _configured_channels(self) -> tuple[Channel, ...]:
-        """Every channel this server sends through: its webhooks, Slack, email, and those given."""
-        found: list[Channel] = []
-        if self._webhooks.targets:
-            from approval_guard.provider.channels.webhooks.channel import WebhooksChannel
-
-            found.append(WebhooksChannel(self._webhooks))
-        if self._slack is not None:
-            from approval_guard.provider.channels.slack.channel import SlackChannel
-
-            found.append(
-                SlackChannel(
-                    self._slack,
-                    public_url=self._webhooks.public_url,
-                    horizon=self._webhooks.backoff.give_up_after,
-                )
-            )
-        if self._email is not None:
-            from approval_guard.provider.channels.email.channel import EmailChannel
-
-            base = self._email.public_url or self._webhooks.public_url or self.url
-            found.append(EmailChannel(self._email, self._email_routes, self.rules, base))
-        found.extend(self._given_channels)
-        names = [one.name for one in found]
-        for name in names:
-            if names.count(name) > 1:
-                raise ValueError(f"the channel {name!r} is configured twice")
-        return tuple(found)
 
     @property
     def channels(self) -> tuple[Channel, ...]:

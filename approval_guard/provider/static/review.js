@@ -85,7 +85,9 @@
     }
     let response;
     try {
-      response = await fetch(path, init);
+      // Paths are written from the provider's root and fetched relative to this page
+      // (served at the root), so the page works under a reverse proxy's path prefix.
+      response = await fetch("." + path, init);
     } catch (_err) {
       throw new ApiError(0, "network",
         "The provider is not answering. Is `approval-guard serve` still running?");

@@ -38,11 +38,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
+from approval_guard.exceptions import ProviderError
+
 #: Most writes one transaction holds, however many writers wait.
 BATCH_LIMIT = 64
 
 
-class CommitFailed(Exception):
+class CommitFailed(ProviderError):
     """The transaction that held this write did not commit: none of it was kept.
 
     Its ``__cause__`` is the database's error. Every write of the failed batch

@@ -14,6 +14,7 @@ import attrs
 
 from approval_guard._codec.now import utcnow
 from approval_guard._codec.wire_models import ApprovalRequest
+from approval_guard.exceptions import ProviderError
 
 #: What a store's clock is: the provider's "now" as an aware datetime.
 Clock = Callable[[], datetime]
@@ -36,7 +37,7 @@ def system_clock() -> datetime:
 # --------------------------------------------------------------------------- errors
 
 
-class StoreError(Exception):
+class StoreError(ProviderError):
     """Base of the store's refusals; the HTTP layer maps each to a status code."""
 
 

@@ -70,6 +70,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.store.group_commit import Batch, CommitFailed
 from approval_guard.provider.store.pg_listen import payloads
 
@@ -84,7 +85,7 @@ BATCH_LOCK = (
 BEGIN = "BEGIN; " + BATCH_LOCK
 
 
-class RolledBack(Exception):
+class RolledBack(ProviderError):
     """PostgreSQL rolled the batch's transaction back (a statement in it failed)."""
 
 

@@ -30,10 +30,10 @@ def test_login_page_without_a_session(provider: LocalProvider) -> None:
 
 
 def test_token_login_sets_an_httponly_cookie_and_redirects(provider: LocalProvider) -> None:
-    """POST / from the page's form answers 303 to / with an HttpOnly, SameSite=Strict cookie."""
+    """POST / from the page's form answers 303 to ./ (the page) with an HttpOnly, Strict cookie."""
     response = sign_in(provider.url, provider.reviewer_credential)
     assert 303 == response.status_code
-    assert "/" == response.headers["Location"]
+    assert "./" == response.headers["Location"]  # relative: kept under a proxy's path prefix
     cookie = response.headers["Set-Cookie"]
     assert cookie.startswith("ag_session=")
     assert "HttpOnly" in cookie
@@ -55,7 +55,7 @@ def test_a_token_link_signs_nobody_in_until_its_button_is_pressed(provider: Loca
     assert 200 == response.status_code
     assert "Set-Cookie" not in response.headers
     assert "no-store" == response.headers["Cache-Control"]
-    assert '<form method="post" action="/"' in response.text
+    assert '<form method="post" action="./"' in response.text
     assert f'name="token" type="hidden" value="{provider.reviewer_credential}"' in response.text
     assert 'name="request" type="hidden" value="a&quot;b"' in response.text
     assert 'data-testid="sign-in"' in response.text

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from approval_guard.exceptions import ProviderError
+
 #: The longest address accepted (RFC 5321's path limit).
 MAX_ADDRESS = 254
 #: ``role:NAME`` in a recipient list: every reviewer with that role and an address.
@@ -22,7 +24,7 @@ _ADDRESS = re.compile(rf"{_LOCAL}@{_LABEL}(?:\.{_LABEL})*")
 _ROLE = re.compile(r"[^\s]{1,64}")
 
 
-class AddressError(ValueError):
+class AddressError(ProviderError, ValueError):
     """An address or recipient the provider refuses; the message says what is accepted."""
 
 

@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.channels.base import (
     Channel,
     Item,
@@ -41,6 +42,7 @@ from approval_guard.provider.channels.email.recipients import EmailRoutes, Revie
 from approval_guard.provider.channels.email.settings import EmailSettings
 from approval_guard.provider.channels.email.smtp import error_text, send
 from approval_guard.provider.channels.links import APPROVE, DENY, Link, make_token
+from approval_guard.provider.channels.public_url import public_link
 from approval_guard.provider.http.render import listed_request_json
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.store.protocol import StoreProtocol
@@ -52,7 +54,7 @@ MAIL = "email.request"
 
 def link_url(base: str, request_id: str, token: str) -> str:
     """The confirmation page's address for one link."""
-    return f"{base}/email/requests/{quote(request_id, safe='')}?token={token}"
+    return public_link(base, f"/email/requests/{quote(request_id, safe='')}?token={token}")
 
 
 def permanent_refusal(exc: BaseException) -> bool:
@@ -65,7 +67,7 @@ def permanent_refusal(exc: BaseException) -> bool:
     return False
 
 
-class _NotSent(Exception):
+class _NotSent(ProviderError):
     """Raised in the sending thread: this mail must not go (the sentence says why)."""
 
 
@@ -87,8 +89,9 @@ class EmailChannel(Channel):
         self.base_url = base_url.rstrip("/")
         self.horizon = settings.backoff.give_up_after
         self.backoff = settings.backoff
-        # Connect, hello, TLS, login, send, quit: each may take the settings' timeout.
-        self.deadline = settings.timeout * 6 + 5.0
+        # Connect, hello, TLS, login, send, quit: each read may take the settings' timeout,
+        # and the session is shut at the deadline (smtp.send), so its thread ends by then.
+        self.deadline = settings.timeout * 3
 
     def queue(self, moment: Moment) -> Sequence[NewItem]:
         request = moment.request
@@ -204,5 +207,6 @@ class EmailChannel(Channel):
             timeout=self.settings.timeout,
             tls_context=self.settings.tls_context,
             still_wanted=still_wanted,
+            deadline=self.deadline - 1.0,
         ):
             raise _NotSent(late[0])

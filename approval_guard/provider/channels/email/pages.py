@@ -25,6 +25,7 @@ from starlette.responses import Response
 from approval_guard._codec.display import escape
 from approval_guard._codec.duration import check_duration_text
 from approval_guard._codec.wire import APPROVED, format_timestamp
+from approval_guard.provider.channels.base import VOIDED
 from approval_guard.provider.channels.links import DENY, Link, LinkRefused, read_token
 from approval_guard.provider.channels.webhooks.payloads import AGENT_SAYS
 from approval_guard.provider.http.api import client_source
@@ -32,7 +33,7 @@ from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.decisions import apply_decision, apply_granting_decision
 from approval_guard.provider.http.limits import MAX_NOTE_CHARS
 from approval_guard.provider.http.render import listed_request_json
-from approval_guard.provider.http.responses import ApiError, answer, header, read_body
+from approval_guard.provider.http.responses import ApiError, answer, header, read_body, to_root
 from approval_guard.provider.rules.checks import refusal
 from approval_guard.provider.rules.config import ToolRule
 from approval_guard.provider.rules.grant_words import (
@@ -41,7 +42,6 @@ from approval_guard.provider.rules.grant_words import (
 )
 from approval_guard.provider.store.models import Credential, Grant, StoredRequest
 from approval_guard.provider.store.sql.grant_tables import MAX_USES, GrantSpec
-from approval_guard.provider.store.sql.outbox import VOIDED
 
 _CSP = (
     "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -56,21 +56,24 @@ HEADERS = (
 _FORM = "application/x-www-form-urlencoded"
 
 
-def _page(ctx: Context, status: int, title: str, body: str, *, state: str) -> Response:
+def _page(
+    ctx: Context, request: Request, status: int, title: str, body: str, *, state: str
+) -> Response:
     text = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title)}</title>"
-        '<link rel="stylesheet" href="/static/email.css"></head>'
+        f'<link rel="stylesheet" href="{to_root(request)}static/email.css"></head>'
         f'<body><main data-testid="email-page" data-state="{state}">'
         f"<h1>{html.escape(title)}</h1>{body}</main></body></html>"
     )
     return answer(ctx.store, status, text.encode("utf-8"), "text/html; charset=utf-8", HEADERS)
 
 
-def _refused(ctx: Context, status: int, message: str) -> Response:
+def _refused(ctx: Context, request: Request, status: int, message: str) -> Response:
     return _page(
         ctx,
+        request,
         status,
         "This link decides nothing",
         f'<p data-testid="reason">{html.escape(message)}</p>',
@@ -144,7 +147,7 @@ async def confirm(ctx: Context, request: Request) -> Response:
             raise LinkRefused(400, "this link is not valid: it has no token (copy the whole link)")
         link, reviewer, current = await run_in_threadpool(_check, ctx, request_id, tokens[0])
     except LinkRefused as exc:
-        return _refused(ctx, exc.status, exc.message)
+        return _refused(ctx, request, exc.status, exc.message)
     call = _call(ctx, current, reviewer)
     why = _why_not(ctx, current, reviewer, link)
     verb = "Deny" if link.action == DENY else "Approve"
@@ -152,7 +155,7 @@ async def confirm(ctx: Context, request: Request) -> Response:
     if why is not None:
         form = f'<p data-testid="reason">You may not {verb.lower()} this: {html.escape(why)}</p>'
     else:
-        action = f"/email/requests/{quote(request_id, safe='')}/decision"
+        action = f"{to_root(request)}email/requests/{quote(request_id, safe='')}/decision"
         form = (
             f'<form method="post" action="{html.escape(action)}">'
             f'<input type="hidden" name="token" value="{html.escape(tokens[0])}">'
@@ -162,7 +165,7 @@ async def confirm(ctx: Context, request: Request) -> Response:
             + f'<button type="submit" data-testid="confirm">{verb}</button></form>'
         )
     body = f"<p>You, {who}, are about to <strong>{verb.lower()}</strong> this call.</p>"
-    return _page(ctx, 200, f"{verb} this call?", body + call + form, state="confirm")
+    return _page(ctx, request, 200, f"{verb} this call?", body + call + form, state="confirm")
 
 
 def _fields(body: bytes) -> dict[str, str]:
@@ -209,7 +212,7 @@ async def decide(ctx: Context, request: Request) -> Response:
         token, note = _form(body)
         link, reviewer, _ = await run_in_threadpool(_check, ctx, request_id, token)
     except LinkRefused as exc:
-        return _refused(ctx, exc.status, exc.message)
+        return _refused(ctx, request, exc.status, exc.message)
     try:
         found = await apply_decision(
             ctx,
@@ -223,13 +226,15 @@ async def decide(ctx: Context, request: Request) -> Response:
             use_once=link.mail_id,
         )
     except ApiError as err:
-        return _refused(ctx, err.status, err.message)
+        return _refused(ctx, request, err.status, err.message)
     if found is None:
-        return _refused(ctx, 404, "no such request")
-    return _decided_page(ctx, found)
+        return _refused(ctx, request, 404, "no such request")
+    return _decided_page(ctx, request, found)
 
 
-def _decided_page(ctx: Context, found: StoredRequest, given: Grant | None = None) -> Response:
+def _decided_page(
+    ctx: Context, request: Request, found: StoredRequest, given: Grant | None = None
+) -> Response:
     if found.status == APPROVED:
         title, text = "Approved", "The call may now run."
     elif found.is_pending:
@@ -240,7 +245,7 @@ def _decided_page(ctx: Context, found: StoredRequest, given: Grant | None = None
     body = f'<p data-testid="result">{html.escape(text)}</p>'
     if given is not None:
         body += grant_given(given)
-    return _page(ctx, 200, title, body, state="done")
+    return _page(ctx, request, 200, title, body, state="done")
 
 
 # ---------------------------------------------------------------- standing grants (API 1.3)
@@ -347,7 +352,7 @@ async def _decide_granting(
                 grant=spec,
             )
     except ApiError as err:
-        return _refused(ctx, err.status, err.message)
+        return _refused(ctx, request, err.status, err.message)
     if found is None:
-        return _refused(ctx, 404, "no such request")
-    return _decided_page(ctx, found, given)
+        return _refused(ctx, request, 404, "no such request")
+    return _decided_page(ctx, request, found, given)

@@ -19,7 +19,7 @@ from approval_guard.provider.channels.email.addresses import (
 )
 from approval_guard.provider.channels.email.recipients import EmailRoutes, email_routes
 from approval_guard.provider.channels.email.smtp import SmtpServer, parse_smtp_url
-from approval_guard.provider.channels.webhooks.signing import check_url
+from approval_guard.provider.channels.public_url import check_public_url
 from approval_guard.provider.rules.config import Rules
 
 #: Seconds one SMTP exchange (connect to the end of the message) may take.
@@ -75,7 +75,7 @@ def email_settings(
         if not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
     if public_url is not None:
-        public_url = check_url(public_url).rstrip("/")
+        public_url = check_public_url(public_url)
     return EmailSettings(
         smtp=smtp,
         sender=checked_sender,

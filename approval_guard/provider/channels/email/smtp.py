@@ -17,14 +17,18 @@ appears in a repr, a log line or an error message.
 
 from __future__ import annotations
 
-import ipaddress
+import contextlib
 import smtplib
+import socket
 import ssl
+import threading
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
+
+from approval_guard._codec.hosts import is_loopback
 
 #: The environment variable a URL without a password takes it from.
 ENV_SMTP_PASSWORD = "APPROVAL_GUARD_SMTP_PASSWORD"
@@ -33,15 +37,6 @@ STARTTLS = "starttls"
 TLS = "tls"
 _DEFAULT_PORTS = {PLAIN: 25, STARTTLS: 587, TLS: 465}
 _SCHEMES = {"smtp": PLAIN, "smtp+starttls": STARTTLS, "smtps": TLS}
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @attrs.frozen(repr=False)
@@ -96,7 +91,7 @@ def parse_smtp_url(url: str, *, environ: Mapping[str, str] | None = None) -> Smt
         password = (environ or {}).get(ENV_SMTP_PASSWORD) or None
     if password is not None and not username:
         raise ValueError("--smtp-url has a password but no user name")
-    if password is not None and security == PLAIN and not _loopback(host):
+    if password is not None and security == PLAIN and not is_loopback(host):
         raise ValueError(
             "--smtp-url would send the password in the clear: use smtp+starttls:// or smtps://"
         )
@@ -116,18 +111,49 @@ def send(
     timeout: float,
     tls_context: ssl.SSLContext | None = None,
     still_wanted: Callable[[], bool] | None = None,
+    deadline: float | None = None,
 ) -> bool:
     """Send one message (blocking: run it in a thread); ``smtplib``'s or ``OSError`` on failure.
 
     ``still_wanted`` is asked once connected, right before the message goes: False
     (the request was decided meanwhile) sends nothing and returns False.
+    ``timeout`` bounds each read; ``deadline`` (seconds) the whole session: a
+    server that answers a byte at a time has its connection shut then, so the
+    thread never outlives the outbox's lease.
     """
     context = tls_context or ssl.create_default_context()
     client: smtplib.SMTP
     if server.security == TLS:
-        client = smtplib.SMTP_SSL(server.host, server.port, timeout=timeout, context=context)
+        client = smtplib.SMTP_SSL(timeout=timeout, context=context)
     else:
-        client = smtplib.SMTP(server.host, server.port, timeout=timeout)
+        client = smtplib.SMTP(timeout=timeout)
+    cut = None if deadline is None else threading.Timer(deadline, _shut, (client,))
+    if cut is not None:
+        cut.daemon = True
+        cut.start()
+    try:
+        client.connect(server.host, server.port)
+        return _session(client, server, message, context, still_wanted)
+    finally:
+        if cut is not None:
+            cut.cancel()
+
+
+def _shut(client: smtplib.SMTP) -> None:
+    """The session's deadline: shut its socket, so the read it waits in fails at once."""
+    sock = getattr(client, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _session(
+    client: smtplib.SMTP,
+    server: SmtpServer,
+    message: EmailMessage,
+    context: ssl.SSLContext,
+    still_wanted: Callable[[], bool] | None,
+) -> bool:
     with client:
         if server.security == STARTTLS:
             client.starttls(context=context)

@@ -20,6 +20,7 @@ from approval_guard._codec.display import escape, pointer, with_markers_shown
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import canonical_json, dump_json
 from approval_guard._codec.wire import format_timestamp, parse_timestamp
+from approval_guard.provider.channels.public_url import public_link
 from approval_guard.provider.store.models import StoredRequest
 
 #: Event types, by the audit-trail kind that makes them.
@@ -88,7 +89,7 @@ def request_link(public_url: str | None, request_id: str) -> str | None:
     """The review page opened at one request, or None without a public URL."""
     if not public_url:
         return None
-    return f"{public_url.rstrip('/')}/?request={quote(request_id, safe='')}"
+    return public_link(public_url, f"/?request={quote(request_id, safe='')}")
 
 
 def standard_payload(event: dict[str, Any], *, public_url: str | None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import attrs
 
 from approval_guard.provider.channels.base import Backoff, ChannelKind
+from approval_guard.provider.channels.public_url import check_public_url
 from approval_guard.provider.channels.webhooks.signing import (
     FORMATS,
     WebhookTarget,
@@ -85,7 +86,7 @@ def webhook_settings(
         if not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
     if public_url is not None:
-        public_url = check_url(public_url).rstrip("/")
+        public_url = check_public_url(public_url)
     return WebhookSettings(
         targets=routes.targets,
         public_url=public_url,
@@ -138,7 +139,7 @@ class _WebhookOption(argparse.Action):
 
 def _public_url(text: str) -> str:
     try:
-        return check_url(text).rstrip("/")
+        return check_public_url(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

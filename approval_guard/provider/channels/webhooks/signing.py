@@ -36,6 +36,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
+from approval_guard.exceptions import ProviderError
+
 SECRET_PREFIX = "whsec_"
 #: The body formats a target can ask for.
 FORMATS = ("standard", "slack")
@@ -43,7 +45,7 @@ FORMATS = ("standard", "slack")
 TOLERANCE = 300
 
 
-class WebhookSignatureError(ValueError):
+class WebhookSignatureError(ProviderError, ValueError):
     """A delivery did not verify (its message never holds the secret)."""
 
 

@@ -1,7 +1,7 @@
 """Reviewers' identities on channels, what channels posted, signed links' secret and single use.
 
 One link per (reviewer credential, channel kind): a Slack user, an address, an
-ntfy topic, a Discord user. The link is to the credential, not the name, so
+phone push topic, a chat user. The link is to the credential, not the name, so
 removing the reviewer makes it refuse at once, and a later reviewer of the same
 name is not linked. An identity names one live reviewer of its kind at most (a
 click or a link must name one person). Changing a reviewer's identity voids
@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from approval_guard.provider.channels.base import DELIVERED, PENDING_DELIVERY, VOIDED
 from approval_guard.provider.store.models import REVIEWER, Credential
 from approval_guard.provider.store.sql.base import (
     SQLStoreBase,
@@ -25,7 +26,6 @@ from approval_guard.provider.store.sql.base import (
     to_us,
 )
 from approval_guard.provider.store.sql.credentials import ReviewerNameError
-from approval_guard.provider.store.sql.outbox import DELIVERED, PENDING_DELIVERY, VOIDED
 
 _SECRET_KEY = "email_link_secret"
 _MAX_IDENTITY = 320

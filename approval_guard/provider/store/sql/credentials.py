@@ -10,6 +10,7 @@ from typing import Any
 
 from approval_guard._codec.exact_json import canonical_json
 from approval_guard._codec.wire import PENDING
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.store.checks import check_given_token
 from approval_guard.provider.store.models import (
     CREDENTIAL_KINDS,
@@ -45,7 +46,7 @@ MAX_REVIEWER_NAME = 64
 MAX_ROLE = 64
 
 
-class ReviewerNameError(ValueError):
+class ReviewerNameError(ProviderError, ValueError):
     """A reviewer name (or role) the store refuses: bad, or already a live reviewer's."""
 
 

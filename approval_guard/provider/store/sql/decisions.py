@@ -14,6 +14,7 @@ from typing import Any
 
 from approval_guard._codec.exact_json import canonical_json, check_json_value
 from approval_guard._codec.wire import APPROVED, DENIED, PENDING, format_timestamp
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.rules.checks import approval_expiry, check_may_decide
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.checks import changed_names, check_edit
@@ -48,11 +49,11 @@ CHANNELS = ("api", "page", "cli", "slack", "email")
 _CHANNEL_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
-class _LostRace(Exception):
+class _LostRace(ProviderError):
     """Raised inside a decision's transaction to undo it (and its link's use): it lost a race."""
 
 
-class _Overdue(Exception):
+class _Overdue(ProviderError):
     """Raised inside a decision's transaction: the request's deadline passed; expire it first."""
 
 

@@ -1,17 +1,17 @@
 """The one outbox's tables, the channel links', and the step that moves an older database's rows in.
 
 - ``outbox``: one row per item a channel sends (a webhook event for one
-  target, a mail for one reviewer, a Slack post or update, a push, a Discord
+  target, a mail for one reviewer, a Slack post or update, a push, a chat
   message), written in the change's own transaction; claimed with a lease.
 - ``outbox_attempts``: each try at sending one.
 - ``channel_links``: a reviewer credential's identity on a channel (a Slack
-  user, an address, an ntfy topic, a Discord user); linked to the credential,
+  user, an address, a push topic, a chat user); linked to the credential,
   so removing the reviewer makes every link refuse at once.
 - ``channel_messages``: what a channel posted for a request (a message id),
   so an update after a restart, or on another instance, finds it.
 - ``used_links``: each signed link a decision was recorded with (single use).
 - ``seen_interactions``: the digest of each signed interaction accepted (a
-  Slack or Discord click), so a replay within its five minutes does nothing.
+  Slack click or another chat's), so a replay within its five minutes does nothing.
 
 A database made by the previous release had ``webhook_outbox`` and
 ``webhook_attempts`` (webhooks and Slack), ``mail_outbox`` (email),

@@ -11,6 +11,7 @@ from typing import Any
 from approval_guard._codec.duration import format_duration
 from approval_guard._codec.exact_json import InvalidJSON, canonical_json, check_json_value
 from approval_guard._codec.wire import CANCELLED, EXPIRED, PENDING
+from approval_guard.exceptions import ProviderError
 from approval_guard.provider.rules.config import Rules
 from approval_guard.provider.store.checks import body_hash, check_editable, check_redacted
 from approval_guard.provider.store.ids import new_id
@@ -38,7 +39,7 @@ logger = logging.getLogger("approval_guard.provider")
 RACE_ATTEMPTS = 3
 
 
-class _KeyTaken(Exception):
+class _KeyTaken(ProviderError):
     """Inside a create's transaction: another create holds this key (rolls it back)."""
 
 

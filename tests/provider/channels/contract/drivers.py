@@ -24,14 +24,19 @@ from approval_guard.provider.channels.discord import DiscordChannel, DiscordSett
 from approval_guard.provider.channels.discord.message import APPROVE, DENY, custom_id
 from approval_guard.provider.channels.email.settings import email_settings
 from approval_guard.provider.channels.links import Link, make_token
+from approval_guard.provider.channels.ntfy import NtfyChannel
+from approval_guard.provider.channels.ntfy import tokens as ntfy_tokens
+from approval_guard.provider.channels.ntfy.settings import make_settings
 from approval_guard.provider.channels.slack.settings import SlackSettings
 from approval_guard.provider.channels.webhooks.signing import WebhookTarget
 from approval_guard.provider.store.protocol import StoreProtocol
 from tests.support import fake_discord as discord_clicks
+from tests.support.cli import free_port
 from tests.support.fake_discord import CHANNEL as DISCORD_CHANNEL
 from tests.support.fake_discord import TOKEN as DISCORD_TOKEN
 from tests.support.fake_discord import UNAUTHORIZED as DISCORD_UNAUTHORIZED
 from tests.support.fake_discord import FakeDiscord
+from tests.support.fake_ntfy import PHONE_AGENT, FakeNtfy, Publish
 from tests.support.fake_slack import SIGNING_SECRET, TOKEN, FakeSlack
 from tests.support.mail_team import post_decision, token_of
 from tests.support.slack_clicks import CHANNEL, block_action, form, post, sign
@@ -404,6 +409,120 @@ class EmailDriver(Driver):
         assert self.box.arrived.wait(20)
 
 
+class NtfyDriver(Driver):
+    """ntfy: a push per allowed reviewer's topic; a tapped button posts back (as the app does)."""
+
+    name = "ntfy"
+    follows = False
+    per_person = True
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Driver]:
+        # Open topics: ``serve`` in the crash test is started without a token in its environment.
+        with FakeNtfy(token=None) as ntfy:
+            self.ntfy = ntfy
+            yield self
+
+    def options(self) -> dict[str, Any]:
+        port = free_port()
+        settings = make_settings(self.ntfy.url, None, f"http://127.0.0.1:{port}")
+        return {"port": port, "channels": [NtfyChannel(settings)], "webhook_backoff": 0.05}
+
+    def identity(self, person: str) -> str | None:
+        return f"{person}-Zq3xW8rT5yU2"
+
+    def _push(self, request_id: str, person: str) -> Publish | None:
+        for one in self.ntfy.accepted(self.identity(person)):
+            if one.body.get("actions") and f"(request {request_id})" in one.body["message"]:
+                return one
+        return None
+
+    def wait_reached(self, request_id: str) -> None:
+        self.wait_reached_person(request_id, "bob")
+
+    def wait_reached_person(self, request_id: str, person: str) -> None:
+        assert self.ntfy.wait_for(lambda _: self._push(request_id, person) is not None), (
+            self.ntfy.publishes
+        )
+
+    def wait_ended(self, request_id: str, status: str) -> None:
+        # A notification cannot be changed: a notice follows, and its buttons decide nothing.
+        title = {"approved": "Approved", "denied": "Denied", "expired": "Expired"}[status]
+        assert self.ntfy.wait_for(
+            lambda fake: any(
+                one.body.get("title", "").startswith(f"{title}: ")
+                and f"(request {request_id})" in one.body.get("message", "")
+                for one in fake.accepted(self.identity("bob"))
+            )
+        ), self.ntfy.publishes
+        push = self._push(request_id, "bob")
+        assert push is not None
+        assert self.ntfy.tap(push, "Approve").status in (409, 410)
+
+    def _url(self, request_id: str, person: str, status: str) -> str:
+        label = "Approve" if status == "approved" else "Deny"
+        push = self._push(request_id, person)
+        if push is not None:
+            return str(push.action(label)["url"])
+        # Not pushed to them (not allowed, asked it themselves): a button reaching them anyway.
+        credential = next(c for c in self.store.list_reviewers() if c.name == person)
+        request = self.store.get_request(request_id)
+        assert request is not None
+        token = ntfy_tokens.sign(
+            self.store.link_secret(),
+            item_id="ntfy_notsent",
+            request_id=request_id,
+            reviewer_id=credential.id,
+            topic=str(self.identity(person)),
+            action=label.lower(),
+            expires_at=request.deadline_at,
+        )
+        return ntfy_tokens.action_url(self.url, request_id, token)
+
+    def _tap(self, url: str) -> Act:
+        def send() -> Act:
+            # What the app sends for an http action: POST, no body, its own user agent.
+            answer = requests.post(url, data=b"", headers={"User-Agent": PHONE_AGENT}, timeout=10)
+            return Act(answer.status_code, answer.text, replay=send)
+
+        return send()
+
+    def act(self, request_id: str, person: str, status: str, *, forged: bool = False) -> Act:
+        url = self._url(request_id, person, status)
+        if forged:  # the payload changed by one character: its mac no longer matches
+            head, token = url.split("?token=")
+            version, payload, mac = token.split(".")
+            changed = payload[:-1] + ("A" if payload[-1] != "A" else "B")
+            url = f"{head}?token={version}.{changed}.{mac}"
+        return self._tap(url)
+
+    def act_unknown(self, request_id: str) -> Act:
+        token = "v1.bm9ib2R5.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        return self._tap(ntfy_tokens.action_url(self.url, request_id, token))
+
+    def outage(self, on: bool) -> None:
+        self.ntfy.down = on
+
+    def refuse_for_good(self) -> None:
+        self.ntfy.token = "tk_nowneededneededneeded0001"  # every publish: 401 unauthorized
+
+    def deliveries(self) -> int:
+        return len(self.ntfy.publishes)
+
+    def serve_args(self) -> list[str]:
+        return ["--ntfy-url", self.ntfy.url]
+
+    def hold(self, on: bool) -> None:
+        if on:
+            self.ntfy.arrived.clear()
+            self.ntfy.hold.clear()
+        else:
+            self.ntfy.hold.set()
+
+    def wait_in_flight(self) -> None:
+        assert self.ntfy.arrived.wait(20)
+
+
 class DiscordDriver(Driver):
     name = "discord"
 
@@ -517,5 +636,6 @@ DRIVERS: dict[str, Callable[[], Driver]] = {
     "webhooks": WebhooksDriver,
     "slack": SlackDriver,
     "email": EmailDriver,
+    "ntfy": NtfyDriver,
     "discord": DiscordDriver,
 }

@@ -31,8 +31,13 @@ pytestmark = pytest.mark.slow
 INSTANCE = "agi_" + "c" * 40
 
 
+def _is_dsn(where: str) -> bool:
+    """A libpq connection string or URL, not a file path."""
+    return where.startswith("postgres") or "dbname=" in where
+
+
 def _open(where: str) -> StoreProtocol:
-    if where.startswith("postgresql"):
+    if _is_dsn(where):
         from approval_guard.provider import PostgresStore
 
         return PostgresStore(where)
@@ -48,7 +53,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def _serve(driver: Driver, database: str, rules: Path, port: int) -> subprocess.Popen[bytes]:
-    where = ["--dsn", database] if database.startswith("postgresql") else ["--db", database]
+    where = ["--dsn", database] if _is_dsn(database) else ["--db", database]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -72,11 +77,17 @@ def _serve(driver: Driver, database: str, rules: Path, port: int) -> subprocess.
 
     def up() -> bool:
         try:
-            return requests.get(f"{url}/healthz", timeout=1).status_code == 200
+            requests.get(url, timeout=1)  # any answer: it listens
+            return True
         except requests.RequestException:
             return False
 
-    wait_for(up, timeout=30)
+    try:
+        wait_for(up, timeout=30)
+    except BaseException:
+        proc.kill()
+        proc.wait(10)
+        raise
     return proc
 
 
@@ -112,12 +123,13 @@ def test_a_provider_killed_mid_delivery_delivers_after_restart(
             store = _open(database)
             driver.store, driver.url = store, f"http://127.0.0.1:{port}"
             try:
-                driver.wait_reached(made["id"])
+                # Once the killed provider's lease has run out (a send's deadline and a margin).
                 wait_for(
                     lambda: store.list_outbox(request_id=made["id"], channels=[driver.name]),
                     lambda rows: rows and all(row.state == "delivered" for row in rows),
-                    timeout=90,
+                    timeout=150,
                 )
+                driver.wait_reached(made["id"])
             finally:
                 store.close()
         finally:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
+from approval_guard.provider.store.sql.mail import MAIL_PENDING, MailItem
 
 from approval_guard.provider import StoreProtocol
-from approval_guard.provider.store.sql.mail import MAIL_PENDING, MailItem
 from tests.support.api import Api, wait_for
 from tests.support.mail_team import Clock, mailing_server, start_mail_team
 from tests.support.smtp import Mailbox, SlowGreeting

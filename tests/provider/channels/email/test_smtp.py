@@ -47,6 +47,7 @@ def test_the_url_forms(url: str, expected: tuple[str, int, str, str | None]) -> 
         "smtp://bot:s3cret-pw@mail.example.com",
         "smtp://mail.example.com:99999",
         "smtp://bot:s3cret-pw@mail example.com",
+        "smtp://bot:s3cret-pw@[::ffff:10.0.0.1]:25",
     ],
 )
 def test_a_bad_url_is_refused_without_quoting_it(url: str) -> None:
@@ -70,9 +71,12 @@ def test_the_password_comes_from_the_url_or_the_environment_and_is_never_shown()
         assert "p@ss-1" not in shown and "p%40ss-1" not in shown and "env-pass-2" not in shown
 
 
-def test_a_password_on_plain_smtp_to_this_machine_is_allowed() -> None:
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "localhost", "[::1]", "[::ffff:127.0.0.1]", "127.0.0.2"]
+)
+def test_a_password_on_plain_smtp_to_this_machine_is_allowed(host: str) -> None:
     """A local relay may take a login without TLS: nothing crosses the network."""
-    assert "pw" == parse_smtp_url("smtp://bot:pw@127.0.0.1:2525", environ={}).password
+    assert "pw" == parse_smtp_url(f"smtp://bot:pw@{host}:2525", environ={}).password
 
 
 def test_starttls_and_a_login_on_a_real_server(

@@ -345,7 +345,7 @@ def test_signing_in_from_a_request_link_keeps_the_request(tmp_path: Path) -> Non
         assert tokens is not None
         answer = sign_in(server.url, tokens.reviewer, request="a/b c")
     assert 303 == answer.status_code
-    assert "/?request=a%2Fb%20c" == answer.headers["Location"]
+    assert "./?request=a%2Fb%20c" == answer.headers["Location"]
 
 
 def test_the_deliveries_are_the_same_bytes_the_signature_covers(
