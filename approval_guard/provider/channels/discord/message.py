@@ -23,6 +23,7 @@ from approval_guard._codec.display import escape, pointer, with_markers_shown
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, EXPIRED, PENDING, epoch_second
+from approval_guard.provider.channels.public_url import public_link
 from approval_guard.provider.store.models import StoredRequest
 
 #: The buttons' and the modal's ``custom_id`` s: ``ACTION:REQUEST_ID``.
@@ -227,7 +228,7 @@ def message(
     """
     link = None
     if public_url:
-        link = f"{public_url.rstrip('/')}/?request={quote(request.id, safe='')}"
+        link = public_link(public_url, f"/?request={quote(request.id, safe='')}")
     return {
         "content": _content(request, approvers, now, link),
         "embeds": [_embed(request)],

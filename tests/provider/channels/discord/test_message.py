@@ -184,3 +184,10 @@ def test_the_deny_modal_asks_why_and_its_answer_is_read_in_both_shapes() -> None
         "type": 4,
         "data": {"content": "x", "flags": 64, "allowed_mentions": {"parse": []}},
     }
+
+
+def test_the_review_page_link_keeps_the_public_urls_path() -> None:
+    """``--public-url https://host/approvals``: the message links that path's review page."""
+    body = message(request(), now=NOW, public_url="https://host.example/approvals/")
+    assert f"<https://host.example/approvals/?request={ID}>" in body["content"]
+    assert "https://" not in message(request(), now=NOW)["content"]
