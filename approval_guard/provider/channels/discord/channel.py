@@ -117,11 +117,13 @@ class DiscordChannel(Channel):
             answer = await self._api.create_message(channel, body)
             if not answer.ok:
                 return result(answer, what="posting the message")
-            message_id = answer.data.get("id")
+            found = answer.data.get("id")
+            message_id = str(found) if isinstance(found, (str, int)) else None
             try:
                 check_snowflake(message_id, "a Discord message id")
             except ValueError:
-                return Retry("Discord's answer named no message id")
+                # Posted, but unknown: posting again would show the request twice.
+                return Permanent("Discord's answer named no message id", status=answer.status)
             await run_in_threadpool(store.keep_channel_message, NAME, request.id, str(message_id))
             return Sent(f"message {message_id}", status=answer.status)
         if posted is None:
