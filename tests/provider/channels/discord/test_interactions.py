@@ -204,3 +204,26 @@ def test_foreign_buttons_and_other_interaction_types_record_nothing(team: Discor
         )
         assert answer.status_code == 400, answer.text
     assert team.decisions(made["id"]) == []
+
+
+def test_a_reason_submitted_after_the_request_ended_is_refused(team: DiscordTeam) -> None:
+    """Bob opened Deny…, alice approved meanwhile: bob's reason records nothing, and says why."""
+    made = team.new()
+    message = team.posted()
+    modal = team.click("bob", "Deny").json()
+    assert team.click("alice", "Approve").json()["type"] == 7
+    answer = team.interact(fake_discord.submit(team.user("bob"), modal, {"reason": "no"}, message))
+    assert "already approved" in refused(team, answer)
+    assert team.get(made["id"])["status"] == "approved"
+    assert [row["actor"] for row in team.decisions(made["id"])] == ["alice"]
+
+
+def test_a_button_naming_no_request_of_this_provider_records_nothing(team: DiscordTeam) -> None:
+    """A well-formed button for an id this provider never made: an ephemeral "no such request"."""
+    made = team.new()
+    message = team.posted()
+    missing = "00000000-0000-4000-8000-000000000000"
+    for custom_id in (f"ag_approve:{missing}", f"ag_deny:{missing}"):
+        answer = team.interact(fake_discord.click(team.user("alice"), message, custom_id))
+        assert "no such request" in refused(team, answer)
+    assert team.decisions(made["id"]) == []
