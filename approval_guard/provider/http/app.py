@@ -16,7 +16,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from starlette.applications import Starlette
@@ -38,9 +38,6 @@ from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.models import StoreClosedError
 from approval_guard.provider.store.protocol import StoreProtocol
-
-if TYPE_CHECKING:
-    from approval_guard.provider.channels.slack.settings import SlackSettings
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -215,7 +212,6 @@ def build_app(
     rules: Rules = NO_RULES,
     channels: Sequence[Channel] = (),
     backoff: Backoff | None = None,
-    slack_app: SlackSettings | None = None,
 ) -> Starlette:
     """The ASGI app serving ``store``; ``app.state.ctx`` is its :class:`Context` once started.
 
@@ -236,7 +232,6 @@ def build_app(
             notice=notice,
             client_timeout=client_timeout,
             rules=rules,
-            slack=slack_app,
         )
         app.state.ctx = ctx
         expirer = asyncio.create_task(_expire_forever(ctx), name="approval-guard-expirer")

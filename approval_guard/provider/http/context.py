@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import attrs
 from starlette.requests import Request
@@ -14,9 +13,6 @@ from approval_guard.provider.http.store_calls import StoreCalls
 from approval_guard.provider.http.waits import Notifier
 from approval_guard.provider.rules.config import NO_RULES, Rules
 from approval_guard.provider.store.protocol import StoreProtocol
-
-if TYPE_CHECKING:
-    from approval_guard.provider.channels.slack.settings import SlackSettings
 
 
 @attrs.define(eq=False)
@@ -40,8 +36,6 @@ class Context:
     notice_delivered: bool = False
     #: The rules file's per-tool rules (none: every tool as before).
     rules: Rules = NO_RULES
-    #: The Slack app (``POST /slack/interactions``), or None without one.
-    slack: SlackSettings | None = None
     #: Which credential each bearer token named, for a create's checks before its store trip.
     hints: CredentialHints = attrs.field(factory=CredentialHints)
 

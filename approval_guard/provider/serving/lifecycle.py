@@ -321,7 +321,6 @@ class ProviderServer:
                 rules=self.rules,
                 channels=self._channels,
                 backoff=self._webhooks.backoff,
-                slack_app=self._slack,
             )
             config = uvicorn.Config(
                 app,

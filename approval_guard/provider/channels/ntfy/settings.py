@@ -11,13 +11,14 @@ that never quotes the token.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from urllib.parse import urlsplit
 
 import attrs
 
+from approval_guard._codec.hosts import is_loopback
 from approval_guard.provider.channels.base import ChannelSettingsError
+from approval_guard.provider.channels.public_url import check_public_url
 
 #: The environment variable the access token comes from.
 TOKEN_ENV = "APPROVAL_GUARD_NTFY_TOKEN"
@@ -35,15 +36,6 @@ def check_topic(value: str) -> str:
             "unguessable: anyone who knows it can read its notifications)"
         )
     return value
-
-
-def _loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_server_url(value: str) -> str:
@@ -99,13 +91,13 @@ def make_settings(url: str, token: str | None, public_url: str | None) -> NtfySe
     if token is not None:
         token = check_token(token)
         parts = urlsplit(url)
-        if parts.scheme == "http" and not _loopback(parts.hostname or ""):
+        if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
             raise ChannelSettingsError(
                 f"--ntfy-url is plain http, so {TOKEN_ENV} would travel unencrypted: use https"
             )
     if public_url is not None:
-        parts = urlsplit(public_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ChannelSettingsError("--public-url must be an http(s) URL for ntfy's buttons")
-        public_url = public_url.rstrip("/")
+        try:
+            public_url = check_public_url(public_url)
+        except ValueError as exc:
+            raise ChannelSettingsError(f"--public-url: {exc}") from None
     return NtfySettings(url=url, token=token, public_url=public_url)

@@ -21,6 +21,7 @@ from approval_guard.provider.channels.links import (
     make_token,
     read_token,
 )
+from approval_guard.provider.channels.public_url import public_link
 
 __all__ = ["APPROVE", "DENY", "Link", "LinkRefused", "action_url", "read", "sign"]
 
@@ -60,4 +61,4 @@ def read(secret: bytes, token: object, *, request_id: str, now: datetime) -> Lin
 def action_url(base: str, request_id: str, token: str) -> str:
     """A button's URL: ``base`` (its path kept) + the route + ``?token=``."""
     path = PATH.format(request_id=quote(request_id, safe=""))
-    return f"{base.rstrip('/')}{path}?token={token}"
+    return public_link(base, f"{path}?token={token}")

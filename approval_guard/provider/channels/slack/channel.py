@@ -42,6 +42,10 @@ from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from approval_guard.provider.http.context import Context
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -122,7 +126,12 @@ class SlackChannel(Channel):
     def routes(self) -> Sequence[Route]:
         from approval_guard.provider.channels.slack.interactions import interactions
 
-        return [("/slack/interactions", {"POST": interactions})]
+        settings = self.settings
+
+        async def clicked(ctx: Context, request: Request) -> Response:
+            return await interactions(ctx, request, settings)
+
+        return [("/slack/interactions", {"POST": clicked})]
 
     async def send(self, item: Item, store: StoreProtocol) -> SendResult:
         answer = await run_in_threadpool(self._call, item, store)

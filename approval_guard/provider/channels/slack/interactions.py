@@ -57,7 +57,7 @@ from approval_guard.provider.channels.slack.modals import (
 from approval_guard.provider.channels.slack.settings import SlackSettings
 from approval_guard.provider.channels.slack.verify import is_from_slack, replay_digest
 from approval_guard.provider.http.context import Context
-from approval_guard.provider.http.responses import ApiError, bad, not_found, read_body
+from approval_guard.provider.http.responses import ApiError, bad, read_body
 from approval_guard.provider.store.sql.grant_tables import GrantSpec
 
 logger = logging.getLogger("approval_guard.provider")
@@ -110,12 +110,9 @@ def _object(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-async def interactions(ctx: Context, request: Request) -> Response:
-    """``POST /slack/interactions`` (see the module docstring)."""
+async def interactions(ctx: Context, request: Request, settings: SlackSettings) -> Response:
+    """``POST /slack/interactions`` for the Slack app ``settings`` (see the module docstring)."""
     body = await read_body(request)
-    settings = ctx.slack
-    if settings is None:
-        raise not_found("Slack is not set up on this provider")
     headers = {name.lower(): value for name, value in request.headers.items()}
     store = ctx.store
     if not is_from_slack(settings.signing_secret, body, headers, lambda: store.now().timestamp()):
