@@ -44,26 +44,12 @@ from approval_guard.provider.http.limits import (
 )
 from approval_guard.provider.http.protocols import check_parser, protocol_class
 from approval_guard.provider.rules.config import NO_RULES, Rules, load_rules
-from approval_guard.provider.serving.uvicorn_server import UvicornServer
+from approval_guard.provider.serving.uvicorn_server import UvicornServer, bind_socket
 from approval_guard.provider.store.models import Clock, FirstStartTokens
 from approval_guard.provider.store.opening import Store
 from approval_guard.provider.store.protocol import StoreProtocol
 
 logger = logging.getLogger("approval_guard.provider")
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only then (delayed ACKs would add 40 ms).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 class ProviderServer:
@@ -188,7 +174,7 @@ class ProviderServer:
                 )
             )
             self._host = host
-            self._sock: socket.socket | None = _bind(host, port)
+            self._sock: socket.socket | None = bind_socket(host, port)
         except BaseException:
             if self._db_path is not None:
                 self._store.close()
@@ -311,7 +297,7 @@ class ProviderServer:
                 self._store = Store(self._db_path, clock=self._clock)
                 self._store.set_channels(self._channels, self.rules)
             if self._sock is None:
-                self._sock = _bind(self._host, self._port)
+                self._sock = bind_socket(self._host, self._port)
             sock = self._sock
             app = build_app(
                 self._store,
