@@ -81,6 +81,10 @@ class Backoff:
         return float(min(self.cap, raw * random.uniform(1 - self.jitter, 1 + self.jitter)))
 
 
+#: The label above an agent's stated reason, on every channel: its own words.
+AGENT_SAYS = "The agent says:"
+
+
 class ChannelSettingsError(ProviderError, ValueError):
     """A channel's settings cannot work: ``serve`` stops with this message (no secret in it)."""
 

@@ -37,17 +37,26 @@ def test_an_added_channel_is_named_only_in_its_folder_and_one_registry_line(name
 
 @pytest.mark.parametrize("name", ADDED)
 def test_an_added_channel_imports_only_the_channels_interface_from_the_provider(name: str) -> None:
-    """Its modules reach the rest of the provider only through what every channel may use."""
+    """It reaches the provider only through what every channel may use, and no other channel."""
     allowed = (
         "approval_guard.provider.channels.",
         "approval_guard.provider.store.models",
         "approval_guard.provider.store.protocol",
         "approval_guard.provider.http.context",
         "approval_guard.provider.http.render",
+        "approval_guard.provider.http.responses",
         "approval_guard.provider.rules.",
+    )
+    others = tuple(
+        f"approval_guard.provider.channels.{other}"
+        for other in ("webhooks", "slack", "email", *ADDED)
+        if other != name
     )
     for path in sorted((CHANNELS / name).rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(others), (path, "borrows", node.module)
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.ImportFrom)

@@ -23,6 +23,7 @@ from approval_guard._codec.display import escape, pointer, with_markers_shown
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, EXPIRED, PENDING, epoch_second
+from approval_guard.provider.channels.base import AGENT_SAYS
 from approval_guard.provider.channels.public_url import public_link
 from approval_guard.provider.store.models import StoredRequest
 
@@ -47,7 +48,6 @@ MAX_SAID = 1200
 MAX_NOTE = 900
 #: The reason a reviewer may type (the modal's input; Discord allows 4,000).
 MAX_REASON = 1000
-AGENT_SAYS = "The agent says:"
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,80}")
 _COLOURS = {PENDING: 0xF1C40F, APPROVED: 0x2ECC71, DENIED: 0xE74C3C}
 _GREY = 0x95A5A6

@@ -16,7 +16,7 @@ from typing import Any
 
 from approval_guard._codec.display import escape
 from approval_guard._codec.wire import format_timestamp
-from approval_guard.provider.channels.webhooks.payloads import AGENT_SAYS
+from approval_guard.provider.channels.base import AGENT_SAYS
 from approval_guard.provider.store.models import StoredRequest
 
 #: The longest tool name a subject shows.

@@ -25,9 +25,8 @@ from starlette.responses import Response
 from approval_guard._codec.display import escape
 from approval_guard._codec.duration import check_duration_text
 from approval_guard._codec.wire import APPROVED, format_timestamp
-from approval_guard.provider.channels.base import VOIDED
+from approval_guard.provider.channels.base import AGENT_SAYS, VOIDED
 from approval_guard.provider.channels.links import DENY, Link, LinkRefused, read_token
-from approval_guard.provider.channels.webhooks.payloads import AGENT_SAYS
 from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.http.decisions import apply_decision, apply_granting_decision

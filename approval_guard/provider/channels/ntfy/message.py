@@ -18,7 +18,7 @@ from typing import Any
 from approval_guard._codec.display import escape
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import format_timestamp
-from approval_guard.provider.channels.webhooks.payloads import AGENT_SAYS
+from approval_guard.provider.channels.base import AGENT_SAYS
 from approval_guard.provider.store.models import StoredRequest
 
 #: ntfy's limit on a message's body (longer ones become attachments, or are refused).

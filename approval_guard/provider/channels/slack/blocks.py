@@ -26,8 +26,8 @@ from approval_guard._codec.wire import (
     epoch_second,
     format_timestamp,
 )
+from approval_guard.provider.channels.base import AGENT_SAYS
 from approval_guard.provider.channels.webhooks.payloads import (
-    AGENT_SAYS,
     SLACK_MAX_ARGUMENTS,
     SLACK_MAX_VALUE,
     request_link,

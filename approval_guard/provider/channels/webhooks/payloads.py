@@ -20,6 +20,7 @@ from approval_guard._codec.display import escape, pointer, with_markers_shown
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import canonical_json, dump_json
 from approval_guard._codec.wire import format_timestamp, parse_timestamp
+from approval_guard.provider.channels.base import AGENT_SAYS
 from approval_guard.provider.channels.public_url import public_link
 from approval_guard.provider.store.models import StoredRequest
 
@@ -35,8 +36,6 @@ SLACK_MAX_ARGUMENTS = 20
 SLACK_MAX_VALUE = 200
 #: The most of an agent's stated reason a Slack message shows (escaped, it fits a section).
 SLACK_MAX_SAID = 500
-#: The label above an agent's stated reason, on every channel: its own words.
-AGENT_SAYS = "The agent says:"
 
 
 def event_json(
