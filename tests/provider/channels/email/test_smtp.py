@@ -135,13 +135,13 @@ def test_a_wrong_password_is_retried_and_never_recorded(tmp_path: Path) -> None:
         team.server = ProviderServer(store, rules=parse_rules(RULES), email=settings).start()
         created = team.instance.new(tool="issue_refund")
         wait_for(
-            lambda: store.list_mail(request_id=created["id"]),
+            lambda: store.list_outbox(channels=["email"], request_id=created["id"]),
             lambda rows: any(r.attempts >= 2 for r in rows),
             timeout=15,
         )
-        (row,) = store.list_mail(request_id=created["id"])
+        (row,) = store.list_outbox(channels=["email"], request_id=created["id"])
         assert "pending" == row.state and "SMTPAuthenticationError" in (row.last_result or "")
-        assert "wrong-pass-4" not in repr(store.list_mail()) + repr(store.audit())
+        assert "wrong-pass-4" not in repr(store.list_outbox()) + repr(store.audit())
         assert [] == box.received
     finally:
         team.server.close()
