@@ -14,7 +14,11 @@ import importlib
 
 from approval_guard.provider.channels.base import ChannelKind, Identity
 
-KINDS: tuple[str, ...] = ()
+KINDS: tuple[str, ...] = (
+    "approval_guard.provider.channels.webhooks.settings:WebhooksKind",
+    "approval_guard.provider.channels.slack.settings:SlackKind",
+    "approval_guard.provider.channels.email.settings:EmailKind",
+)
 
 
 @functools.cache
