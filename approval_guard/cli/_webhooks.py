@@ -26,7 +26,7 @@ from approval_guard.cli._serve import safe_dsn_error
 WEBHOOK_CHANNELS = ("webhooks", "slack")
 
 if TYPE_CHECKING:
-    from approval_guard.provider.store.sql.outbox import OutboxRow
+    from approval_guard.provider.store.sql.outbox_rows import OutboxRow
 
 
 def _item_json(row: OutboxRow, display_url: Any) -> dict[str, Any]:

@@ -43,26 +43,13 @@ from approval_guard.provider.http.limits import (
 )
 from approval_guard.provider.http.protocols import check_parser, protocol_class
 from approval_guard.provider.rules.config import NO_RULES, Rules, load_rules
-from approval_guard.provider.serving.uvicorn_server import UvicornServer
+from approval_guard.provider.serving.channels import given_channels, server_channels
+from approval_guard.provider.serving.uvicorn_server import UvicornServer, bind
 from approval_guard.provider.store.models import Clock, FirstStartTokens
 from approval_guard.provider.store.opening import Store
 from approval_guard.provider.store.protocol import StoreProtocol
 
 logger = logging.getLogger("approval_guard.provider")
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only then (delayed ACKs would add 40 ms).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 class ProviderServer:
@@ -176,17 +163,13 @@ class ProviderServer:
         self.poll_cap = float(poll_cap)
         self._clock = clock
         self._tls = (tls_certfile, tls_keyfile) if tls_certfile and tls_keyfile else None
+        given = given_channels(channels)  # checked before a database is opened
         if isinstance(db, (str, os.PathLike)):
             self._db_path: str | None = os.fspath(db)
             self._store: StoreProtocol = Store(self._db_path, clock=clock)
         else:
             self._db_path = None
             self._store = db
-        given = tuple(channels)
-        for one in given:
-            if not isinstance(one, Channel):
-                raise TypeError(f"channels must be Channel objects, not {type(one).__name__}")
-        self._given_channels = given
         self._channels: tuple[Channel, ...] = ()
         try:
             #: Plaintext tokens made on this start of a fresh database, else None.
@@ -196,14 +179,22 @@ class ProviderServer:
                 )
             )
             self._host = host
-            self._sock: socket.socket | None = _bind(host, port)
+            self._sock: socket.socket | None = bind(host, port)
         except BaseException:
             if self._db_path is not None:
                 self._store.close()
             raise
         self._port: int = self._sock.getsockname()[1]
         try:
-            self._channels = self._configured_channels()
+            self._channels = server_channels(
+                webhooks=self._webhooks,
+                slack=self._slack,
+                email=self._email,
+                email_routes=self._email_routes,
+                rules=self.rules,
+                url=self.url,
+                given=given,
+            )
         except BaseException:
             self._sock.close()
             if self._db_path is not None:
@@ -311,7 +302,7 @@ class ProviderServer:
                 self._store = Store(self._db_path, clock=self._clock)
                 self._store.set_channels(self._channels, self.rules)
             if self._sock is None:
-                self._sock = _bind(self._host, self._port)
+                self._sock = bind(self._host, self._port)
             sock = self._sock
             app = build_app(
                 self._store,
@@ -351,35 +342,6 @@ class ProviderServer:
             server.ready.set()
             with contextlib.suppress(OSError):
                 sock.close()
-
-    def _configured_channels(self) -> tuple[Channel, ...]:
-        """Every channel this server sends through: its webhooks, Slack, email, and those given."""
-        found: list[Channel] = []
-        if self._webhooks.targets:
-            from approval_guard.provider.channels.webhooks.channel import WebhooksChannel
-
-            found.append(WebhooksChannel(self._webhooks))
-        if self._slack is not None:
-            from approval_guard.provider.channels.slack.channel import SlackChannel
-
-            found.append(
-                SlackChannel(
-                    self._slack,
-                    public_url=self._webhooks.public_url,
-                    horizon=self._webhooks.backoff.give_up_after,
-                )
-            )
-        if self._email is not None:
-            from approval_guard.provider.channels.email.channel import EmailChannel
-
-            base = self._email.public_url or self._webhooks.public_url or self.url
-            found.append(EmailChannel(self._email, self._email_routes, self.rules, base))
-        found.extend(self._given_channels)
-        names = [one.name for one in found]
-        for name in names:
-            if names.count(name) > 1:
-                raise ValueError(f"the channel {name!r} is configured twice")
-        return tuple(found)
 
     @property
     def channels(self) -> tuple[Channel, ...]:

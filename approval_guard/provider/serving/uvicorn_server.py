@@ -20,6 +20,21 @@ import uvicorn
 from approval_guard.provider.http.limits import GRACEFUL_SECONDS
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket the server serves on, bound ahead (so its URL is known at once)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only then (delayed ACKs would add 40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class UvicornServer(uvicorn.Server):
     """uvicorn's server, stopped by an event rather than a 0.1 s tick, and drained our way."""
 

@@ -27,7 +27,7 @@ from approval_guard.provider.store.models import (
     StoredRequest,
 )
 from approval_guard.provider.store.sql.grant_tables import GrantSpec
-from approval_guard.provider.store.sql.outbox import OutboxRow
+from approval_guard.provider.store.sql.outbox_rows import OutboxRow
 from approval_guard.provider.store.sql.waiting import WaitState
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import attrs
 import pytest
-from approval_guard.provider.channels.email.settings import email_settings
 
 from approval_guard.provider import ProviderServer, SlackSettings, Store
 from approval_guard.provider.channels import decisions as channel_decisions
+from approval_guard.provider.channels.email.settings import email_settings
 from approval_guard.provider.rules.config import parse_rules
 from approval_guard.provider.store.models import Forbidden
 from approval_guard.testing import LocalProvider

@@ -12,7 +12,8 @@ The worker (:mod:`~approval_guard.provider.channels.outbox`) claims due rows
 with a lease (``lease_owner``, ``lease_until``), never more of one target than
 its channel allows at once: two instances never hold the same row at once, and
 a lease left by a killed instance runs out and the row is claimed again. Each
-attempt is an ``outbox_attempts`` row. Tables: :mod:`.outbox_tables`.
+attempt is an ``outbox_attempts`` row. Tables: :mod:`.outbox_tables`; the
+rows as listed: :mod:`.outbox_rows`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-
-import attrs
 
 from approval_guard._codec.exact_json import canonical_json, load_stored
 from approval_guard._codec.wire import PENDING
@@ -34,6 +33,13 @@ from approval_guard.provider.store.sql.base import (
     request_from_row,
     returned,
     to_us,
+)
+from approval_guard.provider.store.sql.outbox_rows import (
+    Attempt,
+    OutboxRow,
+    attempt_from_row,
+    item_from_row,
+    outbox_row,
 )
 
 if TYPE_CHECKING:
@@ -48,106 +54,6 @@ SKIPPED = "skipped"
 #: Its reviewer's identity changed after it was queued: never sent, its links decide nothing.
 VOIDED = "voided"
 DELIVERY_STATES = (PENDING_DELIVERY, DELIVERED, GIVEN_UP, SKIPPED, VOIDED)
-
-
-@attrs.frozen
-class Attempt:
-    """One try at sending an item: when, what came back, and when the next one is due."""
-
-    attempt: int
-    at: datetime
-    status_code: int | None
-    error: str | None
-    next_attempt_at: datetime | None
-
-    @property
-    def result(self) -> str:
-        """``"HTTP 500"``, or the error (``"ConnectError: ..."``)."""
-        return f"HTTP {self.status_code}" if self.status_code is not None else (self.error or "")
-
-
-@attrs.frozen
-class OutboxRow:
-    """One row of the outbox as listed: the item, its state and its attempts."""
-
-    item: Item
-    state: str
-    next_attempt_at: datetime | None
-    last_result: str | None
-    delivered_at: datetime | None
-    history: tuple[Attempt, ...] = ()
-
-    @property
-    def id(self) -> str:
-        """The item's id (a webhook's ``webhook-id``)."""
-        return self.item.id
-
-    @property
-    def channel(self) -> str:
-        """The channel it is for."""
-        return self.item.channel
-
-    @property
-    def target(self) -> str:
-        """Where it goes (a URL, ``slack:C0123``, an address, a topic)."""
-        return self.item.target
-
-    @property
-    def request_id(self) -> str:
-        """The request it is about."""
-        return self.item.request_id
-
-    @property
-    def event_type(self) -> str:
-        """What it is (``request.created``, ``slack.update``...)."""
-        return self.item.event_type
-
-    @property
-    def attempts(self) -> int:
-        """Tries so far."""
-        return self.item.attempts
-
-
-def item_from_row(row: Any) -> Item:
-    """The :class:`Item` a row holds."""
-    created = from_us(row["created_at"])
-    assert created is not None
-    return Item(
-        id=row["id"],
-        seq=int(row["seq"]),
-        channel=row["channel"],
-        target=row["target"],
-        event_type=row["event_type"],
-        request_id=row["request_id"],
-        reviewer_id=row["reviewer_id"],
-        format=row["body_format"],
-        payload=load_stored(row["payload"]),
-        created_at=created,
-        attempts=int(row["attempts"]),
-    )
-
-
-def _row(row: Any, history: tuple[Attempt, ...] = ()) -> OutboxRow:
-    return OutboxRow(
-        item=item_from_row(row),
-        state=row["state"],
-        next_attempt_at=from_us(row["next_attempt_at"]),
-        last_result=row["last_result"],
-        delivered_at=from_us(row["delivered_at"]),
-        history=history,
-    )
-
-
-def _attempt(row: Any) -> Attempt:
-    at = from_us(row["at"])
-    assert at is not None
-    return Attempt(
-        attempt=int(row["attempt"]),
-        at=at,
-        status_code=None if row["status_code"] is None else int(row["status_code"]),
-        error=row["error"],
-        next_attempt_at=from_us(row["next_attempt_at"]),
-    )
 
 
 def marks(n: int) -> str:
@@ -417,8 +323,8 @@ class OutboxMixin(SQLStoreBase):
                     "ORDER BY outbox_id, attempt",
                     chunk,
                 ).fetchall():
-                    attempts.setdefault(found["outbox_id"], []).append(_attempt(found))
-        return [_row(row, tuple(attempts.get(row["id"], ()))) for row in rows]
+                    attempts.setdefault(found["outbox_id"], []).append(attempt_from_row(found))
+        return [outbox_row(row, tuple(attempts.get(row["id"], ()))) for row in rows]
 
 
 def _linked(db: Any, kind: str) -> tuple[Reviewer, ...]:
