@@ -1,8 +1,8 @@
 """A reviewer's channel identities on the command line: each channel's flag, and ``--channel``.
 
 ``reviewers add`` and ``reviewers link`` take every registered channel's own
-flag (``--slack-user U...``, ``--email ADDRESS``, ``--ntfy-topic TOPIC``,
-``--discord-user ID``) and the generic ``--channel KIND:ID`` (repeatable).
+flag (``--slack-user U...``, ``--email ADDRESS``, and each registered
+channel's own) and the generic ``--channel KIND:ID`` (repeatable).
 Each identity is checked by its channel before anything is stored; a bad one
 is a usage error (exit 2).
 """

@@ -147,7 +147,7 @@ def safe_dsn_error(exc: BaseException, dsn: str) -> str:
 
 
 def add_channel_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> None:
-    """Every registered channel's flags (webhooks, Slack, email, ntfy, Discord...)."""
+    """Every registered channel's flags (webhooks, Slack, email...)."""
     from approval_guard.provider.channels.registry import kinds
 
     for kind in kinds():
@@ -155,7 +155,7 @@ def add_channel_options(serve: argparse.ArgumentParser, env: dict[str, str]) -> 
 
 
 def _given_channels(args: argparse.Namespace) -> list[Channel]:
-    """The channels the registered kinds make from the flags (ntfy, Discord...); usage errors."""
+    """The channels the registered kinds make from the flags (beyond the first three)."""
     from approval_guard.provider.channels.base import ChannelSettingsError
     from approval_guard.provider.channels.registry import kinds
 

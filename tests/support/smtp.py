@@ -66,6 +66,14 @@ class _Handler:
     def __init__(self, box: Mailbox) -> None:
         self.box = box
 
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, options: Any
+    ) -> str:
+        if self.box.refuse is not None:
+            return self.box.refuse
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         self.box.arrived.set()
         if self.box.delay:
@@ -100,6 +108,8 @@ class Mailbox:
         assert self._held is not None
         self.port: int = self._held.getsockname()[1]
         self.received: list[Received] = []
+        #: The answer to every RCPT TO when set (``"550 5.1.1 no such user"``): refused mail.
+        self.refuse: str | None = None
         #: Seconds each mail's DATA waits before it is accepted.
         self.delay = 0.0
         #: Set when a mail's DATA has come in (before ``delay``): a mail in flight.

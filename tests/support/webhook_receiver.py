@@ -37,10 +37,12 @@ class Delivery:
 class Receiver:
     """Run with ``with Receiver() as hook: ... hook.url``."""
 
-    def __init__(self, statuses: list[int] | None = None) -> None:
+    def __init__(self, statuses: list[int] | None = None, *, port: int = 0) -> None:
         self.statuses = list(statuses or [])
         self.deliveries: list[Delivery] = []
         self.hold: threading.Event | None = None
+        #: Headers every answer carries (a ``Retry-After``).
+        self.answer_headers: dict[str, str] = {}
         #: Seconds each answer waits (so that racing deliverers would overlap).
         self.delay = 0.0
         #: Set when a delivery has come in (before ``hold``/``delay``): one in flight.
@@ -64,6 +66,8 @@ class Receiver:
                     receiver.deliveries.append(Delivery(headers, body, status))
                     receiver._lock.notify_all()
                 self.send_response(status)
+                for name, value in receiver.answer_headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
@@ -71,9 +75,10 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = BurstServer(("127.0.0.1", 0), Handler)
+        self.server = BurstServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/approvals"
+        path = "/hook" if port else "/hooks/approvals"
+        self.url = f"http://127.0.0.1:{self.server.server_port}{path}"
 
     def __enter__(self) -> Receiver:
         serve_in_thread(self.server)

@@ -1,1 +1,1 @@
-"""Ways of reaching reviewers, one interface (``base``): webhooks, Slack, email, ntfy, Discord."""
+"""Ways of reaching reviewers, one interface (``base``), one outbox, one decision path."""

@@ -1,6 +1,6 @@
 """What a channel is: the one interface every way of reaching reviewers implements.
 
-A channel (webhooks, Slack, email, ntfy, Discord) declares, as a subclass of
+A channel (webhooks, Slack, email, and each one registered since) declares, as a subclass of
 :class:`ChannelKind`:
 
 - its ``name`` (the outbox rows' ``channel``, the audit rows' ``channel``);
@@ -162,7 +162,7 @@ class NewItem:
 
     #: Where it goes, on this channel (a URL, ``slack:C0123``, an address, a topic).
     target: str
-    #: What it is (``request.created``, ``slack.update``, ``ntfy.publish``...).
+    #: What it is (``request.created``, ``slack.update``...).
     event_type: str
     #: Anything JSON the channel needs to send it (never a secret: it is stored).
     payload: Mapping[str, Any]
@@ -200,9 +200,9 @@ Route = tuple[str, Mapping[str, Handler]]
 class Identity:
     """What a channel links a reviewer to, for ``reviewers link``."""
 
-    #: The ``KIND`` of ``--channel KIND:ID`` (``ntfy``, ``discord``, ``slack``, ``email``).
+    #: The ``KIND`` of ``--channel KIND:ID`` (``slack``, ``email``...).
     kind: str
-    #: Its own flag of ``reviewers link`` (``--ntfy-topic``), for the same link.
+    #: Its own flag of ``reviewers link`` (``--slack-user``), for the same link.
     flag: str
     #: What the flag's value is, for ``--help`` (``TOPIC``).
     metavar: str
@@ -254,7 +254,7 @@ class Channel:
         raise NotImplementedError
 
     def routes(self) -> Sequence[Route]:
-        """Its inbound routes (``POST /discord/interactions``), none by default."""
+        """Its inbound routes (``POST /slack/interactions``), none by default."""
         return ()
 
     async def close(self) -> None:

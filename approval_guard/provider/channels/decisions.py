@@ -1,4 +1,4 @@
-"""The one decision path: every channel (API, page, CLI, Slack, email, ntfy, Discord) decides here.
+"""The one decision path: every channel (API, page, CLI, Slack, email, each one since) decides here.
 
 :func:`decide` records a reviewer's decision through the store, which checks,
 in the transaction that writes it, the reviewer's live credential and roles,

@@ -8,13 +8,15 @@ no longer pending, or a reviewer removed (or given another address) since, is
 not mailed (skipped). Otherwise it signs the approve and deny links, composes
 the message and sends it with ``smtplib`` in the thread pool. A failure is
 retried with the outbox's backoff until the request's deadline (its links
-would expire unused), then given up.
+would expire unused), then given up; a 5xx refusal (a bad login, no such
+mailbox) is given up at once.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+import smtplib
 from collections.abc import Sequence
 from email.message import EmailMessage
 from typing import Any, ClassVar
@@ -27,6 +29,7 @@ from approval_guard.provider.channels.base import (
     Item,
     Moment,
     NewItem,
+    Permanent,
     Retry,
     Route,
     SendResult,
@@ -52,6 +55,16 @@ def link_url(base: str, request_id: str, token: str) -> str:
     return f"{base}/email/requests/{quote(request_id, safe='')}?token={token}"
 
 
+def permanent_refusal(exc: BaseException) -> bool:
+    """Whether the SMTP server refused for good (a 5xx: bad login, no such mailbox, refused)."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        codes = [code for code, _ in exc.recipients.values()]
+        return bool(codes) and all(500 <= code < 600 for code in codes)
+    if isinstance(exc, smtplib.SMTPResponseException):
+        return 500 <= exc.smtp_code < 600
+    return False
+
+
 class _NotSent(Exception):
     """Raised in the sending thread: this mail must not go (the sentence says why)."""
 
@@ -74,8 +87,9 @@ class EmailChannel(Channel):
         self.base_url = base_url.rstrip("/")
         self.horizon = settings.backoff.give_up_after
         self.backoff = settings.backoff
-        # Connect, hello, TLS, login, send, quit: each may take the settings' timeout.
-        self.deadline = settings.timeout * 6 + 5.0
+        # Connect, hello, TLS, login, send, quit: each read may take the settings' timeout,
+        # and the session is shut at the deadline (smtp.send), so its thread ends by then.
+        self.deadline = settings.timeout * 3
 
     def queue(self, moment: Moment) -> Sequence[NewItem]:
         request = moment.request
@@ -123,7 +137,10 @@ class EmailChannel(Channel):
         except _NotSent as why:
             return Skipped(str(why))
         except Exception as exc:  # SMTP refused, unreachable, timed out...
-            return Retry(error_text(exc, self.settings.smtp), until=until)
+            text = error_text(exc, self.settings.smtp)
+            if permanent_refusal(exc):
+                return Permanent(text)  # a 5xx: the server will refuse it every time
+            return Retry(text, until=until)
         return Sent("sent")
 
     def _why_not(self, item: Item, store: StoreProtocol) -> str | None:
@@ -188,5 +205,6 @@ class EmailChannel(Channel):
             timeout=self.settings.timeout,
             tls_context=self.settings.tls_context,
             still_wanted=still_wanted,
+            deadline=self.deadline - 1.0,
         ):
             raise _NotSent(late[0])

@@ -17,9 +17,12 @@ appears in a repr, a log line or an error message.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import smtplib
+import socket
 import ssl
+import threading
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -116,18 +119,49 @@ def send(
     timeout: float,
     tls_context: ssl.SSLContext | None = None,
     still_wanted: Callable[[], bool] | None = None,
+    deadline: float | None = None,
 ) -> bool:
     """Send one message (blocking: run it in a thread); ``smtplib``'s or ``OSError`` on failure.
 
     ``still_wanted`` is asked once connected, right before the message goes: False
     (the request was decided meanwhile) sends nothing and returns False.
+    ``timeout`` bounds each read; ``deadline`` (seconds) the whole session: a
+    server that answers a byte at a time has its connection shut then, so the
+    thread never outlives the outbox's lease.
     """
     context = tls_context or ssl.create_default_context()
     client: smtplib.SMTP
     if server.security == TLS:
-        client = smtplib.SMTP_SSL(server.host, server.port, timeout=timeout, context=context)
+        client = smtplib.SMTP_SSL(timeout=timeout, context=context)
     else:
-        client = smtplib.SMTP(server.host, server.port, timeout=timeout)
+        client = smtplib.SMTP(timeout=timeout)
+    cut = None if deadline is None else threading.Timer(deadline, _shut, (client,))
+    if cut is not None:
+        cut.daemon = True
+        cut.start()
+    try:
+        client.connect(server.host, server.port)
+        return _session(client, server, message, context, still_wanted)
+    finally:
+        if cut is not None:
+            cut.cancel()
+
+
+def _shut(client: smtplib.SMTP) -> None:
+    """The session's deadline: shut its socket, so the read it waits in fails at once."""
+    sock = getattr(client, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _session(
+    client: smtplib.SMTP,
+    server: SmtpServer,
+    message: EmailMessage,
+    context: ssl.SSLContext,
+    still_wanted: Callable[[], bool] | None,
+) -> bool:
     with client:
         if server.security == STARTTLS:
             client.starttls(context=context)

@@ -3,8 +3,9 @@
 :meth:`WebhooksChannel.queue` writes one item per (event, target) inside the
 change's transaction (its id is the event's ``webhook-id``, the same on every
 retry); :meth:`WebhooksChannel.send` posts one with ``httpx`` (redirects not
-followed): a 2xx is sent; a ``Retry-After`` (429, 503) is honoured; anything
-else is retried with the outbox's backoff until the horizon. The outbox bounds
+followed): a 2xx is sent; a 410 (gone) is given up at once; a ``Retry-After`` (429,
+503) is honoured; anything else is retried with the outbox's backoff until
+the horizon. The outbox bounds
 each post by :attr:`deadline`, connect to last byte.
 """
 
@@ -22,6 +23,7 @@ from approval_guard.provider.channels.base import (
     Item,
     Moment,
     NewItem,
+    Permanent,
     Retry,
     SendResult,
     Sent,
@@ -31,6 +33,8 @@ from approval_guard.provider.channels.webhooks.settings import WebhookSettings
 from approval_guard.provider.channels.webhooks.signing import display_url, new_msg_id, sign
 from approval_guard.provider.store.protocol import StoreProtocol
 
+#: A receiver's "gone for good": given up at once, not retried.
+GONE = 410
 #: The longest ``Retry-After`` honoured (a longer one waits this long).
 MAX_RETRY_AFTER = 3600.0
 
@@ -133,6 +137,9 @@ class WebhooksChannel(Channel):
         status = response.status_code
         if 200 <= status < 300:
             return Sent(f"HTTP {status}", status=status)
+        if status == GONE:
+            # Standard Webhooks: the receiver asks not to be sent this again.
+            return Permanent(f"HTTP {status}: the receiver is gone", status=status)
         return Retry(f"HTTP {status}", after=retry_after(response), status=status)
 
     async def close(self) -> None:

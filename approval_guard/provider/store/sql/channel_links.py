@@ -1,7 +1,7 @@
 """Reviewers' identities on channels, what channels posted, signed links' secret and single use.
 
 One link per (reviewer credential, channel kind): a Slack user, an address, an
-ntfy topic, a Discord user. The link is to the credential, not the name, so
+phone push topic, a chat user. The link is to the credential, not the name, so
 removing the reviewer makes it refuse at once, and a later reviewer of the same
 name is not linked. An identity names one live reviewer of its kind at most (a
 click or a link must name one person). Changing a reviewer's identity voids

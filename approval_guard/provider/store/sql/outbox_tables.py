@@ -1,17 +1,17 @@
 """The one outbox's tables, the channel links', and the step that moves an older database's rows in.
 
 - ``outbox``: one row per item a channel sends (a webhook event for one
-  target, a mail for one reviewer, a Slack post or update, a push, a Discord
+  target, a mail for one reviewer, a Slack post or update, a push, a chat
   message), written in the change's own transaction; claimed with a lease.
 - ``outbox_attempts``: each try at sending one.
 - ``channel_links``: a reviewer credential's identity on a channel (a Slack
-  user, an address, an ntfy topic, a Discord user); linked to the credential,
+  user, an address, a push topic, a chat user); linked to the credential,
   so removing the reviewer makes every link refuse at once.
 - ``channel_messages``: what a channel posted for a request (a message id),
   so an update after a restart, or on another instance, finds it.
 - ``used_links``: each signed link a decision was recorded with (single use).
 - ``seen_interactions``: the digest of each signed interaction accepted (a
-  Slack or Discord click), so a replay within its five minutes does nothing.
+  Slack click or another chat's), so a replay within its five minutes does nothing.
 
 A database made by the previous release had ``webhook_outbox`` and
 ``webhook_attempts`` (webhooks and Slack), ``mail_outbox`` (email),
@@ -111,12 +111,12 @@ _MOVES = {
         "SELECT id, seq, CASE WHEN target_url LIKE 'slack:%' THEN 'slack' ELSE 'webhooks' END, "
         "target_url, event_type, request_id, NULL, body_format, payload, created_at, state, "
         "attempts, next_attempt_at, last_result, delivered_at, NULL, 0 FROM webhook_outbox "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "webhook_attempts": (
         "INSERT INTO outbox_attempts (outbox_id, attempt, at, status_code, error, "
         "next_attempt_at) SELECT outbox_id, attempt, at, status_code, error, next_attempt_at "
-        "FROM webhook_attempts ON CONFLICT DO NOTHING"
+        "FROM webhook_attempts WHERE true ON CONFLICT DO NOTHING"
     ),
     "mail_outbox": (
         "INSERT INTO outbox (id, seq, channel, target, event_type, request_id, reviewer_id, "
@@ -125,27 +125,31 @@ _MOVES = {
         "SELECT id, seq, 'email', address, 'email.request', request_id, reviewer_id, '', '{}', "
         "created_at, CASE WHEN state = 'sent' THEN 'delivered' ELSE state END, attempts, "
         "next_attempt_at, last_result, sent_at, NULL, 0 FROM mail_outbox "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "slack_users": (
         "INSERT INTO channel_links (credential_id, kind, identity, linked_at) "
         "SELECT credential_id, 'slack', slack_user, linked_at FROM slack_users "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "reviewer_emails": (
         "INSERT INTO channel_links (credential_id, kind, identity, linked_at) "
-        "SELECT credential_id, 'email', address, 0 FROM reviewer_emails ON CONFLICT DO NOTHING"
+        "SELECT credential_id, 'email', address, 0 FROM reviewer_emails "
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "slack_messages": (
         "INSERT INTO channel_messages (channel, request_id, ref, posted_at) "
         "SELECT 'slack', request_id, channel || ' ' || ts, posted_at FROM slack_messages "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
     "slack_interactions": (
         "INSERT INTO seen_interactions (digest, at) SELECT digest, at FROM slack_interactions "
-        "ON CONFLICT DO NOTHING"
+        "WHERE true ON CONFLICT DO NOTHING"
     ),
 }
+
+
+# ``WHERE true``: SQLite reads ``ON CONFLICT`` after a bare ``SELECT ... FROM t`` as a join's.
 
 
 def migrate(execute: Callable[[str], Any], exists: Callable[[str], bool]) -> list[str]:
