@@ -57,7 +57,8 @@ def cmd_reviewers_add(args: argparse.Namespace) -> int:
                 taken = store.reviewer_by_identity(kind, identity)
                 if taken is not None:
                     raise ReviewerNameError(
-                        f"{identity} on {kind} is already linked to the reviewer {taken.name!r}"
+                        f"{identity} on {kind} is already linked to another live reviewer, "
+                        f"{taken.name!r}"
                     )
             token = store.add_reviewer(args.name, roles=args.roles or ())
         except ReviewerNameError as exc:

@@ -60,7 +60,7 @@ def test_list_shows_name_roles_and_created_never_a_token(db: str) -> None:
     _, as_json, _ = run("reviewers", "list", "--json", "--db", db)
     rows = json.loads(as_json)
     assert [("alice", ["payments"]), ("bob", [])] == [(r["name"], r["roles"]) for r in rows]
-    assert all(set(r) == {"name", "roles", "email", "created_at"} for r in rows)
+    assert all(set(r) == {"name", "roles", "email", "links", "created_at"} for r in rows)
 
 
 @pytest.mark.parametrize(

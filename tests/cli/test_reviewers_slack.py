@@ -18,7 +18,7 @@ def db(tmp_path: Path) -> str:
 def _linked(db: str, user: str) -> str | None:
     store = Store(db)
     try:
-        found = store.slack_reviewer(user)
+        found = store.reviewer_by_identity("slack", user)
         return None if found is None else found.name
     finally:
         store.close()
@@ -44,21 +44,23 @@ def test_link_links_an_existing_reviewer_and_a_relink_replaces_it(db: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("argv", "says"),
+    ("argv", "exit_code", "says"),
     [
-        (["reviewers", "link", "nobody", "--slack-user", "U0NEW"], "no live reviewer"),
-        (["reviewers", "link", "alice", "--slack-user", "alice@example"], "Slack user id"),
-        (["reviewers", "link", "bob", "--slack-user", "U0ALICE"], "already linked"),
-        (["reviewers", "add", "carol", "--slack-user", "U0ALICE"], "already linked"),
-        (["reviewers", "add", "dave", "--slack-user", "u0lower"], "Slack user id"),
+        (["reviewers", "link", "nobody", "--slack-user", "U0NEW"], 1, "no live reviewer"),
+        (["reviewers", "link", "alice", "--slack-user", "alice@example"], 2, "Slack user id"),
+        (["reviewers", "link", "bob", "--slack-user", "U0ALICE"], 1, "already linked"),
+        (["reviewers", "add", "carol", "--slack-user", "U0ALICE"], 1, "already linked"),
+        (["reviewers", "add", "dave", "--slack-user", "u0lower"], 2, "Slack user id"),
     ],
 )
-def test_a_bad_link_is_refused_and_changes_nothing(db: str, argv: list[str], says: str) -> None:
-    """An unknown name, a malformed id, an id another reviewer has: exit 1, nothing changes."""
+def test_a_bad_link_is_refused_and_changes_nothing(
+    db: str, argv: list[str], exit_code: int, says: str
+) -> None:
+    """An unknown name or an id another reviewer has: exit 1; a malformed id: exit 2 (usage)."""
     run("reviewers", "add", "alice", "--slack-user", "U0ALICE", "--db", db)
     run("reviewers", "add", "bob", "--db", db)
     code, _, err = run(*argv, "--db", db)
-    assert 1 == code
+    assert exit_code == code
     assert says in err
     assert "alice" == _linked(db, "U0ALICE")
     _, listed, _ = run("reviewers", "list", "--db", db)
@@ -83,7 +85,7 @@ def test_link_takes_a_slack_user_and_an_email_at_once(db: str) -> None:
     assert "bob" == _linked(db, "U0BOB")
     store = Store(db)
     try:
-        assert ["bob@example.com"] == list(store.reviewer_emails().values())
+        assert ["bob@example.com"] == list(store.identities("email").values())
     finally:
         store.close()
 
@@ -104,6 +106,6 @@ def test_a_link_refused_for_its_slack_user_sets_no_email_either(db: str) -> None
     assert 1 == run(*argv, "--db", db)[0]
     store = Store(db)
     try:
-        assert {} == store.reviewer_emails()
+        assert {} == store.identities("email")
     finally:
         store.close()

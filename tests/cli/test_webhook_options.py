@@ -15,7 +15,8 @@ import pytest
 from approval_guard.cli import main
 from approval_guard.cli._parser import build_parser
 from approval_guard.provider import Store
-from approval_guard.provider.channels.webhooks.settings import targets_from_args
+from approval_guard.provider.channels.webhooks.channel import WebhooksChannel
+from approval_guard.provider.channels.webhooks.settings import targets_from_args, webhook_settings
 from approval_guard.provider.channels.webhooks.signing import (
     WebhookTarget,
     display_url,
@@ -87,7 +88,9 @@ def test_a_bad_webhook_option_is_a_usage_error_without_the_secret(
 def _outbox_with_attempts(db: Path) -> str:
     store = Store(str(db))
     try:
-        store.set_webhooks([WebhookTarget("https://hooks.example/in?token=hidden")])
+        target = WebhookTarget("https://hooks.example/in?token=hidden")
+        settings = webhook_settings([target], None, 5.0, 3600.0, None)
+        store.set_channels([WebhooksChannel(settings)])
         tokens = store.ensure_initial_credentials()
         assert tokens is not None
         owner = store.authenticate(tokens.instance)
@@ -95,9 +98,11 @@ def _outbox_with_attempts(db: Path) -> str:
         request = store.create_request(
             owner=owner, idempotency_key="k", tool="t", arguments={}, timeout_seconds=60
         ).request
-        (item,) = store.claim_webhooks(owner="me", urls=[store.webhooks[0].url], limit=5, lease=30)
+        (item,) = store.claim_outbox(
+            owner="me", per_target={"webhooks": 4}, busy={}, limit=5, lease=30
+        )
         later = store.now()
-        assert store.settle_webhook(
+        assert store.settle_outbox(
             item.id,
             owner="me",
             attempt=1,

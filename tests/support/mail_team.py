@@ -96,7 +96,7 @@ def start_mail_team(
     tokens: dict[str, str] = {}
     for name, (roles, address) in PEOPLE.items():
         tokens[name] = store.add_reviewer(name, roles=roles)
-        store.set_reviewer_email(name, address)
+        store.link_identity(name, "email", address)
     server = mailing_server(store, mailbox, to)
     first = server.first_start_tokens
     assert first is not None

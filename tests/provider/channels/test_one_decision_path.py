@@ -88,8 +88,7 @@ def everywhere(tmp_path: Path) -> Iterator[Everywhere]:
     store = Store(str(tmp_path / "channels.sqlite3"))
     try:
         alice = store.add_reviewer("alice", roles=["payments"])
-        store.set_reviewer_email("alice", "alice@example.com")
-        store.link_slack_user("alice", "U0ALICE")
+        store.link_identities("alice", {"email": "alice@example.com", "slack": "U0ALICE"})
         with FakeSlack() as slack:
             settings = SlackSettings(
                 bot_token=TOKEN,

@@ -45,12 +45,13 @@ def test_no_mail_is_sent_for_a_request_a_grant_decided(tmp_path: Path) -> None:
     try:
         agent, alice = team.instance, team.reviewer("alice")
         first = agent.new()
-        assert store.list_mail(request_id=first["id"])  # asked of people: mailed
+        # Asked of people: mailed.
+        assert store.list_outbox(channels=["email"], request_id=first["id"])
         answer = alice.decide(first["id"], {"status": "approved", "grant": {"for": "1h"}})
         assert answer.status_code == 200, answer.text
         covered = agent.new(arguments=REFUND)
         assert covered["status"] == "approved"
-        assert store.list_mail(request_id=covered["id"]) == []
+        assert store.list_outbox(channels=["email"], request_id=covered["id"]) == []
     finally:
         team.server.close()
         store.close()

@@ -82,7 +82,8 @@ class ChannelLinksMixin(SQLStoreBase):
                 )
                 if taken is not None:
                     raise ReviewerNameError(
-                        f"{identity} on {kind} is already linked to the reviewer {taken[0]!r}"
+                        f"{identity} on {kind} is already linked to another live reviewer, "
+                        f"{taken[0]!r}"
                     )
             for kind, identity in links.items():
                 before = returned(

@@ -151,7 +151,7 @@ def test_a_link_to_an_address_the_reviewer_no_longer_has_decides_nothing(team: M
     """alice given another address: the mail sent to the old one no longer decides."""
     created = team.instance.new(tool="issue_refund")
     links = _links(team, created["id"])
-    assert team.store.set_reviewer_email("alice", "alice@new.example.com")
+    team.store.link_identity("alice", "email", "alice@new.example.com")
     assert (
         403 == post_decision(team.server.url, created["id"], token_of(links["approve"])).status_code
     )
@@ -162,15 +162,15 @@ def test_changing_the_address_back_does_not_revive_the_old_mail(team: MailTeam) 
     """A -> B -> A: the mail sent to A before the change stays powerless; new mail to A works."""
     created = team.instance.new(tool="issue_refund")
     links = _links(team, created["id"])
-    assert team.store.set_reviewer_email("alice", "alice@new.example.com")
-    assert team.store.set_reviewer_email("alice", "alice@example.com")
+    team.store.link_identity("alice", "email", "alice@new.example.com")
+    team.store.link_identity("alice", "email", "alice@example.com")
     refused = post_decision(team.server.url, created["id"], token_of(links["approve"]))
     assert 403 == refused.status_code
     assert "no longer the reviewer" in page_text(refused)
     assert [] == _decisions(team, created["id"])
-    mail = team.store.list_mail(request_id=created["id"])
-    assert ["voided"] == [m.state for m in mail if m.address == "alice@example.com"]
-    assert all(m.state != "voided" for m in mail if m.address != "alice@example.com")
+    mail = team.store.list_outbox(channels=["email"], request_id=created["id"])
+    assert ["voided"] == [m.state for m in mail if m.target == "alice@example.com"]
+    assert all(m.state != "voided" for m in mail if m.target != "alice@example.com")
     later = team.instance.new(tool="issue_refund")
     fresh = _links(team, later["id"])
     assert (
@@ -212,7 +212,7 @@ def test_a_role_without_permission_is_refused_as_on_the_api(team: MailTeam) -> N
         action="approve",
         expires_at=team.store.now() + timedelta(minutes=30),
     )
-    token = make_token(team.store.email_link_secret(), link)
+    token = make_token(team.store.link_secret(), link)
     refused = post_decision(team.server.url, created["id"], token)
     assert 403 == refused.status_code
     api = team.reviewer("carol").decide(created["id"], {"status": "approved"})
@@ -292,5 +292,5 @@ def test_a_token_never_reaches_a_log_line_or_the_store(
     for record in ours:
         text = record.getMessage() + str(record.exc_text or "")
         assert not any(token in text or token[3:40] in text for token in tokens)
-    stored = repr(team.store.audit()) + repr(team.store.list_mail())
+    stored = repr(team.store.audit()) + repr(team.store.list_outbox())
     assert not any(token[3:40] in stored for token in tokens)

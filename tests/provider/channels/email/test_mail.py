@@ -48,17 +48,17 @@ def test_only_reviewers_who_may_decide_the_tool_are_mailed(team: MailTeam) -> No
     created = team.instance.new(tool="issue_refund")
     team.mail_for(created["id"], "alice@example.com")
     team.mail_for(created["id"], "bob@example.com")
-    rows = team.store.list_mail(request_id=created["id"])
-    assert ["alice@example.com", "bob@example.com"] == sorted(row.address for row in rows)
+    rows = team.store.list_outbox(channels=["email"], request_id=created["id"])
+    assert ["alice@example.com", "bob@example.com"] == sorted(row.target for row in rows)
 
 
 def test_an_address_entry_mails_its_reviewer_for_a_tool_anyone_may_decide(team: MailTeam) -> None:
     """A tool without a rule: carol (named by address) is mailed too; nobody@ never is."""
     created = team.instance.new(tool="send_email")
     team.mail_for(created["id"], "carol@example.com")
-    rows = team.store.list_mail(request_id=created["id"])
+    rows = team.store.list_outbox(channels=["email"], request_id=created["id"])
     assert ["alice@example.com", "bob@example.com", "carol@example.com"] == sorted(
-        row.address for row in rows
+        row.target for row in rows
     )
 
 
@@ -88,7 +88,7 @@ def test_links_point_at_the_public_url(tmp_path: Path, mailbox: Mailbox) -> None
     """With ``public_url`` the links use the address people reach, not the bound one."""
     store = Store(str(tmp_path / "a.sqlite3"))
     store.add_reviewer("alice", roles=["payments"])
-    store.set_reviewer_email("alice", "alice@example.com")
+    store.link_identity("alice", "email", "alice@example.com")
     settings = email_settings(mailbox.url, SENDER, ["alice@example.com"], environ={})
     server = ProviderServer(store, email=settings, public_url="https://approvals.example.com/")
     try:

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
-from approval_guard.provider.store.sql.mail import MAIL_PENDING, MailItem
 
 from approval_guard.provider import StoreProtocol
+from approval_guard.provider.store.sql.outbox import PENDING_DELIVERY
+from approval_guard.provider.store.sql.outbox_rows import OutboxRow
 from tests.support.api import Api, wait_for
 from tests.support.mail_team import Clock, mailing_server, start_mail_team
 from tests.support.smtp import Mailbox, SlowGreeting
@@ -17,20 +18,20 @@ from tests.support.smtp import Mailbox, SlowGreeting
 Opener = Callable[[], StoreProtocol]
 
 
-def _settled(store: StoreProtocol, request_id: str, timeout: float = 15.0) -> list[MailItem]:
+def _settled(store: StoreProtocol, request_id: str, timeout: float = 15.0) -> list[OutboxRow]:
     """The request's mails once none is pending any more."""
     return wait_for(
-        lambda: store.list_mail(request_id=request_id),
-        lambda rows: rows and all(row.state != MAIL_PENDING for row in rows),
+        lambda: store.list_outbox(channels=["email"], request_id=request_id),
+        lambda rows: rows and all(row.state != PENDING_DELIVERY for row in rows),
         timeout=timeout,
         what="mail still pending",
     )
 
 
-def _tried(store: StoreProtocol, request_id: str, attempts: int) -> list[MailItem]:
+def _tried(store: StoreProtocol, request_id: str, attempts: int) -> list[OutboxRow]:
     """The request's mails once each was tried at least ``attempts`` times."""
     return wait_for(
-        lambda: store.list_mail(request_id=request_id),
+        lambda: store.list_outbox(channels=["email"], request_id=request_id),
         lambda rows: rows and all(row.attempts >= attempts for row in rows),
         timeout=15,
         what=f"not tried {attempts} times",
@@ -53,7 +54,7 @@ def test_smtp_down_the_request_is_made_and_the_mail_goes_once_smtp_is_back(
         assert "ConnectionRefusedError" in row.last_result
         box.start()
         (sent,) = _settled(team.store, created["id"])
-        assert "sent" == sent.state
+        assert "delivered" == sent.state
         mail = team.mail_for(created["id"], "alice@example.com")
         assert mail.links()
         # One row, settled: a second send needs a second row or this one pending again.
@@ -84,7 +85,7 @@ def test_a_mail_queued_before_a_restart_is_sent_after_it(make_store: tuple[Opene
     again = mailing_server(store, box, ("alice@example.com",)).start()
     try:
         (sent,) = _settled(store, created["id"])
-        assert "sent" == sent.state and sent.attempts >= 2
+        assert "delivered" == sent.state and sent.attempts >= 2
         links = team.mail_for(created["id"], "alice@example.com").links()
         token = links["approve"].split("token=")[1]
         answer = Api(again.url, team.tokens["instance"]).poll(created["id"]).json()
@@ -122,7 +123,7 @@ def test_a_stop_while_a_mail_is_in_flight_records_it_and_it_is_not_sent_again(
         # Settled is the signal: a mail the stop left pending is sent again before that.
         (sent,) = _settled(store, created["id"])
         assert 1 == len(box.received)
-        assert ("sent", 1) == (sent.state, sent.attempts)
+        assert ("delivered", 1) == (sent.state, sent.attempts)
     finally:
         again.close()
         box.close()
@@ -154,14 +155,20 @@ def test_two_instances_claim_disjoint_mail(pg_schema_dsn: str) -> None:
     import threading
 
     from approval_guard.provider import PostgresStore
+    from approval_guard.provider.channels.email.channel import EmailChannel
     from approval_guard.provider.channels.email.recipients import email_routes
+    from approval_guard.provider.channels.email.settings import email_settings
+    from approval_guard.provider.rules.config import NO_RULES
 
     a, b = PostgresStore(pg_schema_dsn), PostgresStore(pg_schema_dsn)
     try:
+        to = ["role:payments"]
+        settings = email_settings("smtp://127.0.0.1:9", "approvals@example.com", to, environ={})
+        channel = EmailChannel(settings, email_routes(to), NO_RULES, "http://127.0.0.1:9")
         for store in (a, b):
-            store.set_email(email_routes(["role:payments"]))
+            store.set_channels([channel])
         a.add_reviewer("alice", roles=["payments"])
-        a.set_reviewer_email("alice", "alice@example.com")
+        a.link_identity("alice", "email", "alice@example.com")
         tokens = a.ensure_initial_credentials()
         assert tokens is not None
         owner = a.authenticate(tokens.instance)
@@ -177,7 +184,9 @@ def test_two_instances_claim_disjoint_mail(pg_schema_dsn: str) -> None:
         def claim(store: PostgresStore, name: str) -> None:
             start.wait()
             while True:
-                got = store.claim_mail(owner=name, limit=3, lease=30)
+                got = store.claim_outbox(
+                    owner=name, per_target={"email": 3}, busy={}, limit=3, lease=30
+                )
                 if not got:
                     return
                 with lock:
@@ -193,7 +202,9 @@ def test_two_instances_claim_disjoint_mail(pg_schema_dsn: str) -> None:
         for thread in threads:
             thread.join(30)
         assert 40 == len(claimed) == len(set(claimed))
-        assert [] == b.claim_mail(owner="late", limit=100, lease=30)
+        assert [] == b.claim_outbox(
+            owner="late", per_target={"email": 100}, busy={}, limit=100, lease=30
+        )
     finally:
         a.close()
         b.close()

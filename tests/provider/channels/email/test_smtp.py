@@ -117,8 +117,8 @@ def test_starttls_and_a_login_on_a_real_server(
         box.close()
 
 
-def test_a_wrong_password_is_retried_and_never_recorded(tmp_path: Path) -> None:
-    """A refused login is an attempt that failed (kept without the password), retried later."""
+def test_a_wrong_password_is_given_up_at_once_and_never_recorded(tmp_path: Path) -> None:
+    """A refused login (535) is permanent: given up at once, audited, kept without the password."""
     box = Mailbox(tls_dir=tmp_path, login=("bot", "right-pass")).start()
     store = Store(str(tmp_path / "a.sqlite3"))
     team = start_mail_team(store, box, Clock(), to=())
@@ -139,13 +139,19 @@ def test_a_wrong_password_is_retried_and_never_recorded(tmp_path: Path) -> None:
         team.server = ProviderServer(store, rules=parse_rules(RULES), email=settings).start()
         created = team.instance.new(tool="issue_refund")
         wait_for(
-            lambda: store.list_mail(request_id=created["id"]),
-            lambda rows: any(r.attempts >= 2 for r in rows),
+            lambda: store.list_outbox(channels=["email"], request_id=created["id"]),
+            lambda rows: rows and all(r.state != "pending" for r in rows),
             timeout=15,
         )
-        (row,) = store.list_mail(request_id=created["id"])
-        assert "pending" == row.state and "SMTPAuthenticationError" in (row.last_result or "")
-        assert "wrong-pass-4" not in repr(store.list_mail()) + repr(store.audit())
+        (row,) = store.list_outbox(channels=["email"], request_id=created["id"])
+        assert ("given_up", 1) == (row.state, row.attempts)
+        assert "SMTPAuthenticationError" in (row.last_result or "")
+        wait_for(
+            lambda: [r.action for r in store.audit(request_id=created["id"])],
+            lambda actions: "email.given_up" in actions,
+            timeout=10,
+        )
+        assert "wrong-pass-4" not in repr(store.list_outbox()) + repr(store.audit())
         assert [] == box.received
     finally:
         team.server.close()

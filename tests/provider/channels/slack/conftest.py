@@ -104,7 +104,7 @@ def add_people(server: ProviderServer) -> dict[str, str]:
     tokens = {}
     for name, (roles, user) in PEOPLE.items():
         tokens[name] = server.store.add_reviewer(name, roles=roles)
-        server.store.link_slack_user(name, user)
+        server.store.link_identity(name, "slack", user)
     return tokens
 
 

@@ -15,7 +15,9 @@ import pytest
 
 import approval_guard as ag
 from approval_guard.provider import ProviderServer, Store
+from approval_guard.provider.channels.webhooks.channel import WebhooksChannel
 from approval_guard.provider.channels.webhooks.payloads import slack_payload
+from approval_guard.provider.channels.webhooks.settings import webhook_settings
 from approval_guard.provider.channels.webhooks.signing import (
     WebhookSignatureError,
     WebhookTarget,
@@ -37,6 +39,11 @@ SECRET = new_secret()
 def _serve(db: str | Path | Any, *targets: WebhookTarget, **options: Any) -> ProviderServer:
     options.setdefault("webhook_backoff", 0.05)
     return ProviderServer(str(db) if isinstance(db, Path) else db, webhooks=targets, **options)
+
+
+def _channel(*targets: WebhookTarget) -> WebhooksChannel:
+    """The webhooks channel a server with these targets sends through."""
+    return WebhooksChannel(webhook_settings(targets, None, 5.0, 24 * 3600.0, None))
 
 
 def _clients(server: ProviderServer) -> tuple[Api, Api]:
@@ -217,7 +224,9 @@ def test_expiry_and_cancel_are_events_and_a_lost_race_is_none(tmp_path: Path) ->
     """Expired and cancelled are queued once each; a second decision queues nothing."""
     now = [datetime(2026, 9, 16, 12, 0, tzinfo=timezone.utc)]
     store = Store(str(tmp_path / "a.db"), clock=lambda: now[0])
-    store.set_webhooks([WebhookTarget("http://127.0.0.1:9/a"), WebhookTarget("http://[::1]:9/b")])
+    store.set_channels(
+        [_channel(WebhookTarget("http://127.0.0.1:9/a"), WebhookTarget("http://[::1]:9/b"))]
+    )
     tokens = store.ensure_initial_credentials()
     assert tokens is not None
     owner, reviewer = store.authenticate(tokens.instance), store.authenticate(tokens.reviewer)
@@ -251,7 +260,7 @@ def test_expiry_and_cancel_are_events_and_a_lost_race_is_none(tmp_path: Path) ->
     )
     assert sorted(["request.created"] * 2 + ["request.decided"] * 2) == sorted(per_request[decided])
     expired = next(i for i in items if i.event_type == "request.expired")
-    assert "2026-09-16T12:01:00Z" == expired.event["timestamp"]  # dated at the deadline
+    assert "2026-09-16T12:01:00Z" == expired.item.payload["timestamp"]  # dated at the deadline
     assert {"pending"} == {i.state for i in items}
 
 
@@ -376,7 +385,7 @@ def test_two_instances_claim_disjoint_rows(shared_db: SharedDatabase) -> None:
     try:
         target = WebhookTarget("http://127.0.0.1:9/hook")
         for store in (a, b):
-            store.set_webhooks([target])
+            store.set_channels([_channel(target)])
         tokens = a.ensure_initial_credentials()
         assert tokens is not None
         owner = a.authenticate(tokens.instance)
@@ -392,7 +401,9 @@ def test_two_instances_claim_disjoint_rows(shared_db: SharedDatabase) -> None:
         def claim(store: StoreProtocol, owner_id: str) -> None:
             start.wait()
             while True:
-                got = store.claim_webhooks(owner=owner_id, urls=[target.url], limit=3, lease=30)
+                got = store.claim_outbox(
+                    owner=owner_id, per_target={"webhooks": 3}, busy={}, limit=3, lease=30
+                )
                 if not got:
                     return
                 with lock:
@@ -408,7 +419,9 @@ def test_two_instances_claim_disjoint_rows(shared_db: SharedDatabase) -> None:
         for thread in threads:
             thread.join(30)
         assert 60 == len(claimed) == len({item for item, _ in claimed})
-        assert [] == a.claim_webhooks(owner="late", urls=[target.url], limit=100, lease=30)
+        assert [] == a.claim_outbox(
+            owner="late", per_target={"webhooks": 100}, busy={}, limit=100, lease=30
+        )
     finally:
         a.close()
         b.close()
