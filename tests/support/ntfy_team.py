@@ -7,7 +7,7 @@ from datetime import timedelta
 import attrs
 
 from approval_guard.provider import ProviderServer, StoreProtocol
-from approval_guard.provider.channels.ntfy import NtfyChannel
+from approval_guard.provider.channels.ntfy.channel import NtfyChannel
 from approval_guard.provider.channels.ntfy.settings import make_settings
 from approval_guard.provider.rules.config import parse_rules
 from tests.support.api import REFUND, Api

@@ -12,8 +12,7 @@ after it) edits instead, so a request has one message.
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from starlette.concurrency import run_in_threadpool
@@ -22,9 +21,7 @@ from approval_guard.provider.channels.base import (
     CREATED,
     MOMENTS,
     Channel,
-    ChannelKind,
     ChannelSettingsError,
-    Identity,
     Item,
     Moment,
     NewItem,
@@ -34,23 +31,19 @@ from approval_guard.provider.channels.base import (
     SendResult,
     Sent,
 )
-from approval_guard.provider.channels.discord import settings as discord_settings
 from approval_guard.provider.channels.discord.api import DiscordApi, result
 from approval_guard.provider.channels.discord.interactions import PATH, Interactions
 from approval_guard.provider.channels.discord.message import message
 from approval_guard.provider.channels.discord.settings import (
-    ENV_DISCORD_BOT_TOKEN,
-    ENV_DISCORD_PUBLIC_KEY,
+    NAME,
     DiscordSettings,
     check_snowflake,
-    check_user,
 )
 from approval_guard.provider.channels.discord.verify import load_key
 
 if TYPE_CHECKING:
     from approval_guard.provider.store.protocol import StoreProtocol
 
-NAME = "discord"
 #: The outbox rows' ``event_type`` s: the request's message posted, then edited.
 POST, EDIT = "discord.post", "discord.edit"
 #: Seconds an edit first waits for its message's post (doubling, up to :data:`MAX_POST_WAIT`).
@@ -141,33 +134,3 @@ class DiscordChannel(Channel):
     async def close(self) -> None:
         """Close the HTTP client."""
         await self._api.close()
-
-
-class DiscordKind(ChannelKind):
-    """Discord: ``serve --discord-bot-token --discord-public-key --discord-channel``."""
-
-    name: ClassVar[str] = NAME
-    identity: ClassVar[Identity | None] = Identity(
-        kind=NAME, flag="--discord-user", metavar="ID", check=check_user
-    )
-    env: ClassVar[tuple[str, ...]] = (ENV_DISCORD_BOT_TOKEN, ENV_DISCORD_PUBLIC_KEY)
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
-        """``--discord-bot-token``, ``--discord-public-key``, ``--discord-channel``, the API URL.
-
-        ``env`` is not read here: the secrets' variables are read when the
-        channel is made, so they alone never look like flags given.
-        """
-        del env
-        discord_settings.add_arguments(parser)
-
-    @classmethod
-    def from_args(
-        cls, args: argparse.Namespace, env: Mapping[str, str], *, public_url: str | None
-    ) -> DiscordChannel | None:
-        """The channel the flags and environment ask for; None without ``--discord-channel``."""
-        found = discord_settings.settings_from_args(args, env)
-        if found is None:
-            return None
-        return DiscordChannel(found, public_url=public_url)

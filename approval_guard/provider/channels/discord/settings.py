@@ -21,6 +21,8 @@ import attrs
 
 from approval_guard.provider.channels.base import ChannelSettingsError
 
+#: The channel's name.
+NAME = "discord"
 ENV_DISCORD_BOT_TOKEN = "APPROVAL_GUARD_DISCORD_BOT_TOKEN"
 ENV_DISCORD_PUBLIC_KEY = "APPROVAL_GUARD_DISCORD_PUBLIC_KEY"
 #: Discord's REST API, version 10.

@@ -5,8 +5,7 @@
 --ntfy-topic TOPIC``; see docs/ntfy.md.
 """
 
-from approval_guard.provider.channels.ntfy.channel import NtfyChannel
 from approval_guard.provider.channels.ntfy.kind import NtfyKind
 from approval_guard.provider.channels.ntfy.settings import NtfySettings
 
-__all__ = ["NtfyChannel", "NtfyKind", "NtfySettings"]
+__all__ = ["NtfyKind", "NtfySettings"]

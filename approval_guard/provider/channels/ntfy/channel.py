@@ -40,7 +40,7 @@ from approval_guard.provider.channels.base import (
     Skipped,
 )
 from approval_guard.provider.channels.ntfy import message
-from approval_guard.provider.channels.ntfy.settings import NtfySettings
+from approval_guard.provider.channels.ntfy.settings import NAME, NtfySettings
 from approval_guard.provider.channels.ntfy.tokens import APPROVE, DENY, action_url, sign
 from approval_guard.provider.http.render import listed_request_json
 from approval_guard.provider.rules.grant_words import decided_through
@@ -48,7 +48,6 @@ from approval_guard.provider.store.protocol import StoreProtocol
 
 logger = logging.getLogger("approval_guard.provider.ntfy")
 
-NAME = "ntfy"
 #: A new request's message with its two buttons, for one reviewer.
 PUBLISH = "ntfy.publish"
 #: The notice once a request has ended.

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from approval_guard.provider.channels.base import ChannelKind, ChannelSettingsError, Identity
-from approval_guard.provider.channels.ntfy.channel import NAME, NtfyChannel
-from approval_guard.provider.channels.ntfy.settings import TOKEN_ENV, check_topic, make_settings
+from approval_guard.provider.channels.ntfy.settings import (
+    NAME,
+    TOKEN_ENV,
+    check_topic,
+    make_settings,
+)
+
+if TYPE_CHECKING:
+    from approval_guard.provider.channels.ntfy.channel import NtfyChannel
 
 
 class NtfyKind(ChannelKind):
@@ -45,6 +53,9 @@ class NtfyKind(ChannelKind):
         token = env.get(TOKEN_ENV)
         if token is not None and not token:
             raise ChannelSettingsError(f"{TOKEN_ENV} is set but empty: unset it or give the token")
+        # Imported here: the kind is read by every command line, the channel only by serve.
+        from approval_guard.provider.channels.ntfy.channel import NtfyChannel
+
         return NtfyChannel(make_settings(url, token, public_url or _own_url(args)))
 
 

@@ -21,6 +21,8 @@ from approval_guard.provider.channels.base import ChannelSettingsError
 from approval_guard.provider.channels.public_url import check_public_url
 
 #: The environment variable the access token comes from.
+#: The channel's name.
+NAME = "ntfy"
 TOKEN_ENV = "APPROVAL_GUARD_NTFY_TOKEN"
 #: A topic as ntfy's server accepts one (its ``topicRegex``).
 _TOPIC = re.compile(r"[-_A-Za-z0-9]{1,64}")

@@ -80,15 +80,16 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StorePro
     yield from _stores(request, tmp_path)
 
 
-@pytest.fixture(params=sorted(DRIVERS))
-def setup(request: pytest.FixtureRequest, backend: StoreProtocol) -> Iterator[Setup]:
-    driver = DRIVERS[request.param]()
+def _started(name: str, backend: StoreProtocol) -> Iterator[Setup]:
+    driver = DRIVERS[name]()
     with driver.running():
-        tokens = {name: backend.add_reviewer(name, roles=roles) for name, roles in ROLES.items()}
-        for name in ROLES:
-            identity = driver.identity(name)
+        tokens = {
+            person: backend.add_reviewer(person, roles=roles) for person, roles in ROLES.items()
+        }
+        for person in ROLES:
+            identity = driver.identity(person)
             if identity is not None:
-                backend.link_identity(name, driver.name, identity)
+                backend.link_identity(person, driver.name, identity)
         server = ProviderServer(backend, rules=parse_rules(RULES), **driver.options())
         first = server.first_start_tokens
         assert first is not None
@@ -96,3 +97,21 @@ def setup(request: pytest.FixtureRequest, backend: StoreProtocol) -> Iterator[Se
             driver.store = backend
             driver.url = server.url
             yield Setup(driver, server, backend, Api(server.url, first.instance), tokens)
+
+
+@pytest.fixture(params=sorted(DRIVERS))
+def setup(request: pytest.FixtureRequest, backend: StoreProtocol) -> Iterator[Setup]:
+    """Every channel."""
+    yield from _started(request.param, backend)
+
+
+@pytest.fixture(params=sorted(name for name, driver in DRIVERS.items() if driver.acts))
+def acting(request: pytest.FixtureRequest, backend: StoreProtocol) -> Iterator[Setup]:
+    """Every channel people act through (all but webhooks)."""
+    yield from _started(request.param, backend)
+
+
+@pytest.fixture(params=sorted(name for name, driver in DRIVERS.items() if driver.follows))
+def following(request: pytest.FixtureRequest, backend: StoreProtocol) -> Iterator[Setup]:
+    """Every channel whose message follows an approval counted (Slack, Discord)."""
+    yield from _started(request.param, backend)

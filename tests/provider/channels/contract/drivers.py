@@ -20,12 +20,13 @@ from typing import Any, ClassVar
 import attrs
 import requests
 
-from approval_guard.provider.channels.discord import DiscordChannel, DiscordSettings
+from approval_guard.provider.channels.discord import DiscordSettings
+from approval_guard.provider.channels.discord.channel import DiscordChannel
 from approval_guard.provider.channels.discord.message import APPROVE, DENY, custom_id
 from approval_guard.provider.channels.email.settings import email_settings
 from approval_guard.provider.channels.links import Link, make_token
-from approval_guard.provider.channels.ntfy import NtfyChannel
 from approval_guard.provider.channels.ntfy import tokens as ntfy_tokens
+from approval_guard.provider.channels.ntfy.channel import NtfyChannel
 from approval_guard.provider.channels.ntfy.settings import make_settings
 from approval_guard.provider.channels.slack.settings import SlackSettings
 from approval_guard.provider.channels.webhooks.signing import WebhookTarget
@@ -632,7 +633,7 @@ class DiscordDriver(Driver):
         assert self.discord.arrived.wait(20)
 
 
-DRIVERS: dict[str, Callable[[], Driver]] = {
+DRIVERS: dict[str, type[Driver]] = {
     "webhooks": WebhooksDriver,
     "slack": SlackDriver,
     "email": EmailDriver,

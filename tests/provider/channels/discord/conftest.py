@@ -11,7 +11,8 @@ import pytest
 import requests
 
 from approval_guard.provider import PostgresStore, ProviderServer
-from approval_guard.provider.channels.discord import DiscordChannel, DiscordSettings
+from approval_guard.provider.channels.discord import DiscordSettings
+from approval_guard.provider.channels.discord.channel import DiscordChannel
 from tests.support import fake_discord
 from tests.support.api import Api, wait_for
 from tests.support.fake_discord import CHANNEL, TOKEN, FakeDiscord

@@ -10,7 +10,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from approval_guard.provider.channels.base import ChannelSettingsError
-from approval_guard.provider.channels.discord import DiscordChannel, DiscordKind, DiscordSettings
+from approval_guard.provider.channels.discord import DiscordKind, DiscordSettings
+from approval_guard.provider.channels.discord.channel import DiscordChannel
 from approval_guard.provider.channels.discord.settings import (
     DISCORD_API_URL,
     ENV_DISCORD_BOT_TOKEN,

@@ -7,7 +7,8 @@ import argparse
 import pytest
 
 from approval_guard.provider.channels.base import ChannelSettingsError
-from approval_guard.provider.channels.ntfy import NtfyChannel, NtfyKind
+from approval_guard.provider.channels.ntfy import NtfyKind
+from approval_guard.provider.channels.ntfy.channel import NtfyChannel
 from approval_guard.provider.channels.ntfy.settings import TOKEN_ENV, check_topic
 
 TOKEN = "tk_secretsecretsecretsecret0001"
