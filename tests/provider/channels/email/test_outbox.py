@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from approval_guard.provider import StoreProtocol
-from approval_guard.provider.store.sql.outbox import PENDING_DELIVERY
+from approval_guard.provider.channels.base import PENDING_DELIVERY
 from approval_guard.provider.store.sql.outbox_rows import OutboxRow
 from tests.support.api import Api, wait_for
 from tests.support.mail_team import Clock, mailing_server, start_mail_team
