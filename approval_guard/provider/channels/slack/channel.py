@@ -36,12 +36,12 @@ from approval_guard.provider.channels.base import (
     Sent,
 )
 from approval_guard.provider.channels.slack.blocks import MAX_BATCH_SHOWN, message
-from approval_guard.provider.channels.slack.client import CALL_TIMEOUT, Answer, call, make_client
+from approval_guard.provider.channels.slack.client import CALL_TIMEOUT, Answer, call_async
 from approval_guard.provider.channels.slack.settings import SlackSettings
 from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
-    from slack_sdk import WebClient
+    import httpx
 
 logger = logging.getLogger("approval_guard.provider")
 
@@ -82,7 +82,7 @@ class SlackChannel(Channel):
     """A Slack app's messages: one per request, kept current."""
 
     name: ClassVar[str] = "slack"
-    #: A thread's Web API call times out at CALL_TIMEOUT; a post and its save fit in this.
+    #: A Web API call (connect to last byte) and its save fit in this.
     deadline: float = CALL_TIMEOUT + 5.0
     per_target: ClassVar[int] = 1
     audit_given_up: ClassVar[str | None] = "slack.given_up"
@@ -97,7 +97,7 @@ class SlackChannel(Channel):
         self.settings = settings
         self.public_url = public_url
         self.horizon = horizon
-        self._client: WebClient | None = None
+        self._http: httpx.AsyncClient | None = None
 
     def queue(self, moment: Moment) -> Sequence[NewItem]:
         if moment.kind not in _KINDS:
@@ -125,7 +125,7 @@ class SlackChannel(Channel):
         return [("/slack/interactions", {"POST": interactions})]
 
     async def send(self, item: Item, store: StoreProtocol) -> SendResult:
-        answer = await run_in_threadpool(self._call, item, store)
+        answer = await self._call(item, store)
         if answer.ok:
             return Sent("sent", status=answer.status)
         error = answer.error or "error"
@@ -143,8 +143,41 @@ class SlackChannel(Channel):
         after = (answer.retry_after or 30.0) if answer.status == 429 else None
         return Retry(f"slack: {error}", after=after, status=answer.status)
 
-    def _call(self, item: Item, store: StoreProtocol) -> Answer:
-        """One item's Web API call (in the thread pool)."""
+    async def close(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
+
+    async def _call(self, item: Item, store: StoreProtocol) -> Answer:
+        """One item's Web API call: read and render in the thread pool, send on the loop.
+
+        Sent with ``httpx`` on the event loop, so the outbox's deadline cuts it
+        (a thread's read could outlive the item's lease).
+        """
+        found = await run_in_threadpool(self._prepare, item, store)
+        if isinstance(found, Answer):
+            return found
+        method, arguments = found
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.AsyncClient(
+                timeout=self.deadline, follow_redirects=False, trust_env=False
+            )
+        answer = await call_async(self._http, self.settings, method, **arguments)
+        if method != "chat.postMessage":
+            return answer
+        at_channel, ts = answer.data.get("channel"), answer.data.get("ts")
+        if answer.ok and isinstance(at_channel, str) and isinstance(ts, str):
+            await run_in_threadpool(
+                store.keep_channel_message, self.name, item.request_id, f"{at_channel} {ts}"
+            )
+        elif answer.ok:
+            return Answer(ok=False, status=answer.status, error="no channel and ts in the answer")
+        return answer
+
+    def _prepare(self, item: Item, store: StoreProtocol) -> Answer | tuple[str, dict[str, Any]]:
+        """Blocking: the Web API method and arguments for one item, or the answer without one."""
         request = store.get_request(item.request_id)
         if request is None:
             return Answer(ok=False, status=None, error="the request is gone")
@@ -164,35 +197,21 @@ class SlackChannel(Channel):
             cancel_reason=cancel_reason,
             batch=batch,
         )
-        if self._client is None:
-            self._client = make_client(self.settings)
         posted = store.channel_message(self.name, request.id)
         if posted is None and item.event_type == POST:
-            answer = call(
-                self._client,
-                "chat.postMessage",
-                channel=item.target[len(TARGET_PREFIX) :],
-                text=body["text"],
-                blocks=body["blocks"],
-                unfurl_links=False,
-                unfurl_media=False,
-            )
-            at_channel, ts = answer.data.get("channel"), answer.data.get("ts")
-            if answer.ok and isinstance(at_channel, str) and isinstance(ts, str):
-                store.keep_channel_message(self.name, request.id, f"{at_channel} {ts}")
-            elif answer.ok:
-                return Answer(
-                    ok=False, status=answer.status, error="no channel and ts in the answer"
-                )
-            return answer
+            return "chat.postMessage", {
+                "channel": item.target[len(TARGET_PREFIX) :],
+                "text": body["text"],
+                "blocks": body["blocks"],
+                "unfurl_links": False,
+                "unfurl_media": False,
+            }
         if posted is None:
             return Answer(ok=False, status=None, error="not posted yet")
         at_channel, _, ts = posted.partition(" ")
-        return call(
-            self._client,
-            "chat.update",
-            channel=at_channel,
-            ts=ts,
-            text=body["text"],
-            blocks=body["blocks"],
-        )
+        return "chat.update", {
+            "channel": at_channel,
+            "ts": ts,
+            "text": body["text"],
+            "blocks": body["blocks"],
+        }

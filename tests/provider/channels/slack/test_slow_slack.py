@@ -1,0 +1,41 @@
+"""A Slack Web API that answers a byte at a time cannot keep a post open past its deadline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from approval_guard.provider import ProviderServer, SlackSettings
+from approval_guard.provider.channels.outbox import lease_for
+from approval_guard.provider.channels.slack.channel import SlackChannel
+from tests.support.api import Api, wait_for
+from tests.support.drip import DripReceiver
+from tests.support.fake_slack import SIGNING_SECRET, TOKEN
+from tests.support.slack_clicks import CHANNEL
+
+DEADLINE = 1.5
+
+
+def test_a_dripping_slack_api_is_cut_at_the_sends_deadline(tmp_path: Path) -> None:
+    """One byte every 0.3 s: the post is cut at its deadline (before its lease), then retried."""
+    with DripReceiver(every=0.3) as drip:
+        settings = SlackSettings(
+            bot_token=TOKEN,
+            signing_secret=SIGNING_SECRET,
+            channel=CHANNEL,
+            api_url=drip.url.rsplit("/", 1)[0] + "/",
+        )
+        channel = SlackChannel(settings)
+        channel.deadline = DEADLINE
+        assert lease_for([channel]) > DEADLINE
+        with ProviderServer(str(tmp_path / "a.db"), channels=[channel]) as server:
+            tokens = server.first_start_tokens
+            assert tokens is not None
+            Api(server.url, tokens.instance).new()
+            wait_for(lambda: len(drip.connections) >= 1, timeout=15)
+            first = drip.connections[0]
+            # Cut at the deadline (plus the moment it takes to notice), not left open.
+            wait_for(lambda: first.closed is not None, timeout=DEADLINE + 3.0)
+            assert first.closed is not None and first.closed - first.opened < DEADLINE + 2.0
+            # And tried again, one post at a time.
+            wait_for(lambda: len(drip.connections) >= 2, timeout=15)
+            assert drip.most_open == 1
