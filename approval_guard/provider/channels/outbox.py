@@ -11,12 +11,13 @@ its send is still open and no item is ever sent twice at once. At most
 never holds every slot and never delays another target's items.
 
 A channel's answer settles the row: :class:`Sent` is delivered;
-:class:`Retry` is tried again after its ``after`` seconds (a ``Retry-After``)
-or the backoff (doubling, capped, with jitter), until the channel's horizon
-after the change, then given up; :class:`Permanent` is given up at once,
-logged and audited; :class:`Skipped` is settled as not sent on purpose. A send
-that raises is retried like an outage (the exception's type is logged, never
-its text, which may hold a URL or a token).
+:class:`Retry` is tried again after its ``after`` seconds (a receiver's
+``Retry-After``, never sooner than the backoff) or the backoff (doubling,
+capped, with jitter), until the channel's horizon after the change, then
+given up; :class:`Permanent` is given up at once, logged and audited;
+:class:`Skipped` is settled as not sent on purpose. A send that raises is
+retried like an outage (the exception's type is logged, never its text,
+which may hold a URL or a token).
 
 A change committed anywhere (this instance or, through ``LISTEN``, another)
 wakes the worker at once; otherwise it sleeps until the next retry is due.
@@ -222,7 +223,12 @@ class OutboxWorker:
         else:
             text = result.reason
             backoff = channel.backoff or self.backoff
-            wait = result.after if result.after is not None else backoff.delay(attempt)
+            wait = backoff.delay(attempt)
+            if result.after is not None:
+                # A receiver's Retry-After (an answer's status came with it) is a wait at
+                # least that long, never shorter than the backoff: "Retry-After: 0" again
+                # and again must not make a hot loop. A channel's own wait is as given.
+                wait = max(result.after, wait) if result.status is not None else result.after
             next_at = at + timedelta(seconds=max(0.0, wait))
             end = item.created_at + timedelta(seconds=channel.horizon)
             if result.until is not None:

@@ -74,7 +74,9 @@ def test_retry_after_is_honoured(tmp_path: Path) -> None:
     """A 429 with Retry-After: 2 is not tried again before two seconds have passed."""
     with Receiver(statuses=[429]) as hook:
         hook.answer_headers["Retry-After"] = "2"
-        with ProviderServer(str(tmp_path / "a.db"), channels=[_channel(hook.url)]) as server:
+        with ProviderServer(
+            str(tmp_path / "a.db"), channels=[_channel(hook.url)], webhook_backoff=0.05
+        ) as server:
             tokens = server.first_start_tokens
             assert tokens is not None
             Api(server.url, tokens.instance).new()
@@ -88,3 +90,24 @@ def test_retry_after_is_honoured(tmp_path: Path) -> None:
     assert first.next_attempt_at is not None
     wait = (first.next_attempt_at - first.at).total_seconds()
     assert 2.0 <= wait < 2.5, wait  # its Retry-After, not the 0.05 s backoff
+
+
+def test_a_retry_after_of_zero_still_waits_for_the_backoff(tmp_path: Path) -> None:
+    """503 with Retry-After: 0 again and again: each retry waits the backoff, no hot loop."""
+    with Receiver(statuses=[503] * 1000) as hook:
+        hook.answer_headers["Retry-After"] = "0"
+        channel = _channel(hook.url)
+        with ProviderServer(
+            str(tmp_path / "a.db"), channels=[channel], webhook_backoff=0.5
+        ) as server:
+            tokens = server.first_start_tokens
+            assert tokens is not None
+            Api(server.url, tokens.instance).new()
+            hook.wait_count(3, timeout=20)
+            (row,) = wait_for(
+                lambda: server.store.list_outbox(), lambda rows: len(rows[0].history) >= 2
+            )
+    for attempt in row.history[:2]:
+        assert attempt.next_attempt_at is not None
+        wait = (attempt.next_attempt_at - attempt.at).total_seconds()
+        assert wait >= 0.5 * 0.8, wait  # the backoff's (with its jitter), not Retry-After's 0
