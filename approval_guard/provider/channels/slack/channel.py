@@ -12,7 +12,8 @@ Slack's ``429`` is retried after its ``Retry-After``; an error no retry can
 mend (a bad token, the message gone, blocks Slack refuses) is permanent at
 once; an error in the app's setup an operator may fix (the bot not in the
 channel) is retried and logged as an error naming the fix. An update whose
-post has not happened yet waits for it.
+post has not happened yet waits for it (looked at again when the post is due);
+one whose post was given up is given up too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from approval_guard._codec.wire import CANCELLED
 from approval_guard.provider.channels.base import (
+    PENDING_DELIVERY,
     Channel,
     Item,
     Moment,
@@ -50,8 +52,10 @@ TARGET_PREFIX = "slack:"
 SLACK_FORMAT = "slack_app"
 POST = "slack.post"
 UPDATE = "slack.update"
-#: A row whose request has not been posted yet is looked at again this soon.
+#: A row whose request has not been posted yet is looked at again this soon (at least).
 WAIT_FOR_POST = 1.0
+#: An update whose post was given up (or never queued): it is given up too.
+NEVER_POSTED = "the request's message was never posted"
 #: Slack errors no retry can mend: the item is given up at once.
 PERMANENT = {
     "cant_update_message": "the message can no longer be updated",
@@ -133,8 +137,11 @@ class SlackChannel(Channel):
             return Permanent(error)
         if error in PERMANENT:
             return Permanent(f"slack: {error}: {PERMANENT[error]}", status=answer.status)
+        if error == NEVER_POSTED:
+            return Permanent(error)
         if error == "not posted yet":
-            return Retry(error, after=WAIT_FOR_POST)
+            # Looked at again once its post is due (an outage's backoff), not every second.
+            return Retry(error, after=max(WAIT_FOR_POST, answer.retry_after or 0.0))
         fix = SETUP.get(error)
         if fix is not None:
             logger.error(
@@ -176,6 +183,17 @@ class SlackChannel(Channel):
             return Answer(ok=False, status=answer.status, error="no channel and ts in the answer")
         return answer
 
+    def _post_state(self, item: Item, store: StoreProtocol) -> Answer:
+        """An update without its message: wait for the post (when it is due), or never will."""
+        rows = store.list_outbox(channels=[self.name], request_id=item.request_id)
+        posts = [one for one in rows if one.event_type == POST and one.state == PENDING_DELIVERY]
+        if not posts and store.channel_message(self.name, item.request_id) is None:
+            # Given up (a bad token, blocks Slack refuses), or never queued: nothing to update.
+            return Answer(ok=False, status=None, error=NEVER_POSTED)
+        due = min((one.next_attempt_at for one in posts if one.next_attempt_at), default=None)
+        wait = 0.0 if due is None else (due - store.now()).total_seconds()
+        return Answer(ok=False, status=None, error="not posted yet", retry_after=wait)
+
     def _prepare(self, item: Item, store: StoreProtocol) -> Answer | tuple[str, dict[str, Any]]:
         """Blocking: the Web API method and arguments for one item, or the answer without one."""
         request = store.get_request(item.request_id)
@@ -207,7 +225,7 @@ class SlackChannel(Channel):
                 "unfurl_media": False,
             }
         if posted is None:
-            return Answer(ok=False, status=None, error="not posted yet")
+            return self._post_state(item, store)
         at_channel, _, ts = posted.partition(" ")
         return "chat.update", {
             "channel": at_channel,

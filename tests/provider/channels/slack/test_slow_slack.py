@@ -1,4 +1,4 @@
-"""A Slack Web API that answers a byte at a time cannot keep a post open past its deadline."""
+"""A Slack Web API that is slow, or refuses a post for good, holds no item past its time."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from approval_guard.provider.channels.outbox import lease_for
 from approval_guard.provider.channels.slack.channel import SlackChannel
 from tests.support.api import Api, wait_for
 from tests.support.drip import DripReceiver
-from tests.support.fake_slack import SIGNING_SECRET, TOKEN
+from tests.support.fake_slack import SIGNING_SECRET, TOKEN, FakeSlack
 from tests.support.slack_clicks import CHANNEL
 
 DEADLINE = 1.5
@@ -39,3 +39,30 @@ def test_a_dripping_slack_api_is_cut_at_the_sends_deadline(tmp_path: Path) -> No
             # And tried again, one post at a time.
             wait_for(lambda: len(drip.connections) >= 2, timeout=15)
             assert drip.most_open == 1
+
+
+def test_an_update_whose_post_was_given_up_is_given_up_too(tmp_path: Path) -> None:
+    """The post refused for good (msg_too_long): its update is given up, not retried for a day."""
+    with FakeSlack() as slack:
+        slack.script = [(200, {"ok": False, "error": "msg_too_long"}, {})]
+        settings = SlackSettings(
+            bot_token=TOKEN, signing_secret=SIGNING_SECRET, channel=CHANNEL, api_url=slack.api_url
+        )
+        with ProviderServer(str(tmp_path / "a.db"), slack=settings) as server:
+            tokens = server.first_start_tokens
+            assert tokens is not None
+            api = Api(server.url, tokens.instance)
+            request_id = api.new()["id"]
+            wait_for(
+                lambda: server.store.list_outbox(channels=["slack"]),
+                lambda rows: [one.state for one in rows] == ["given_up"],
+            )
+            assert api.cancel(request_id).status_code == 200
+            rows = wait_for(
+                lambda: server.store.list_outbox(channels=["slack"]),
+                lambda rows: len(rows) == 2 and all(one.state == "given_up" for one in rows),
+                timeout=10,
+            )
+    update = next(one for one in rows if one.event_type == "slack.update")
+    assert update.attempts <= 2, update
+    assert not slack.of("chat.update")
