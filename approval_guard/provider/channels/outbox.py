@@ -110,6 +110,9 @@ class OutboxWorker:
         self.lease = lease_for(channels)
         self.owner = secrets.token_hex(8)
         self._inflight: dict[asyncio.Task[None], tuple[str, str]] = {}
+        #: The ids being sent now: one claimed again (a send outliving its lease in a
+        #: thread, which no deadline can stop) is not sent a second time meanwhile.
+        self._sending: set[str] = set()
         self._wake: asyncio.Event | None = None
 
     async def run(self) -> None:
@@ -166,11 +169,14 @@ class OutboxWorker:
                 logger.exception("reading the outbox failed")
                 items, due = [], None
             for item in items:
+                if item.id in self._sending:
+                    continue  # still being sent: its send settles it
+                self._sending.add(item.id)
                 task = asyncio.create_task(
                     self._deliver(item), name=f"approval-guard-{item.channel}"
                 )
                 self._inflight[task] = (item.channel, item.target)
-                task.add_done_callback(self._done)
+                task.add_done_callback(functools.partial(self._done, item.id))
             if items:
                 continue
             timeout = IDLE_SECONDS
@@ -184,8 +190,9 @@ class OutboxWorker:
             with anyio.move_on_after(timeout):
                 await wake.wait()
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, item_id: str, task: asyncio.Task[None]) -> None:
         self._inflight.pop(task, None)
+        self._sending.discard(item_id)
         if self._wake is not None:
             self._wake.set()  # room for another row
 
