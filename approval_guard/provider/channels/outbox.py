@@ -139,7 +139,6 @@ class OutboxWorker:
 
     async def _loop(self, wake: asyncio.Event) -> None:
         per_target = {name: channel.per_target for name, channel in self.channels.items()}
-        names = list(per_target)
         while True:
             wake.clear()
             room = self.concurrency - len(self._inflight)
@@ -149,20 +148,36 @@ class OutboxWorker:
                     await wake.wait()
                 continue
             busy = Counter(self._inflight.values())
+            # A channel at its most at once (one slow server behind every target) is not
+            # claimed for; one with a little room left bounds this claim to that room.
+            open_by_channel = Counter(name for name, _ in self._inflight.values())
+            claimable = dict(per_target)
+            limit = room
+            for name, channel in self.channels.items():
+                if channel.at_once is None:
+                    continue
+                spare = channel.at_once - open_by_channel[name]
+                if spare <= 0:
+                    claimable.pop(name, None)
+                else:
+                    limit = min(limit, spare)
             try:
                 items = await run_in_threadpool(
                     functools.partial(
                         self.store.claim_outbox,
                         owner=self.owner,
-                        per_target=per_target,
+                        per_target=claimable,
                         busy=busy,
-                        limit=room,
+                        limit=limit,
                         lease=self.lease,
                     )
                 )
                 due = None
                 if not items:
-                    due = await run_in_threadpool(self.store.next_outbox_due, channels=names)
+                    # A channel at its most is woken by its next send ending, not by a due row.
+                    due = await run_in_threadpool(
+                        self.store.next_outbox_due, channels=list(claimable)
+                    )
             except StoreClosedError:
                 return
             except Exception:
