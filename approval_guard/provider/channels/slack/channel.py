@@ -168,8 +168,9 @@ class SlackChannel(Channel):
         if self._http is None:
             import httpx
 
+            # trust_env: HTTP(S)_PROXY is honoured, as slack_sdk's WebClient honours it.
             self._http = httpx.AsyncClient(
-                timeout=self.deadline, follow_redirects=False, trust_env=False
+                timeout=self.deadline, follow_redirects=False, trust_env=True
             )
         answer = await call_async(self._http, self.settings, method, **arguments)
         if method != "chat.postMessage":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from approval_guard.provider import ProviderServer, SlackSettings
 from approval_guard.provider.channels.outbox import lease_for
 from approval_guard.provider.channels.slack.channel import SlackChannel
@@ -66,3 +68,26 @@ def test_an_update_whose_post_was_given_up_is_given_up_too(tmp_path: Path) -> No
     update = next(one for one in rows if one.event_type == "slack.update")
     assert update.attempts <= 2, update
     assert not slack.of("chat.update")
+
+
+def test_posts_go_through_the_environments_proxy_as_the_sdk_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP(S)_PROXY set (slack_sdk honoured it): the channel's posts go through that proxy."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeSlack() as proxy:  # it answers as Slack whatever URL it is asked for
+        monkeypatch.setenv("HTTP_PROXY", proxy.api_url.rsplit("/api/", 1)[0])
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")  # the test's own calls
+        settings = SlackSettings(
+            bot_token=TOKEN,
+            signing_secret=SIGNING_SECRET,
+            channel=CHANNEL,
+            api_url="http://slack.invalid/api/",
+        )
+        with ProviderServer(str(tmp_path / "a.db"), slack=settings) as server:
+            tokens = server.first_start_tokens
+            assert tokens is not None
+            Api(server.url, tokens.instance).new()
+            (call,) = proxy.wait_calls("chat.postMessage")
+    assert call.body["channel"] == CHANNEL
