@@ -241,6 +241,10 @@ class Channel:
     backoff: Backoff | None = None
     #: Items sent at once to one target (1: in order, a post before its updates).
     per_target: ClassVar[int] = 4
+    #: Items of this channel sent at once, every target together (None: as many as the
+    #: outbox has slots). Set when every target goes through one server (an SMTP
+    #: server, an ntfy server), so that server, slow, never holds every slot.
+    at_once: ClassVar[int | None] = None
     #: The identity kind whose links :attr:`Moment.reviewers` carries (None: none needed).
     links: ClassVar[str | None] = None
     #: The audit actions of an item sent, and given up (None: not audited).

@@ -11,12 +11,13 @@ its send is still open and no item is ever sent twice at once. At most
 never holds every slot and never delays another target's items.
 
 A channel's answer settles the row: :class:`Sent` is delivered;
-:class:`Retry` is tried again after its ``after`` seconds (a ``Retry-After``)
-or the backoff (doubling, capped, with jitter), until the channel's horizon
-after the change, then given up; :class:`Permanent` is given up at once,
-logged and audited; :class:`Skipped` is settled as not sent on purpose. A send
-that raises is retried like an outage (the exception's type is logged, never
-its text, which may hold a URL or a token).
+:class:`Retry` is tried again after its ``after`` seconds (a receiver's
+``Retry-After``, never sooner than the backoff) or the backoff (doubling,
+capped, with jitter), until the channel's horizon after the change, then
+given up; :class:`Permanent` is given up at once, logged and audited;
+:class:`Skipped` is settled as not sent on purpose. A send that raises is
+retried like an outage (the exception's type is logged, never its text,
+which may hold a URL or a token).
 
 A change committed anywhere (this instance or, through ``LISTEN``, another)
 wakes the worker at once; otherwise it sleeps until the next retry is due.
@@ -109,6 +110,9 @@ class OutboxWorker:
         self.lease = lease_for(channels)
         self.owner = secrets.token_hex(8)
         self._inflight: dict[asyncio.Task[None], tuple[str, str]] = {}
+        #: The ids being sent now: one claimed again (a send outliving its lease in a
+        #: thread, which no deadline can stop) is not sent a second time meanwhile.
+        self._sending: set[str] = set()
         self._wake: asyncio.Event | None = None
 
     async def run(self) -> None:
@@ -135,7 +139,6 @@ class OutboxWorker:
 
     async def _loop(self, wake: asyncio.Event) -> None:
         per_target = {name: channel.per_target for name, channel in self.channels.items()}
-        names = list(per_target)
         while True:
             wake.clear()
             room = self.concurrency - len(self._inflight)
@@ -145,31 +148,50 @@ class OutboxWorker:
                     await wake.wait()
                 continue
             busy = Counter(self._inflight.values())
+            # A channel at its most at once (one slow server behind every target) is not
+            # claimed for; one with a little room left bounds this claim to that room.
+            open_by_channel = Counter(name for name, _ in self._inflight.values())
+            claimable = dict(per_target)
+            limit = room
+            for name, channel in self.channels.items():
+                if channel.at_once is None:
+                    continue
+                spare = channel.at_once - open_by_channel[name]
+                if spare <= 0:
+                    claimable.pop(name, None)
+                else:
+                    limit = min(limit, spare)
             try:
                 items = await run_in_threadpool(
                     functools.partial(
                         self.store.claim_outbox,
                         owner=self.owner,
-                        per_target=per_target,
+                        per_target=claimable,
                         busy=busy,
-                        limit=room,
+                        limit=limit,
                         lease=self.lease,
                     )
                 )
                 due = None
                 if not items:
-                    due = await run_in_threadpool(self.store.next_outbox_due, channels=names)
+                    # A channel at its most is woken by its next send ending, not by a due row.
+                    due = await run_in_threadpool(
+                        self.store.next_outbox_due, channels=list(claimable)
+                    )
             except StoreClosedError:
                 return
             except Exception:
                 logger.exception("reading the outbox failed")
                 items, due = [], None
             for item in items:
+                if item.id in self._sending:
+                    continue  # still being sent: its send settles it
+                self._sending.add(item.id)
                 task = asyncio.create_task(
                     self._deliver(item), name=f"approval-guard-{item.channel}"
                 )
                 self._inflight[task] = (item.channel, item.target)
-                task.add_done_callback(self._done)
+                task.add_done_callback(functools.partial(self._done, item.id))
             if items:
                 continue
             timeout = IDLE_SECONDS
@@ -183,8 +205,9 @@ class OutboxWorker:
             with anyio.move_on_after(timeout):
                 await wake.wait()
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, item_id: str, task: asyncio.Task[None]) -> None:
         self._inflight.pop(task, None)
+        self._sending.discard(item_id)
         if self._wake is not None:
             self._wake.set()  # room for another row
 
@@ -222,7 +245,12 @@ class OutboxWorker:
         else:
             text = result.reason
             backoff = channel.backoff or self.backoff
-            wait = result.after if result.after is not None else backoff.delay(attempt)
+            wait = backoff.delay(attempt)
+            if result.after is not None:
+                # A receiver's Retry-After (an answer's status came with it) is a wait at
+                # least that long, never shorter than the backoff: "Retry-After: 0" again
+                # and again must not make a hot loop. A channel's own wait is as given.
+                wait = max(result.after, wait) if result.status is not None else result.after
             next_at = at + timedelta(seconds=max(0.0, wait))
             end = item.created_at + timedelta(seconds=channel.horizon)
             if result.until is not None:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
+import threading
 import time
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
-from approval_guard.provider import ProviderServer
-from approval_guard.provider.channels.outbox import lease_for
+from starlette.concurrency import run_in_threadpool
+
+from approval_guard.provider import ProviderServer, Store, StoreProtocol
+from approval_guard.provider.channels.base import Channel, Item, Moment, NewItem, SendResult, Sent
+from approval_guard.provider.channels.outbox import OutboxWorker, lease_for
 from approval_guard.provider.channels.webhooks.channel import WebhooksChannel
 from approval_guard.provider.channels.webhooks.settings import webhook_settings
 from approval_guard.provider.channels.webhooks.signing import WebhookTarget
@@ -74,7 +83,9 @@ def test_retry_after_is_honoured(tmp_path: Path) -> None:
     """A 429 with Retry-After: 2 is not tried again before two seconds have passed."""
     with Receiver(statuses=[429]) as hook:
         hook.answer_headers["Retry-After"] = "2"
-        with ProviderServer(str(tmp_path / "a.db"), channels=[_channel(hook.url)]) as server:
+        with ProviderServer(
+            str(tmp_path / "a.db"), channels=[_channel(hook.url)], webhook_backoff=0.05
+        ) as server:
             tokens = server.first_start_tokens
             assert tokens is not None
             Api(server.url, tokens.instance).new()
@@ -88,3 +99,94 @@ def test_retry_after_is_honoured(tmp_path: Path) -> None:
     assert first.next_attempt_at is not None
     wait = (first.next_attempt_at - first.at).total_seconds()
     assert 2.0 <= wait < 2.5, wait  # its Retry-After, not the 0.05 s backoff
+
+
+def test_a_retry_after_of_zero_still_waits_for_the_backoff(tmp_path: Path) -> None:
+    """503 with Retry-After: 0 again and again: each retry waits the backoff, no hot loop."""
+    with Receiver(statuses=[503] * 1000) as hook:
+        hook.answer_headers["Retry-After"] = "0"
+        channel = _channel(hook.url)
+        with ProviderServer(
+            str(tmp_path / "a.db"), channels=[channel], webhook_backoff=0.5
+        ) as server:
+            tokens = server.first_start_tokens
+            assert tokens is not None
+            Api(server.url, tokens.instance).new()
+            hook.wait_count(3, timeout=20)
+            (row,) = wait_for(
+                lambda: server.store.list_outbox(), lambda rows: len(rows[0].history) >= 2
+            )
+    for attempt in row.history[:2]:
+        assert attempt.next_attempt_at is not None
+        wait = (attempt.next_attempt_at - attempt.at).total_seconds()
+        assert wait >= 0.5 * 0.8, wait  # the backoff's (with its jitter), not Retry-After's 0
+
+
+class _ThreadSend(Channel):
+    """A channel whose send blocks in a thread (as SMTP's does) past its deadline and lease."""
+
+    name: ClassVar[str] = "blocking"
+    deadline = 0.2
+
+    def __init__(self) -> None:
+        self.open: Counter[str] = Counter()
+        self.most_open = 0
+        self.sends = 0
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def queue(self, moment: Moment) -> Sequence[NewItem]:
+        if moment.kind != "created":
+            return ()
+        return [NewItem(target="somewhere", event_type="blocking.item", payload={})]
+
+    def _block(self, item_id: str) -> None:
+        with self._lock:
+            self.open[item_id] += 1
+            self.sends += 1
+            self.most_open = max(self.most_open, self.open[item_id])
+        try:
+            self.release.wait(3.0)
+        finally:
+            with self._lock:
+                self.open[item_id] -= 1
+
+    async def send(self, item: Item, store: StoreProtocol) -> SendResult:
+        await run_in_threadpool(self._block, item.id)
+        return Sent()
+
+
+def test_an_item_whose_send_outlives_its_lease_is_not_sent_again_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """A send stuck in a thread past its lease: this worker does not start a second one."""
+    store = Store(str(tmp_path / "a.db"))
+    channel = _ThreadSend()
+    store.set_channels([channel])
+    owner = store.authenticate(store.create_credential("instance", "agent"))
+    assert owner is not None
+    store.create_request(
+        owner=owner, idempotency_key="k", tool="t", arguments={}, timeout_seconds=600
+    )
+
+    async def run() -> None:
+        worker = OutboxWorker(store, [channel])
+        worker.lease = 0.5  # far shorter than the thread's stay: it runs out while it sends
+        task = asyncio.create_task(worker.run())
+        try:
+            for _ in range(300):  # the stuck send and two leases' time after it
+                await asyncio.sleep(0.01)
+                if channel.sends >= 2:
+                    break
+            await asyncio.sleep(1.2)
+        finally:
+            channel.release.set()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()
+    assert channel.most_open == 1

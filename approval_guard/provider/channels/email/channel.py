@@ -79,6 +79,8 @@ class EmailChannel(Channel):
     audit_sent: ClassVar[str | None] = "email.sent"
     audit_given_up: ClassVar[str | None] = "email.given_up"
     audit_skipped: ClassVar[str | None] = "email.skipped"
+    #: Every mail goes through the one SMTP server: a slow one holds only this many slots.
+    at_once: ClassVar[int | None] = 4
 
     def __init__(
         self, settings: EmailSettings, routes: EmailRoutes, rules: Rules, base_url: str

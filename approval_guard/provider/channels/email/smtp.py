@@ -127,9 +127,9 @@ def send(
         client = smtplib.SMTP_SSL(timeout=timeout, context=context)
     else:
         client = smtplib.SMTP(timeout=timeout)
-    # STARTTLS and SMTPS check the certificate against the host the constructor was given
-    # (which would connect at once, before the deadline is armed): give it the host here.
-    client._host = server.host  # type: ignore[attr-defined]
+    # ``SMTP(host, port)`` would connect at once, before the deadline's timer runs; made
+    # without them, it must still know the host: TLS checks the certificate against it.
+    client._host = server.host  # type: ignore[attr-defined]  # smtplib keeps it untyped
     cut = None if deadline is None else threading.Timer(deadline, _shut, (client,))
     if cut is not None:
         cut.daemon = True

@@ -6,9 +6,9 @@ expired, not used (the Approve and Deny buttons of one message share one
 use), and its reviewer must still be a live reviewer linked to the very topic
 it was published to. Then :func:`~approval_guard.provider.channels.decisions.decide`
 records the decision (rules, quorum, self-approval, audit with ``channel``
-``"ntfy"``), marking the token used in the same transaction. Anything else
-is a JSON 4xx and records nothing; a ``GET`` (a link preview) is ``405``.
-No token reaches a log line or an answer.
+``"ntfy"`` and the topic shown only in part), marking the token used in the
+same transaction. Anything else is a JSON 4xx and records nothing; a ``GET``
+(a link preview) is ``405``. No token reaches a log line or an answer.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import APPROVED
 from approval_guard._codec.wire_models import error_body
 from approval_guard.provider.channels.base import Route
-from approval_guard.provider.channels.ntfy.tokens import PATH, Link, LinkRefused, read
+from approval_guard.provider.channels.ntfy.tokens import PATH, Link, LinkRefused, read, shown_topic
 from approval_guard.provider.http.context import Context
 from approval_guard.provider.store.models import (
     AlreadyApproved,
@@ -100,7 +100,7 @@ async def decide(ctx: Context, request: Request) -> Response:
                 link.decision,
                 source=request.client.host if request.client else "unknown",
                 channel=CHANNEL,
-                channel_user=link.address,
+                channel_user=shown_topic(link.address),
                 use_once=link.mail_id,
             )
         )

@@ -41,7 +41,13 @@ from approval_guard.provider.channels.base import (
 )
 from approval_guard.provider.channels.ntfy import message
 from approval_guard.provider.channels.ntfy.settings import NAME, NtfySettings
-from approval_guard.provider.channels.ntfy.tokens import APPROVE, DENY, action_url, sign
+from approval_guard.provider.channels.ntfy.tokens import (
+    APPROVE,
+    DENY,
+    action_url,
+    shown_topic,
+    sign,
+)
 from approval_guard.provider.http.render import listed_request_json
 from approval_guard.provider.rules.grant_words import decided_through
 from approval_guard.provider.store.protocol import StoreProtocol
@@ -73,6 +79,16 @@ class NtfyChannel(Channel):
 
     def __repr__(self) -> str:
         return f"NtfyChannel(url={self.settings.url!r})"
+
+    def audit_detail(self, item: Item, attempts: int, result: str) -> dict[str, Any]:
+        """The item's audit row: the topic shown only in part (every reviewer reads it)."""
+        return {
+            "item": item.id,
+            "event": item.event_type,
+            "target": shown_topic(item.target),
+            "attempts": attempts,
+            "result": result,
+        }
 
     # ---------------------------------------------------------------- queueing
 

@@ -23,7 +23,7 @@ from approval_guard.provider.channels.links import (
 )
 from approval_guard.provider.channels.public_url import public_link
 
-__all__ = ["APPROVE", "DENY", "Link", "LinkRefused", "action_url", "read", "sign"]
+__all__ = ["APPROVE", "DENY", "Link", "LinkRefused", "action_url", "read", "shown_topic", "sign"]
 
 #: ntfy's signing context: its tokens are no other channel's.
 CONTEXT = b"approval-guard ntfy action v1."
@@ -62,3 +62,12 @@ def action_url(base: str, request_id: str, token: str) -> str:
     """A button's URL: ``base`` (its path kept) + the route + ``?token=``."""
     path = PATH.format(request_id=quote(request_id, safe=""))
     return public_link(base, f"{path}?token={token}")
+
+
+def shown_topic(topic: str) -> str:
+    """A topic as the audit trail shows it: its first few characters, never the whole.
+
+    Anyone who knows a topic can read it (on ntfy.sh) and tap its buttons as its
+    reviewer, and every reviewer can read a request's history: ``alic…``.
+    """
+    return topic[: min(4, len(topic) // 4)] + "…"

@@ -12,7 +12,8 @@ Slack's ``429`` is retried after its ``Retry-After``; an error no retry can
 mend (a bad token, the message gone, blocks Slack refuses) is permanent at
 once; an error in the app's setup an operator may fix (the bot not in the
 channel) is retried and logged as an error naming the fix. An update whose
-post has not happened yet waits for it.
+post has not happened yet waits for it (looked at again when the post is due);
+one whose post was given up is given up too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from approval_guard._codec.wire import CANCELLED
 from approval_guard.provider.channels.base import (
+    PENDING_DELIVERY,
     Channel,
     Item,
     Moment,
@@ -36,12 +38,12 @@ from approval_guard.provider.channels.base import (
     Sent,
 )
 from approval_guard.provider.channels.slack.blocks import MAX_BATCH_SHOWN, message
-from approval_guard.provider.channels.slack.client import CALL_TIMEOUT, Answer, call, make_client
+from approval_guard.provider.channels.slack.client import CALL_TIMEOUT, Answer, call_async
 from approval_guard.provider.channels.slack.settings import SlackSettings
 from approval_guard.provider.store.protocol import StoreProtocol
 
 if TYPE_CHECKING:
-    from slack_sdk import WebClient
+    import httpx
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -54,8 +56,10 @@ TARGET_PREFIX = "slack:"
 SLACK_FORMAT = "slack_app"
 POST = "slack.post"
 UPDATE = "slack.update"
-#: A row whose request has not been posted yet is looked at again this soon.
+#: A row whose request has not been posted yet is looked at again this soon (at least).
 WAIT_FOR_POST = 1.0
+#: An update whose post was given up (or never queued): it is given up too.
+NEVER_POSTED = "the request's message was never posted"
 #: Slack errors no retry can mend: the item is given up at once.
 PERMANENT = {
     "cant_update_message": "the message can no longer be updated",
@@ -86,7 +90,7 @@ class SlackChannel(Channel):
     """A Slack app's messages: one per request, kept current."""
 
     name: ClassVar[str] = "slack"
-    #: A thread's Web API call times out at CALL_TIMEOUT; a post and its save fit in this.
+    #: A Web API call (connect to last byte) and its save fit in this.
     deadline: float = CALL_TIMEOUT + 5.0
     per_target: ClassVar[int] = 1
     audit_given_up: ClassVar[str | None] = "slack.given_up"
@@ -101,7 +105,7 @@ class SlackChannel(Channel):
         self.settings = settings
         self.public_url = public_url
         self.horizon = horizon
-        self._client: WebClient | None = None
+        self._http: httpx.AsyncClient | None = None
 
     def queue(self, moment: Moment) -> Sequence[NewItem]:
         if moment.kind not in _KINDS:
@@ -134,7 +138,7 @@ class SlackChannel(Channel):
         return [("/slack/interactions", {"POST": clicked})]
 
     async def send(self, item: Item, store: StoreProtocol) -> SendResult:
-        answer = await run_in_threadpool(self._call, item, store)
+        answer = await self._call(item, store)
         if answer.ok:
             return Sent("sent", status=answer.status)
         error = answer.error or "error"
@@ -142,8 +146,11 @@ class SlackChannel(Channel):
             return Permanent(error)
         if error in PERMANENT:
             return Permanent(f"slack: {error}: {PERMANENT[error]}", status=answer.status)
+        if error == NEVER_POSTED:
+            return Permanent(error)
         if error == "not posted yet":
-            return Retry(error, after=WAIT_FOR_POST)
+            # Looked at again once its post is due (an outage's backoff), not every second.
+            return Retry(error, after=max(WAIT_FOR_POST, answer.retry_after or 0.0))
         fix = SETUP.get(error)
         if fix is not None:
             logger.error(
@@ -152,8 +159,53 @@ class SlackChannel(Channel):
         after = (answer.retry_after or 30.0) if answer.status == 429 else None
         return Retry(f"slack: {error}", after=after, status=answer.status)
 
-    def _call(self, item: Item, store: StoreProtocol) -> Answer:
-        """One item's Web API call (in the thread pool)."""
+    async def close(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
+
+    async def _call(self, item: Item, store: StoreProtocol) -> Answer:
+        """One item's Web API call: read and render in the thread pool, send on the loop.
+
+        Sent with ``httpx`` on the event loop, so the outbox's deadline cuts it
+        (a thread's read could outlive the item's lease).
+        """
+        found = await run_in_threadpool(self._prepare, item, store)
+        if isinstance(found, Answer):
+            return found
+        method, arguments = found
+        if self._http is None:
+            import httpx
+
+            # trust_env: HTTP(S)_PROXY is honoured, as slack_sdk's WebClient honours it.
+            self._http = httpx.AsyncClient(
+                timeout=self.deadline, follow_redirects=False, trust_env=True
+            )
+        answer = await call_async(self._http, self.settings, method, **arguments)
+        if method != "chat.postMessage":
+            return answer
+        at_channel, ts = answer.data.get("channel"), answer.data.get("ts")
+        if answer.ok and isinstance(at_channel, str) and isinstance(ts, str):
+            await run_in_threadpool(
+                store.keep_channel_message, self.name, item.request_id, f"{at_channel} {ts}"
+            )
+        elif answer.ok:
+            return Answer(ok=False, status=answer.status, error="no channel and ts in the answer")
+        return answer
+
+    def _post_state(self, item: Item, store: StoreProtocol) -> Answer:
+        """An update without its message: wait for the post (when it is due), or never will."""
+        rows = store.list_outbox(channels=[self.name], request_id=item.request_id)
+        posts = [one for one in rows if one.event_type == POST and one.state == PENDING_DELIVERY]
+        if not posts and store.channel_message(self.name, item.request_id) is None:
+            # Given up (a bad token, blocks Slack refuses), or never queued: nothing to update.
+            return Answer(ok=False, status=None, error=NEVER_POSTED)
+        due = min((one.next_attempt_at for one in posts if one.next_attempt_at), default=None)
+        wait = 0.0 if due is None else (due - store.now()).total_seconds()
+        return Answer(ok=False, status=None, error="not posted yet", retry_after=wait)
+
+    def _prepare(self, item: Item, store: StoreProtocol) -> Answer | tuple[str, dict[str, Any]]:
+        """Blocking: the Web API method and arguments for one item, or the answer without one."""
         request = store.get_request(item.request_id)
         if request is None:
             return Answer(ok=False, status=None, error="the request is gone")
@@ -173,35 +225,21 @@ class SlackChannel(Channel):
             cancel_reason=cancel_reason,
             batch=batch,
         )
-        if self._client is None:
-            self._client = make_client(self.settings)
         posted = store.channel_message(self.name, request.id)
         if posted is None and item.event_type == POST:
-            answer = call(
-                self._client,
-                "chat.postMessage",
-                channel=item.target[len(TARGET_PREFIX) :],
-                text=body["text"],
-                blocks=body["blocks"],
-                unfurl_links=False,
-                unfurl_media=False,
-            )
-            at_channel, ts = answer.data.get("channel"), answer.data.get("ts")
-            if answer.ok and isinstance(at_channel, str) and isinstance(ts, str):
-                store.keep_channel_message(self.name, request.id, f"{at_channel} {ts}")
-            elif answer.ok:
-                return Answer(
-                    ok=False, status=answer.status, error="no channel and ts in the answer"
-                )
-            return answer
+            return "chat.postMessage", {
+                "channel": item.target[len(TARGET_PREFIX) :],
+                "text": body["text"],
+                "blocks": body["blocks"],
+                "unfurl_links": False,
+                "unfurl_media": False,
+            }
         if posted is None:
-            return Answer(ok=False, status=None, error="not posted yet")
+            return self._post_state(item, store)
         at_channel, _, ts = posted.partition(" ")
-        return call(
-            self._client,
-            "chat.update",
-            channel=at_channel,
-            ts=ts,
-            text=body["text"],
-            blocks=body["blocks"],
-        )
+        return "chat.update", {
+            "channel": at_channel,
+            "ts": ts,
+            "text": body["text"],
+            "blocks": body["blocks"],
+        }

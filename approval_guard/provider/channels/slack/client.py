@@ -5,10 +5,16 @@ tests) and no retry handlers of its own: the outbox decides when to try again
 (honouring a ``429``'s ``Retry-After``). Blocking: callers run it in the
 thread pool. An answer never holds the token; an error is Slack's error code
 (``ratelimited``, ``channel_not_found``) or the exception's type.
+
+The outbox's posts and updates use :func:`call_async` instead: an ``httpx``
+call on the event loop, which the outbox's deadline can cut (a thread's
+``urllib`` read cannot be: a server answering a byte at a time would keep it
+open past its lease, and the item would be posted again while it is).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +23,7 @@ import attrs
 from approval_guard.provider.channels.slack.settings import SlackSettings
 
 if TYPE_CHECKING:
+    import httpx
     from slack_sdk import WebClient
 
 #: Seconds one Web API call may take.
@@ -79,6 +86,43 @@ def call(client: WebClient, method: str, **arguments: Any) -> Answer:
         return Answer(ok=False, status=None, error=type(exc).__name__)
     data = response.data if isinstance(response.data, dict) else {}
     status = int(response.status_code)
+    ok = status == 200 and data.get("ok") is True
+    error = None if ok else str(data.get("error") or f"HTTP {status}")[:100]
+    return Answer(
+        ok=ok,
+        status=status,
+        error=error,
+        retry_after=_retry_after(response.headers) if status == 429 else None,
+        data=data,
+    )
+
+
+async def call_async(
+    http: httpx.AsyncClient, settings: SlackSettings, method: str, **arguments: Any
+) -> Answer:
+    """:func:`call`'s answer for one Web API method, sent with ``http`` (JSON, as the SDK does).
+
+    Never raises but for cancellation (the outbox's deadline); never holds the token.
+    """
+    import httpx
+
+    try:
+        response = await http.post(
+            settings.api_url + method,
+            content=json.dumps(arguments).encode("utf-8"),
+            headers={
+                "Authorization": f"Bearer {settings.bot_token}",
+                "Content-Type": "application/json;charset=utf-8",
+            },
+        )
+        status = response.status_code
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+    except httpx.HTTPError as exc:  # connection refused, timed out, cut off
+        return Answer(ok=False, status=None, error=type(exc).__name__)
+    data = data if isinstance(data, dict) else {}
     ok = status == 200 and data.get("ok") is True
     error = None if ok else str(data.get("error") or f"HTTP {status}")[:100]
     return Answer(

@@ -72,7 +72,8 @@ def test_a_refused_token_is_given_up_at_once_audited_and_never_shown(
     team = wrong_token
     request_id = team.new()
     given_up = _audited(team, "ntfy.given_up", 2)
-    assert {row["target"] for row in given_up} == {topic("alice"), topic("bob")}
+    # Each topic only in part (every reviewer can read a request's history).
+    assert {row["target"] for row in given_up} == {topic(one)[:4] + "…" for one in ("alice", "bob")}
     assert all("ntfy refused the access token (HTTP 401" in str(row["result"]) for row in given_up)
     assert [one.status for one in team.ntfy.publishes] == [401, 401]
     items = team.store.list_outbox(channels=["ntfy"], request_id=request_id)
