@@ -243,7 +243,7 @@ class Channel:
     per_target: ClassVar[int] = 4
     #: Items of this channel sent at once, every target together (None: as many as the
     #: outbox has slots). Set when every target goes through one server (an SMTP
-    #: server, an ntfy server), so that server, slow, never holds every slot.
+    #: server, a push server), so that server, slow, never holds every slot.
     at_once: ClassVar[int | None] = None
     #: The identity kind whose links :attr:`Moment.reviewers` carries (None: none needed).
     links: ClassVar[str | None] = None

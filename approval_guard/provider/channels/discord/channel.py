@@ -61,6 +61,8 @@ class DiscordChannel(Channel):
     name: ClassVar[str] = NAME
     deadline: float = 10.0
     per_target: ClassVar[int] = 1
+    #: Every message goes through one API: a slow one never holds every outbox slot.
+    at_once: ClassVar[int | None] = 4
     audit_given_up: ClassVar[str | None] = "discord.given_up"
 
     def __init__(self, settings: DiscordSettings, *, public_url: str | None = None) -> None:

@@ -69,6 +69,8 @@ class NtfyChannel(Channel):
     links = NAME
     # A topic's new-request message goes before its ended notice.
     per_target = 1
+    #: Every topic is on one ntfy server: a slow one never holds every outbox slot.
+    at_once = 4
     audit_sent = "ntfy.sent"
     audit_given_up = "ntfy.given_up"
     audit_skipped = "ntfy.skipped"
