@@ -8,6 +8,7 @@ item is ever posted twice at once.
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -81,7 +82,10 @@ class DripReceiver:
         try:
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
             while not self._stop.is_set():
-                time.sleep(self.every)
+                # Waits for the next byte's time, and sees at once a close by the provider.
+                readable, _, _ = select.select([conn], [], [], self.every)
+                if readable and not conn.recv(65536):
+                    break
                 conn.sendall(b".")
         except OSError:
             pass

@@ -105,10 +105,8 @@ def test_a_retry_after_of_zero_still_waits_for_the_backoff(tmp_path: Path) -> No
     """503 with Retry-After: 0 again and again: each retry waits the backoff, no hot loop."""
     with Receiver(statuses=[503] * 1000) as hook:
         hook.answer_headers["Retry-After"] = "0"
-        channel = _channel(hook.url)
-        with ProviderServer(
-            str(tmp_path / "a.db"), channels=[channel], webhook_backoff=0.5
-        ) as server:
+        channel = _channel(hook.url, backoff=0.5)
+        with ProviderServer(str(tmp_path / "a.db"), channels=[channel]) as server:
             tokens = server.first_start_tokens
             assert tokens is not None
             Api(server.url, tokens.instance).new()

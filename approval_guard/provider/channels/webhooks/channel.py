@@ -68,6 +68,7 @@ class WebhooksChannel(Channel):
     def __init__(self, settings: WebhookSettings, *, client: httpx.AsyncClient | None = None):
         self.settings = settings
         self.horizon = settings.backoff.give_up_after
+        self.backoff = settings.backoff
         self._targets = {target.url: target for target in settings.routes.targets}
         self._client = client
         self._own_client = client is None
