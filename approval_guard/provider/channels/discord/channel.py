@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from approval_guard.provider.channels.base import (
     CREATED,
     MOMENTS,
+    PENDING_DELIVERY,
     Channel,
     ChannelSettingsError,
     Item,
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
 
 #: The outbox rows' ``event_type`` s: the request's message posted, then edited.
 POST, EDIT = "discord.post", "discord.edit"
-#: Seconds an edit first waits for its message's post (doubling, up to :data:`MAX_POST_WAIT`).
+#: An edit before its post waits until the post is due, and this tenth of it more (at most
+#: :data:`MAX_POST_WAIT`).
 POST_WAIT = 1.0
 MAX_POST_WAIT = 300.0
 
@@ -122,12 +124,26 @@ class DiscordChannel(Channel):
             await run_in_threadpool(store.keep_channel_message, NAME, request.id, str(message_id))
             return Sent(f"message {message_id}", status=answer.status)
         if posted is None:
-            wait = min(POST_WAIT * 2 ** min(item.attempts, 10), MAX_POST_WAIT)
-            return Retry("the request's message is not posted yet", after=wait)
+            return await run_in_threadpool(self._post_state, item, store)
         answer = await self._api.edit_message(channel, posted, body)
         if not answer.ok:
             return result(answer, what="editing the message")
         return Sent(f"message {posted} edited", status=answer.status)
+
+    def _post_state(self, item: Item, store: StoreProtocol) -> SendResult:
+        """An edit without its message: wait until its post is due, or end if it never will be."""
+        rows = store.list_outbox(channels=[NAME], request_id=item.request_id)
+        posts = [one for one in rows if one.event_type == POST and one.state == PENDING_DELIVERY]
+        if not posts:
+            if store.channel_message(NAME, item.request_id) is not None:
+                return Retry("the message was just posted", after=0.0)
+            return Permanent("the request's message was never posted (its post was given up)")
+        due = min((one.next_attempt_at for one in posts if one.next_attempt_at), default=None)
+        wait = 0.0 if due is None else (due - store.now()).total_seconds()
+        return Retry(
+            "the request's message is not posted yet",
+            after=min(max(wait, 0.0) + POST_WAIT / 10, MAX_POST_WAIT),
+        )
 
     def routes(self) -> Sequence[Route]:
         """``POST /discord/interactions``."""

@@ -32,6 +32,7 @@ from approval_guard.provider.channels.slack.settings import SlackSettings
 from approval_guard.provider.channels.webhooks.signing import WebhookTarget
 from approval_guard.provider.store.protocol import StoreProtocol
 from tests.support import fake_discord as discord_clicks
+from tests.support.api import wait_for
 from tests.support.cli import free_port
 from tests.support.fake_discord import CHANNEL as DISCORD_CHANNEL
 from tests.support.fake_discord import TOKEN as DISCORD_TOKEN
@@ -322,13 +323,13 @@ class EmailDriver(Driver):
     def identity(self, person: str) -> str | None:
         return f"{person}@example.com"
 
-    def _mail(self, request_id: str, person: str) -> Any:
+    def _mail(self, request_id: str, person: str, timeout: float = 10) -> Any:
         address = self.identity(person)
         return self.box.wait_until(
             lambda mail: (
                 mail.message["X-Approval-Guard-Request"] == request_id and address in mail.rcpt_tos
             ),
-            timeout=10,
+            timeout=timeout,
         )
 
     def wait_reached(self, request_id: str) -> None:
@@ -344,8 +345,13 @@ class EmailDriver(Driver):
         assert answer.status_code in (409, 410), answer.text
 
     def _token(self, request_id: str, person: str, status: str) -> str:
+        # Every mail of the request settled first: one not sent to them will not come.
+        wait_for(
+            lambda: self.store.list_outbox(channels=["email"], request_id=request_id),
+            lambda rows: all(row.state != "pending" for row in rows),
+        )
         try:
-            mail = self._mail(request_id, person)
+            mail = self._mail(request_id, person, timeout=0.5)
         except AssertionError:
             # Not mailed to them (not allowed, asked it themselves): a link reaching them anyway.
             credential = next(c for c in self.store.list_reviewers() if c.name == person)

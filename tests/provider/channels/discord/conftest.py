@@ -124,6 +124,7 @@ def discord_channel(discord: FakeDiscord, *, token: str = TOKEN) -> DiscordChann
 
 
 def start(db: Any, channel: DiscordChannel, rules: Path, **options: Any) -> ProviderServer:
+    options.setdefault("webhook_backoff", 0.05)  # the outbox's retries, short for the tests
     return ProviderServer(db, rules=rules, channels=[channel], **options).start()
 
 
