@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
 from starlette.concurrency import run_in_threadpool
 
 from approval_guard.provider import ProviderServer, Store, StoreProtocol
@@ -36,6 +37,7 @@ def _channel(*urls: str, backoff: float = 0.05) -> WebhooksChannel:
     return channel
 
 
+@pytest.mark.slow  # a hostile receiver held open to its deadline: a fault suite
 def test_a_dripping_receiver_is_cut_at_the_deadline_and_starves_no_one(tmp_path: Path) -> None:
     """One byte every 0.5 s: each post ends at its deadline; a healthy target gets all 40 events."""
     with DripReceiver(every=0.5) as drip, Receiver() as healthy:
@@ -61,6 +63,7 @@ def test_a_dripping_receiver_is_cut_at_the_deadline_and_starves_no_one(tmp_path:
     assert max(one.closed - one.opened for one in closed) < DEADLINE + 2.0  # type: ignore[operator]
 
 
+@pytest.mark.slow  # a hostile receiver held open to its deadline: a fault suite
 def test_an_item_is_never_posted_twice_at_once(tmp_path: Path) -> None:
     """A send always ends before its lease does: no webhook-id is ever open twice at once."""
     assert lease_for([_channel("http://127.0.0.1:9/x")]) > DEADLINE
@@ -154,6 +157,7 @@ class _ThreadSend(Channel):
         return Sent()
 
 
+@pytest.mark.slow  # a hostile receiver held open to its deadline: a fault suite
 def test_an_item_whose_send_outlives_its_lease_is_not_sent_again_meanwhile(
     tmp_path: Path,
 ) -> None:

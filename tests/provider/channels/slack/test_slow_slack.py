@@ -17,6 +17,7 @@ from tests.support.slack_clicks import CHANNEL
 DEADLINE = 1.5
 
 
+@pytest.mark.slow  # a hostile receiver held open to its deadline: a fault suite
 def test_a_dripping_slack_api_is_cut_at_the_sends_deadline(tmp_path: Path) -> None:
     """One byte every 0.3 s: the post is cut at its deadline (before its lease), then retried."""
     with DripReceiver(every=0.3) as drip:
