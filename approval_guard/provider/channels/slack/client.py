@@ -84,17 +84,7 @@ def call(client: WebClient, method: str, **arguments: Any) -> Answer:
         response = exc.response
     except Exception as exc:  # connection refused, timeout, a body that is not JSON
         return Answer(ok=False, status=None, error=type(exc).__name__)
-    data = response.data if isinstance(response.data, dict) else {}
-    status = int(response.status_code)
-    ok = status == 200 and data.get("ok") is True
-    error = None if ok else str(data.get("error") or f"HTTP {status}")[:100]
-    return Answer(
-        ok=ok,
-        status=status,
-        error=error,
-        retry_after=_retry_after(response.headers) if status == 429 else None,
-        data=data,
-    )
+    return _answer(int(response.status_code), response.data, response.headers)
 
 
 async def call_async(
@@ -122,13 +112,18 @@ async def call_async(
             data = None
     except httpx.HTTPError as exc:  # connection refused, timed out, cut off
         return Answer(ok=False, status=None, error=type(exc).__name__)
-    data = data if isinstance(data, dict) else {}
-    ok = status == 200 and data.get("ok") is True
-    error = None if ok else str(data.get("error") or f"HTTP {status}")[:100]
+    return _answer(status, data, response.headers)
+
+
+def _answer(status: int, data: object, headers: Any) -> Answer:
+    """The :class:`Answer` of a Web API response, however it was sent."""
+    body = data if isinstance(data, dict) else {}
+    ok = status == 200 and body.get("ok") is True
+    error = None if ok else str(body.get("error") or f"HTTP {status}")[:100]
     return Answer(
         ok=ok,
         status=status,
         error=error,
-        retry_after=_retry_after(response.headers) if status == 429 else None,
-        data=data,
+        retry_after=_retry_after(headers) if status == 429 else None,
+        data=body,
     )
