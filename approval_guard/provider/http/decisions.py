@@ -167,9 +167,9 @@ async def apply_granting_decision(
     channel: str,
     channel_user: str | None = None,
     use_once: str | None = None,
-    grant: GrantSpec,
+    grant: GrantSpec | None,
 ) -> tuple[StoredRequest | None, Grant | None]:
-    """:func:`apply_decision` that also gives ``grant`` (API 1.3): for email, with no JSON answer.
+    """:func:`apply_decision` that also gives ``grant`` (API 1.3; None: none): for email.
 
     ``(request, the grant given)``; refused exactly as :func:`apply_decision`
     refuses, plus ``400`` for a grant the store will not give.

@@ -5,7 +5,7 @@ the review page shows it, with one button; mail scanners and link previews
 fetch links, so a ``GET`` never decides. The button posts the token in the
 form body to ``POST /email/requests/{id}/decision``, which checks the link
 again and records the decision through
-:func:`~approval_guard.provider.http.decisions.apply_decision`,
+:func:`~approval_guard.provider.http.decisions.apply_granting_decision`,
 the API's and the page's own path (the same rules, quorum, ``max_valid_for``
 and audit rows, ``channel`` ``"email"``), marking the link used in the same
 transaction. Every refusal is an HTML page with a 4xx status that says why;
@@ -29,7 +29,7 @@ from approval_guard.provider.channels.base import AGENT_SAYS, VOIDED
 from approval_guard.provider.channels.links import DENY, Link, LinkRefused, read_token
 from approval_guard.provider.http.api import client_source
 from approval_guard.provider.http.context import Context
-from approval_guard.provider.http.decisions import apply_decision, apply_granting_decision
+from approval_guard.provider.http.decisions import apply_granting_decision
 from approval_guard.provider.http.limits import MAX_NOTE_CHARS
 from approval_guard.provider.http.render import listed_request_json
 from approval_guard.provider.http.responses import ApiError, answer, header, read_body, to_root
@@ -212,23 +212,36 @@ async def decide(ctx: Context, request: Request) -> Response:
         link, reviewer, _ = await run_in_threadpool(_check, ctx, request_id, token)
     except LinkRefused as exc:
         return _refused(ctx, request, exc.status, exc.message)
+    return await _record(ctx, request, request_id, link, reviewer, note, None)
+
+
+async def _record(
+    ctx: Context,
+    request: Request,
+    request_id: str,
+    link: Link,
+    reviewer: Credential,
+    note: str | None,
+    grant: GrantSpec | None,
+) -> Response:
+    """The link's decision (and the grant it gives) through the one decision path; its page."""
     try:
-        found = await apply_decision(
+        found, given = await apply_granting_decision(
             ctx,
             request_id,
             reviewer,
             (link.decision, note, None),
-            None,
             client_source(request),
             channel="email",
             channel_user=link.address,
             use_once=link.mail_id,
+            grant=grant,
         )
     except ApiError as err:
         return _refused(ctx, request, err.status, err.message)
     if found is None:
         return _refused(ctx, request, 404, "no such request")
-    return _decided_page(ctx, request, found)
+    return _decided_page(ctx, request, found, given)
 
 
 def _decided_page(
@@ -324,34 +337,4 @@ async def _decide_granting(
     spec = _grant_spec(values, ctx.rules.for_tool(current.tool))
     if spec is not None and link.decision != APPROVED:
         raise LinkRefused(400, "only an approval may allow calls like this")
-    try:
-        if spec is None:
-            found = await apply_decision(
-                ctx,
-                request_id,
-                reviewer,
-                (link.decision, note, None),
-                None,
-                client_source(request),
-                channel="email",
-                channel_user=link.address,
-                use_once=link.mail_id,
-            )
-            given = None
-        else:
-            found, given = await apply_granting_decision(
-                ctx,
-                request_id,
-                reviewer,
-                (link.decision, note, None),
-                client_source(request),
-                channel="email",
-                channel_user=link.address,
-                use_once=link.mail_id,
-                grant=spec,
-            )
-    except ApiError as err:
-        return _refused(ctx, request, err.status, err.message)
-    if found is None:
-        return _refused(ctx, request, 404, "no such request")
-    return _decided_page(ctx, request, found, given)
+    return await _record(ctx, request, request_id, link, reviewer, note, spec)
