@@ -5,9 +5,11 @@ Edit Message (``PATCH .../messages/{id}``) as Discord does: the message object
 (snowflake ids), ``401 {"message": "401: Unauthorized", "code": 0}`` for a
 wrong ``Authorization: Bot TOKEN``, ``404 {"message": "Unknown Message",
 "code": 10008}`` for a message it does not have; an edit changes only the
-fields it is given. Each call is recorded. ``script`` is consumed one answer
-per call (status, body, headers), e.g. :data:`RATE_LIMITED`; ``down`` answers
-every call ``502``; :meth:`hold` keeps answers back (a call in flight).
+fields it is given; a Create Message with ``enforce_nonce`` and a ``nonce``
+it has seen returns that message instead of making another. Each call is
+recorded. ``script`` is consumed one answer per call (status, body,
+headers), e.g. :data:`RATE_LIMITED`; ``down`` answers every call ``502``;
+:meth:`hold` keeps answers back (a call in flight).
 
 Discord's other side posts interactions to the provider the way Discord
 does: JSON signed with the application's Ed25519 private key (a real key made
@@ -81,8 +83,12 @@ class FakeDiscord:
         #: Set when a call has come in: a call in flight (see :meth:`hold`).
         self.arrived = threading.Event()
         self._released = threading.Event()
+        #: How many calls have come in (counted before any hold).
+        self.arrivals = 0
         #: message id -> the message object as it is now.
         self.messages: dict[str, dict[str, Any]] = {}
+        #: a Create Message's nonce -> the id of the message it made.
+        self.nonces: dict[str, str] = {}
         self._ids = itertools.count(1400000000000000001)
         self._lock = threading.Condition()
         fake = self
@@ -93,6 +99,9 @@ class FakeDiscord:
             def _serve(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = {name.lower(): value for name, value in self.headers.items()}
+                with fake._lock:
+                    fake.arrivals += 1
+                    fake._lock.notify_all()
                 fake.arrived.set()
                 if fake.holding:
                     fake._released.wait(60)
@@ -145,6 +154,12 @@ class FakeDiscord:
         if channel != CHANNEL:
             return 404, {"message": "Unknown Channel", "code": 10003}, {}
         if method == "POST" and message_id is None:
+            nonce = body.get("nonce")
+            if body.get("enforce_nonce") and isinstance(nonce, (str, int)):
+                if len(str(nonce)) > 25:
+                    return 400, {"message": "Invalid Form Body", "code": 50035}, {}
+                if str(nonce) in self.nonces:
+                    return 200, self.messages[self.nonces[str(nonce)]], {}
             new = {
                 "id": str(next(self._ids)),
                 "type": 0,
@@ -157,6 +172,8 @@ class FakeDiscord:
                 "edited_timestamp": None,
             }
             self.messages[new["id"]] = new
+            if body.get("enforce_nonce") and isinstance(nonce, (str, int)):
+                self.nonces[str(nonce)] = new["id"]
             return 200, new, {}
         if method == "PATCH" and message_id is not None:
             if message_id not in self.messages:

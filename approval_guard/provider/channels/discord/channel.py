@@ -7,11 +7,14 @@ that message to the request as it is then, without buttons once it is not
 pending. A request's items share one target sent one at a time, so its post
 goes before its edits; an edit whose post has not happened yet waits for it.
 A post that finds its message already kept (sent before a crash, settled
-after it) edits instead, so a request has one message.
+after it) edits instead, so a request has one message; a post Discord made
+after its send's deadline ran out is found again by its ``nonce`` (Discord's
+``enforce_nonce``: the same nonce within a few minutes returns that message).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -51,6 +54,11 @@ POST, EDIT = "discord.post", "discord.edit"
 #: :data:`MAX_POST_WAIT`).
 POST_WAIT = 1.0
 MAX_POST_WAIT = 300.0
+
+
+def post_nonce(request_id: str) -> str:
+    """The request's post's ``nonce`` (Discord takes at most 25 characters): retries share it."""
+    return "ag" + hashlib.sha256(request_id.encode("utf-8")).hexdigest()[:23]
 
 
 class DiscordChannel(Channel):
@@ -111,7 +119,8 @@ class DiscordChannel(Channel):
         channel = self.settings.channel
         posted = await run_in_threadpool(store.channel_message, NAME, request.id)
         if posted is None and item.event_type == POST:
-            answer = await self._api.create_message(channel, body)
+            once = {"nonce": post_nonce(request.id), "enforce_nonce": True}
+            answer = await self._api.create_message(channel, {**body, **once})
             if not answer.ok:
                 return result(answer, what="posting the message")
             found = answer.data.get("id")

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from approval_guard._codec.display import escape, pointer, with_markers_shown
+from approval_guard._codec.display import escape, escape_lines, pointer, with_markers_shown
 from approval_guard._codec.duration import format_time_left
 from approval_guard._codec.exact_json import dump_json
 from approval_guard._codec.wire import APPROVED, CANCELLED, DENIED, EXPIRED, PENDING, epoch_second
@@ -62,8 +62,8 @@ def code(value: str, limit: int = MAX_VALUE) -> str:
 
 
 def block(value: str, limit: int) -> str:
-    """``value`` in a code block (several lines, inert), cut to ``limit``."""
-    shown = escape(value.replace("\r\n", "\n")).replace("`", "\u02cb")
+    """``value`` in a code block (its lines kept, hidden characters escaped), cut to ``limit``."""
+    shown = escape_lines(value.replace("\r\n", "\n")).replace("`", "\u02cb")
     if len(shown) > limit:
         shown = shown[: limit - 1] + "\u2026"
     return "```\n" + shown + "\n```"

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from approval_guard._codec.hosts import is_loopback
 from approval_guard.provider.channels.base import ChannelSettingsError
 
 #: The channel's name.
@@ -70,7 +71,7 @@ def check_user(value: str) -> str:
 
 
 def check_api_url(value: object) -> str:
-    """The REST API's base URL (``http(s)://HOST/...``), without its trailing ``/``."""
+    """The REST API's base URL (``https://HOST/...``, ``http`` on loopback), no trailing ``/``."""
     try:
         if not isinstance(value, str) or any(ch.isspace() for ch in value):
             raise ValueError
@@ -87,6 +88,12 @@ def check_api_url(value: object) -> str:
             "the Discord API URL must be an http(s)://HOST/... URL "
             "without credentials, query or fragment"
         ) from None
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
+        # The bot token goes in every call's Authorization header.
+        raise ValueError(
+            "the Discord API URL is plain http, so the bot token would travel unencrypted: "
+            "use https (plain http only for a fake on this machine)"
+        )
     return value.rstrip("/")
 
 

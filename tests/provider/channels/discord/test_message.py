@@ -109,6 +109,16 @@ def test_what_a_model_wrote_is_inert_text() -> None:
     assert body["allowed_mentions"] == {"parse": []}
 
 
+def test_the_agents_reason_keeps_its_lines_in_its_code_block() -> None:
+    """A reason of several lines shows as those lines; hidden characters are still escaped."""
+    said = "Refund order 1234.\r\nThe customer was charged twice.\n\x1b[31mred"
+    description = message(request(context=said), now=NOW)["embeds"][0]["description"]
+    block = description.split("```\n", 1)[1]
+    assert block.startswith("Refund order 1234.\nThe customer was charged twice.\n")
+    assert "\x1b" not in block and "\\u001b[31mred" in block
+    assert description.count("```") == 2
+
+
 def test_long_requests_are_cut_to_discords_limits() -> None:
     """2,000 characters of content, 1,024 a field, 25 fields, 6,000 an embed, at most always."""
     huge = "y" * 10_000

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.provider.channels.discord.conftest import DiscordTeam, discord_channel, make_team, start
-from tests.support.api import Api
+from tests.support.api import Api, wait_for
 from tests.support.fake_discord import CHANNEL, RATE_LIMITED, TOKEN, UNAUTHORIZED, FakeDiscord
 from tests.support.fakes import ShiftedClock
 
@@ -165,3 +165,36 @@ def test_a_post_held_in_flight_is_sent_once_when_discord_answers(team: DiscordTe
     message = team.posted()
     assert made["id"] in message["content"]
     assert len(team.discord.of("POST")) == 1
+
+
+def test_a_post_that_timed_out_but_reached_discord_is_not_posted_twice(
+    database: Any, discord: FakeDiscord, rules_file: Path, provider_clock: ShiftedClock
+) -> None:
+    """A post Discord made after the send's deadline ran out: its retry finds it, one message."""
+    channel = discord_channel(discord)
+    channel.deadline = 1.0  # the outbox gives the held post up after 1 s and sends it again
+    server = start(database, channel, rules_file, clock=provider_clock)
+    try:
+        first = server.first_start_tokens
+        assert first is not None
+        discord.hold(True)
+        made = Api(server.url, first.instance).new(
+            body={"tool": "small_refund", "arguments": {"amount": 1}, "timeout": "30m"}
+        )
+        # The retry arrives while the first post is still held: both reach Discord.
+        assert discord.wait_for(lambda fake: fake.arrivals >= 2, timeout=20)
+        discord.hold(False)
+        posts = discord.wait_calls("POST", 2)
+        assert posts[0].body["nonce"] == posts[1].body["nonce"]
+        assert posts[0].body["enforce_nonce"] is True
+        message = discord.wait_message(lambda message: made["id"] in message["content"])
+        assert len(discord.messages) == 1
+        # The message the request keeps is the one Discord has: a decision edits it.
+        assert wait_for(
+            lambda: server.store.channel_message("discord", made["id"]) == message["id"],
+            timeout=15,
+            what="the message id was never kept",
+        )
+    finally:
+        discord.hold(False)
+        server.close()

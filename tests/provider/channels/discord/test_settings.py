@@ -105,6 +105,20 @@ def test_incomplete_or_malformed_settings_stop_serve_with_a_clear_error(
         made(argv, env)
 
 
+@pytest.mark.parametrize(
+    "url", ["http://discord.com/api/v10", "http://10.0.0.5:8080/api", "http://[2001:db8::1]/api"]
+)
+def test_a_plain_http_api_url_off_this_machine_is_refused(url: str) -> None:
+    """The bot token would travel unencrypted: plain http is for a loopback fake only."""
+    argv = ["--discord-channel", CHANNEL, "--discord-api-url", url]
+    with pytest.raises(ChannelSettingsError, match="https") as caught:
+        made(argv, BOTH)
+    assert TOKEN not in str(caught.value)
+    for local in ("http://127.0.0.1:9/api/v10", "http://localhost:9/api", "http://[::1]:9/api"):
+        channel = made(["--discord-channel", CHANNEL, "--discord-api-url", local], BOTH)
+        assert channel is not None and channel.settings.api_url == local
+
+
 def test_the_token_is_never_in_a_repr_or_an_error() -> None:
     """The settings' and the channel's reprs hide the token, and no error quotes it."""
     settings = DiscordSettings(bot_token=TOKEN, public_key=KEY, channel=CHANNEL)
