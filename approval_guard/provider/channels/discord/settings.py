@@ -61,8 +61,10 @@ def check_public_key(value: object) -> str:
 def check_snowflake(value: object, what: str = "a Discord id") -> str:
     """A Discord id (a snowflake): 1 to 20 digits below 2**64; ``ValueError`` otherwise."""
     if not isinstance(value, str) or not _SNOWFLAKE.fullmatch(value) or int(value) >= 2**64:
-        raise ValueError(f"{what} is a number such as 123456789012345678, not {value!r}")
-    return value
+        # The value is not quoted: a token given to the wrong flag must not be printed.
+        raise ValueError(f"{what} is a number such as 123456789012345678")
+    # As Discord writes it (no leading zeros), or a click would never match the link.
+    return str(int(value))
 
 
 def check_user(value: str) -> str:

@@ -63,7 +63,8 @@ def _own_url(args: argparse.Namespace) -> str:
     """``http(s)://HOST:PORT`` that ``serve`` listens on; an error when the port is not fixed."""
     host = str(getattr(args, "host", None) or "127.0.0.1")
     port = getattr(args, "port", None)
-    if not isinstance(port, int) or port <= 0:
+    if not isinstance(port, int) or port <= 0 or host in ("0.0.0.0", "::", "[::]", ""):
+        # A phone cannot post to "every address" or to a port picked at start.
         raise ChannelSettingsError("--ntfy-url needs --public-url (the address phones post to)")
     scheme = "https" if getattr(args, "tls_cert", None) else "http"
     return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"

@@ -90,13 +90,15 @@ class NtfySettings:
 def make_settings(url: str, token: str | None, public_url: str | None) -> NtfySettings:
     """Checked settings; :class:`ChannelSettingsError` for ones that cannot work."""
     url = check_server_url(url)
+    parts = urlsplit(url)
+    if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
+        # The pushes carry the buttons' single-use tokens (and the access token, if any).
+        raise ChannelSettingsError(
+            "--ntfy-url is plain http, so each push's Approve and Deny tokens (and "
+            f"{TOKEN_ENV}) would travel unencrypted: use https"
+        )
     if token is not None:
         token = check_token(token)
-        parts = urlsplit(url)
-        if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
-            raise ChannelSettingsError(
-                f"--ntfy-url is plain http, so {TOKEN_ENV} would travel unencrypted: use https"
-            )
     if public_url is not None:
         try:
             public_url = check_public_url(public_url)

@@ -141,3 +141,13 @@ def test_the_identity_is_a_discord_user_id() -> None:
     for bad in ("", "@alice", "12a", "1" * 21, str(2**64), " 123"):
         with pytest.raises(ValueError, match="Discord user id"):
             identity.check(bad)
+
+
+def test_a_user_id_is_kept_as_discord_writes_it_and_a_bad_one_is_never_quoted() -> None:
+    """Leading zeros go (clicks name ``803...``); a token given to it by mistake is not echoed."""
+    identity = DiscordKind.identity
+    assert identity is not None
+    assert identity.check("0080351110224678912") == "80351110224678912"
+    with pytest.raises(ValueError) as refused:
+        identity.check(TOKEN)
+    assert TOKEN not in str(refused.value)

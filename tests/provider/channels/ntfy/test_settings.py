@@ -17,6 +17,8 @@ TOKEN = "tk_secretsecretsecretsecret0001"
 def _parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     NtfyKind.add_arguments(parser, {})
+    parser.add_argument("--host", default="127.0.0.1")  # serve's own, read for the buttons
+    parser.add_argument("--port", type=int, default=0)
     return parser.parse_args(list(argv))
 
 
@@ -79,13 +81,13 @@ def test_a_bad_token_is_refused_without_quoting_it(token: str) -> None:
     assert not token or token not in str(info.value)
 
 
-def test_a_token_is_never_sent_over_plain_http_to_another_host() -> None:
-    """With a token, ``http://`` is refused unless the server is on this machine."""
-    with pytest.raises(ChannelSettingsError, match="unencrypted"):
-        _channel("--ntfy-url", "http://push.example", env={TOKEN_ENV: TOKEN})
+def test_nothing_is_pushed_over_plain_http_to_another_host() -> None:
+    """``http://`` is refused unless the server is on this machine: a push carries button tokens."""
+    for env in ({TOKEN_ENV: TOKEN}, {}):
+        with pytest.raises(ChannelSettingsError, match="unencrypted"):
+            _channel("--ntfy-url", "http://push.example", env=env)
     for local in ("http://127.0.0.1:8080", "http://localhost", "http://[::1]:80"):
         assert _channel("--ntfy-url", local, env={TOKEN_ENV: TOKEN}) is not None
-    assert _channel("--ntfy-url", "http://push.example") is not None  # open topics: no secret
 
 
 def test_a_public_url_with_a_path_is_kept() -> None:
@@ -119,3 +121,11 @@ def test_without_a_public_url_the_buttons_post_to_the_served_address() -> None:
     args.port = 0  # a port picked at start is unknown here: the phone could not be told
     with pytest.raises(ChannelSettingsError, match="--public-url"):
         NtfyKind.from_args(args, {}, public_url=None)
+
+
+def test_buttons_need_a_public_url_when_serve_listens_on_every_address() -> None:
+    """``--host 0.0.0.0`` without ``--public-url``: a phone cannot post there, so serve stops."""
+    with pytest.raises(ChannelSettingsError, match="--public-url"):
+        _channel(
+            "--ntfy-url", "https://ntfy.sh", "--host", "0.0.0.0", "--port", "8765", public_url=None
+        )
