@@ -75,7 +75,10 @@ def _stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StorePro
         store.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+#: PostgreSQL in the slow run (``.ci/run`` runs both): the default run stays near three minutes.
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreProtocol]:
     yield from _stores(request, tmp_path)
 

@@ -155,7 +155,10 @@ def provider_clock() -> ShiftedClock:
     return ShiftedClock()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+#: PostgreSQL in the slow run (``.ci/run`` runs both): the default run stays near three minutes.
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])]
+)
 def database(
     request: pytest.FixtureRequest, tmp_path: Path, provider_clock: ShiftedClock
 ) -> Iterator[Any]:

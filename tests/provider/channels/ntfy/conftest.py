@@ -20,7 +20,10 @@ def ntfy() -> Iterator[FakeNtfy]:
         yield fake
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+#: PostgreSQL in the slow run (``.ci/run`` runs both): the default run stays near three minutes.
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.slow])]
+)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[StoreProtocol, Clock]]:
     """``(store, clock)``: a SQLite file, or a PostgreSQL schema, on a clock tests move on."""
     clock = Clock()
