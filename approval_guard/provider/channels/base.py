@@ -27,6 +27,7 @@ leases, retries and gives up; a channel only says how to send one item.
 
 from __future__ import annotations
 
+import abc
 import argparse
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -228,7 +229,7 @@ class Identity:
     unique: bool = True
 
 
-class Channel:
+class Channel(abc.ABC):
     """A configured channel for one serving run (see the module's docstring)."""
 
     #: Its name: the outbox rows' and the audit rows' ``channel``.
@@ -269,9 +270,9 @@ class Channel:
         del moment
         return ()
 
+    @abc.abstractmethod
     async def send(self, item: Item, store: StoreProtocol) -> SendResult:
         """Send one item; the outbox bounds it by :attr:`deadline` and settles it."""
-        raise NotImplementedError
 
     def routes(self) -> Sequence[Route]:
         """Its inbound routes (``POST /slack/interactions``), none by default."""
@@ -279,6 +280,7 @@ class Channel:
 
     async def close(self) -> None:
         """Release what :meth:`send` opened (an HTTP client); the outbox calls it when it stops."""
+        return None
 
 
 class ChannelKind:
