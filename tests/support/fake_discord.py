@@ -33,7 +33,7 @@ import requests
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from tests.support.serving import BurstServer, serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread, wait_on
 
 TOKEN = "MTA5ODc2NTQzMjEwOTg3NjU0.GfakeX.discord-bot-token-for-tests_0123"
 CHANNEL = "1100000000000000001"
@@ -209,14 +209,7 @@ class FakeDiscord:
 
     def wait_for(self, predicate: Callable[[FakeDiscord], bool], timeout: float = 15.0) -> bool:
         """Block until ``predicate(self)`` holds (checked on every call); False on timeout."""
-        end = time.monotonic() + timeout
-        with self._lock:
-            while not predicate(self):
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._lock.wait(min(left, 0.1))
-        return True
+        return wait_on(self._lock, lambda: predicate(self), timeout)
 
     def wait_calls(self, method: str, n: int = 1, timeout: float = 15.0) -> list[Call]:
         assert self.wait_for(lambda s: len(s.of(method)) >= n, timeout), (

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import httpx
 
-from tests.support.serving import BurstServer, serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread, wait_on
 
 TOKEN = "tk_fakentfytoken0123456789abcde"
 _TOPIC = re.compile(r"[-_A-Za-z0-9]{1,64}")
@@ -219,14 +219,7 @@ class FakeNtfy:
 
     def wait_for(self, predicate: Callable[[FakeNtfy], bool], timeout: float = 10.0) -> bool:
         """Block until ``predicate(self)`` holds (checked on every publish); False on timeout."""
-        end = time.monotonic() + timeout
-        with self._lock:
-            while not predicate(self):
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._lock.wait(min(left, 0.1))
-        return True
+        return wait_on(self._lock, lambda: predicate(self), timeout)
 
     def wait_accepted(self, n: int = 1, topic: str | None = None) -> list[Publish]:
         """The first ``n`` accepted publishes (to ``topic``), once there are that many."""

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from tests.support.serving import BurstServer, serve_in_thread
+from tests.support.serving import BurstServer, serve_in_thread, wait_on
 
 TOKEN = "xoxb-1234-5678-faketoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -132,14 +132,7 @@ class FakeSlack:
 
     def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0) -> bool:
         """Block until ``predicate(self)`` holds (checked on every call); False on timeout."""
-        end = time.monotonic() + timeout
-        with self._lock:
-            while not predicate(self):
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._lock.wait(min(left, 0.1))
-        return True
+        return wait_on(self._lock, lambda: predicate(self), timeout)
 
     def wait_calls(self, method: str, n: int = 1, timeout: float = 10.0) -> list[Call]:
         assert self.wait_for(lambda s: len(s.of(method)) >= n, timeout), (

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import socketserver
 import threading
+import time
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 
 #: Seconds between two looks at the shutdown flag.
@@ -32,3 +34,15 @@ def serve_in_thread(server: socketserver.BaseServer) -> threading.Thread:
     thread = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
     thread.start()
     return thread
+
+
+def wait_on(lock: threading.Condition, holds: Callable[[], bool], timeout: float) -> bool:
+    """Block until ``holds()`` (asked under ``lock``, on each notify); False at ``timeout``."""
+    end = time.monotonic() + timeout
+    with lock:
+        while not holds():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            lock.wait(min(left, 0.1))
+    return True
